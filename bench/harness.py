@@ -1,0 +1,87 @@
+"""What every benchmark shares: options, timing, a printed table and a flat JSON file.
+
+Each benchmark measures sharedq and a baseline in the same process and run, and
+reports the ratio, so that a number means the same on a slow or a busy machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import platform
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+
+def parse_args(
+    description: str, extra: Callable[[argparse.ArgumentParser], None] | None = None
+) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="a short run, under a minute")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="write the figures here")
+    if extra is not None:
+        extra(parser)
+    return parser.parse_args()
+
+
+def rate(operations: int, fn: Callable[[], object]) -> float:
+    """Operations per second of ``fn``, which performs ``operations`` operations.
+
+    The cyclic garbage collector is off while ``fn`` runs, as ``timeit`` does, for
+    sharedq and baselines alike, so that a collection landing in one run and not the
+    other does not decide a ratio.
+    """
+    gc.collect()
+    gc.disable()
+    try:
+        started = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - started
+    finally:
+        gc.enable()
+    return operations / elapsed
+
+
+def best_rate(operations: int, fn: Callable[[], object], repeats: int = 5) -> float:
+    """The best of several runs: the least disturbed by the rest of the machine."""
+    return max(rate(operations, fn) for _ in range(repeats))
+
+
+class Report:
+    """Figures of one benchmark run, printed as a table and written as flat JSON."""
+
+    def __init__(self, title: str, quick: bool) -> None:
+        self.title = title
+        self.figures: dict[str, float | int | str | bool] = {
+            "quick": quick,
+            "python": platform.python_version(),
+        }
+        self.rows: list[tuple[str, str, str]] = []
+
+    def add(
+        self, name: str, value: float | int | str | bool, unit: str = "", note: str = ""
+    ) -> None:
+        self.figures[name] = round(value, 4) if isinstance(value, float) else value
+        shown = (
+            f"{value:,.1f}"
+            if isinstance(value, float) and value >= 100
+            else (f"{value:.3f}" if isinstance(value, float) else str(value))
+        )
+        self.rows.append((name, f"{shown} {unit}".strip(), note))
+
+    def emit(self, json_path: Path | None) -> None:
+        table = Table(title=self.title)
+        table.add_column("figure")
+        table.add_column("value", justify="right")
+        table.add_column("note")
+        for row in self.rows:
+            table.add_row(*row)
+        Console().print(table)
+        if json_path is not None:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(json.dumps(self.figures, indent=2, sort_keys=True) + "\n")

@@ -1,0 +1,5 @@
+"""``python -m sharedq`` runs the CLI."""
+
+from sharedq.cli.main import main
+
+main()

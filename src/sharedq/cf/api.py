@@ -1,0 +1,458 @@
+"""The list-structure interface: the contract every backend keeps.
+
+This is the coupling facility of the seeds, reduced to what the queue manager, the
+Common Queue Server and recovery use.  A :class:`CouplingFacility` holds named
+structures; a user connects to one and gets a :class:`ListStructure`, its handle on
+the structure.  Every request is atomic: it happens entirely or not at all, and a
+request that fails (bad input, a condition that does not hold, no room) changes
+nothing.  That single-request atomicity is what the seeds' lock-free protocols (key
+range checking on read, version and authority comparison) rely on.
+
+Ordering.  Entries on a list are kept in ascending key order, keys compared as
+unsigned byte strings.  Among entries of equal key (a *sublist*), a write or move goes
+to the tail unless ``position=Position.HEAD`` is asked for.
+
+Sequence numbers.  Every request that changes the structure takes a sequence number
+from the structure, strictly increasing across all users; bulk requests take one per
+entry changed.  Requests that fail take none.  The recovery log orders its records by
+these numbers, so replaying a log repeats the structure's own order.
+
+Conditions.  A change may be conditioned on the entry's version number
+(``expect_version``), on the authority value of the list (``expect_authority``: the
+list the entry is written to for a write, the list it is on for any other request), on
+lock-table entries not being held by another user (``not_locked``), and a change that
+adds an entry to a list respects that list's limit unless ``ignore_limit`` is given.
+
+Users.  At most 32 users are connected to a structure at a time, each with an id from
+1 to 32.  A user that disconnects normally releases its monitors, events and locks.  A
+user declared failed (by a peer, an operator, or the backend when its process
+vanished) keeps them, *failed-persistent*, until it reconnects under the same name
+(and picks them up) or a peer cleans up after it.
+
+Monitoring.  A registration watches a key range of a list, a sublist (one exact key),
+or the entries with one secondary key, and takes one event monitor control (EMC) from
+the structure's EMC area.  When the watched set goes from empty to non-empty (and, if
+asked, back to empty) an event is queued for the registering user and any of that
+user's threads waiting in :meth:`ListStructure.wait_events` is woken.
+
+Time is in seconds throughout this layer.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from types import TracebackType
+
+from sharedq.cf.params import StructureParams
+from sharedq.cf.types import (
+    HIGHEST_KEY,
+    LOWEST_KEY,
+    UNCHANGED,
+    BulkMove,
+    BulkResult,
+    Change,
+    ListEntry,
+    ListInfo,
+    Locator,
+    MonitorEvent,
+    MonitorSpec,
+    Position,
+    Registration,
+    StructureStats,
+    Unchanged,
+    UserInfo,
+)
+
+
+class ListStructure(ABC):
+    """One user's connection to one list structure.
+
+    A connection may be shared by several threads of the user; each request is still
+    atomic.  Use it as a context manager to disconnect normally at the end.
+    """
+
+    # -- identity -------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def structure_name(self) -> str:
+        """The name of the structure this connection is to."""
+
+    @property
+    @abstractmethod
+    def user_id(self) -> int:
+        """This user's id, 1 to 32, unique among the structure's users."""
+
+    @property
+    @abstractmethod
+    def user_name(self) -> str:
+        """The name this user connected under."""
+
+    # -- single-entry requests -----------------------------------------------------
+
+    @abstractmethod
+    def write(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes = b"",
+        *,
+        adjunct: bytes = b"",
+        secondary_key: bytes | None = None,
+        entry_id: bytes | None = None,
+        version: int = 0,
+        position: Position = Position.TAIL,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+        ignore_limit: bool = False,
+    ) -> Change:
+        """Create an entry on ``list_number`` at its key position.
+
+        The entry takes ``ceil(len(data) / element_size)`` data elements (at most 255,
+        and at most 64 KiB of data).  ``entry_id`` is assigned by the caller (the
+        patent's program-assigned entry ids) or, when ``None``, by the structure.
+
+        Raises:
+            InvalidRequest: bad key, list number, data size, adjunct, secondary key, id.
+            EntryExists: ``entry_id`` is already in use in the structure.
+            ListFull: the list is at its limit and ``ignore_limit`` was not given.
+            StructureFull: no room for one more entry or for its elements.
+            AuthorityMismatch, LockHeld: a condition did not hold.
+        """
+
+    @abstractmethod
+    def read(self, locator: Locator) -> ListEntry | None:
+        """The entry the locator finds, or ``None`` when it finds none.
+
+        A positional locator (head, tail, key, secondary key) that finds nothing gives
+        ``None``.  ``ById`` names an entry that must exist: ``NoSuchEntry`` if it does
+        not, ``ListMismatch`` if it is not on the list the locator names.
+        """
+
+    @abstractmethod
+    def move(
+        self,
+        locator: Locator,
+        to_list: int,
+        *,
+        new_key: bytes | None = None,
+        new_secondary_key: bytes | Unchanged | None = UNCHANGED,
+        set_version: int | None = None,
+        increment_version: bool = False,
+        position: Position = Position.TAIL,
+        expect_version: int | None = None,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+        ignore_limit: bool = False,
+    ) -> Change | None:
+        """Move the located entry to ``to_list`` (which may be its own list).
+
+        The entry keeps its id, data and adjunct; it takes ``new_key`` if given (and is
+        placed at that key's position), ``new_secondary_key`` if given (``None``
+        removes it), and a new version if ``set_version`` or ``increment_version`` is
+        given.  ``Head(list, key=K, compare=LE)`` moves the head only if its key
+        compares: this is how a get takes only committed messages.
+
+        Returns the change, or ``None`` when a positional locator found no entry (an
+        empty list, or a head whose key does not compare).  Moving to another list
+        respects the target's limit unless ``ignore_limit``.
+        """
+
+    @abstractmethod
+    def delete(
+        self,
+        locator: Locator,
+        *,
+        expect_version: int | None = None,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+    ) -> Change | None:
+        """Delete the located entry; the change carries the entry as it was."""
+
+    @abstractmethod
+    def update(
+        self,
+        locator: Locator,
+        *,
+        data: bytes | Unchanged = UNCHANGED,
+        adjunct: bytes | Unchanged = UNCHANGED,
+        set_version: int | None = None,
+        increment_version: bool = False,
+        increment_authority: bool = False,
+        expect_version: int | None = None,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+    ) -> Change | None:
+        """Rewrite the located entry in place (its data, adjunct or version).
+
+        ``increment_authority`` adds one to the authority value of the entry's list in
+        the same atomic step.  This is the protocol for a list's control entry (the
+        patent's LHQC): read it and the authority, rewrite it with
+        ``expect_authority`` set to what was read and ``increment_authority=True``;
+        every other user still holding the old authority then fails its next
+        authority-conditioned request and re-reads the control entry.
+        """
+
+    # -- bulk requests ----------------------------------------------------------------
+
+    @abstractmethod
+    def move_entries(
+        self,
+        moves: Sequence[BulkMove],
+        *,
+        ignore_limit: bool = False,
+        missing_ok: bool = False,
+        not_locked: Iterable[int] = (),
+        budget: int | None = None,
+    ) -> BulkResult:
+        """Move several entries by id, in order, each atomically.
+
+        The request handles at most ``budget`` entries (a backend default when
+        ``None``) and then returns; ``BulkResult.redrive_from`` says where to continue.
+        Entries are validated before any is moved: a bad request moves nothing.  When
+        an entry is absent, ``missing_ok`` records it in ``missing`` and goes on (how
+        recovery stays idempotent); otherwise the request stops before it with
+        ``NoSuchEntry``, having moved the ones before it.
+        """
+
+    @abstractmethod
+    def delete_entries(
+        self,
+        entry_ids: Sequence[bytes],
+        *,
+        missing_ok: bool = False,
+        not_locked: Iterable[int] = (),
+        budget: int | None = None,
+    ) -> BulkResult:
+        """Delete several entries by id, in order; budget and redrive as :meth:`move_entries`."""
+
+    @abstractmethod
+    def scan(
+        self,
+        list_number: int,
+        low_key: bytes = LOWEST_KEY,
+        high_key: bytes = HIGHEST_KEY,
+        *,
+        with_data: bool = True,
+    ) -> Iterator[ListEntry]:
+        """The entries of a list with keys in ``[low_key, high_key]``, in list order.
+
+        The scan reads in pages: entries present for its whole duration are returned
+        exactly once; entries changed meanwhile may or may not be.  Without data the
+        entries carry ``b""`` as data.
+        """
+
+    # -- list controls and locks -------------------------------------------------------
+
+    @abstractmethod
+    def list_info(self, list_number: int) -> ListInfo:
+        """A list's entry and element counts, limit and authority."""
+
+    @abstractmethod
+    def set_list_controls(
+        self,
+        list_number: int,
+        *,
+        limit: int | Unchanged | None = UNCHANGED,
+        increment_authority: bool = False,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+    ) -> int:
+        """Set a list's limit (``None``: no limit) and/or bump its authority; returns the seq.
+
+        A limit below the list's current count is accepted: the entries stay, and
+        further writes fail until the count drops below the limit.
+        """
+
+    @abstractmethod
+    def lock(self, lock_number: int) -> int:
+        """Take a lock-table entry; returns the seq.  ``LockHeld`` if another user has it.
+
+        Taking a lock this user already holds succeeds and changes nothing.
+        """
+
+    @abstractmethod
+    def unlock(self, lock_number: int) -> int:
+        """Release a lock-table entry this user holds; ``LockNotHeld`` otherwise."""
+
+    @abstractmethod
+    def lock_holder(self, lock_number: int) -> int | None:
+        """The user id holding a lock-table entry, or ``None``."""
+
+    # -- monitoring ----------------------------------------------------------------------
+
+    @abstractmethod
+    def register_monitor(self, spec: MonitorSpec) -> Registration:
+        """Register interest in a key range, sublist or secondary key of a list.
+
+        Takes one EMC (``EmcAreaFull`` when none is left) and returns the state of the
+        watched set now, so that a caller who registers after finding nothing knows
+        whether something arrived in between.
+        """
+
+    @abstractmethod
+    def stop_monitor(self, monitor_id: int) -> int:
+        """Deregister; frees the EMC and drops the monitor's undelivered events."""
+
+    @abstractmethod
+    def events_nowait(self) -> list[MonitorEvent]:
+        """Dequeue every event queued for this user, oldest first; may be empty."""
+
+    @abstractmethod
+    def wait_events(self, timeout: float | None = None) -> list[MonitorEvent]:
+        """Wait until at least one event is queued for this user, then dequeue them all.
+
+        Returns an empty list when ``timeout`` seconds pass first.  The wait is woken by
+        the change that queues the event, not by polling.
+        """
+
+    def monitor_list(
+        self, list_number: int, *, notify_empty: bool = False, token: bytes = b""
+    ) -> Registration:
+        """Watch a whole list."""
+        return self.register_monitor(
+            MonitorSpec(list_number, notify_empty=notify_empty, token=token)
+        )
+
+    def monitor_key_range(
+        self,
+        list_number: int,
+        low_key: bytes,
+        high_key: bytes,
+        *,
+        notify_empty: bool = False,
+        token: bytes = b"",
+    ) -> Registration:
+        """Watch the entries of a list whose keys lie in ``[low_key, high_key]``."""
+        return self.register_monitor(
+            MonitorSpec(list_number, low_key, high_key, notify_empty=notify_empty, token=token)
+        )
+
+    def monitor_sublist(
+        self,
+        list_number: int,
+        key: bytes,
+        *,
+        secondary: bool = False,
+        notify_empty: bool = False,
+        token: bytes = b"",
+    ) -> Registration:
+        """Watch the entries with one exact key (primary, or secondary if asked)."""
+        if secondary:
+            spec = MonitorSpec(
+                list_number, secondary_key=key, notify_empty=notify_empty, token=token
+            )
+        else:
+            spec = MonitorSpec(list_number, key, key, notify_empty=notify_empty, token=token)
+        return self.register_monitor(spec)
+
+    # -- users -----------------------------------------------------------------------------
+
+    @abstractmethod
+    def users(self) -> list[UserInfo]:
+        """Every user the structure records, active or failed, by user id."""
+
+    @abstractmethod
+    def mark_failed(self, user_id: int) -> int:
+        """Declare a user failed: its connection stops working, its resources stay.
+
+        A peer does this when it learns a user's process died; the failed user's
+        locks, monitors and queued events are kept until it reconnects under its name
+        or :meth:`cleanup_user` releases them.
+        """
+
+    @abstractmethod
+    def cleanup_user(self, user_id: int) -> int:
+        """Release a failed user's locks, monitors and events, and free its user id."""
+
+    @abstractmethod
+    def disconnect(self) -> None:
+        """Disconnect normally, releasing this user's locks, monitors and events."""
+
+    @property
+    @abstractmethod
+    def connected(self) -> bool:
+        """Whether this connection can still make requests."""
+
+    # -- the structure as a whole --------------------------------------------------------
+
+    @abstractmethod
+    def statistics(self) -> StructureStats:
+        """Maximum and in-use entries, elements and EMCs, users and the last seq."""
+
+    @abstractmethod
+    def alter(self, *, size: int | None = None, emc_percent: int | None = None) -> StructureStats:
+        """Change the structure's size and/or EMC share, within its maximum size.
+
+        ``AlterRejected`` when the new size exceeds the maximum set at creation or the
+        new counts would be below what is in use; nothing changes then.
+        """
+
+    def __enter__(self) -> ListStructure:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self.connected:
+            self.disconnect()
+
+
+class CouplingFacility(ABC):
+    """A place that holds named list structures, and lets users connect to them.
+
+    Structures persist until deleted, whether or not anyone is connected.
+    """
+
+    @abstractmethod
+    def create(self, params: StructureParams, *, sequence_floor: int = 0) -> StructureStats:
+        """Allocate a new, empty structure.
+
+        Its first change takes sequence number ``sequence_floor + 1``: a structure
+        rebuilt after a loss continues the old one's numbering so that the log stays
+        in order.  ``StructureExists`` if the name is taken.
+        """
+
+    @abstractmethod
+    def delete(self, name: str, *, force: bool = False) -> None:
+        """Deallocate a structure.
+
+        Refused with ``USER_ACTIVE`` while users are connected unless ``force``; with
+        ``force`` the remaining connections get ``StructureLost`` from then on.
+        """
+
+    @abstractmethod
+    def exists(self, name: str) -> bool:
+        """Whether a structure of that name is allocated."""
+
+    @abstractmethod
+    def structure_names(self) -> list[str]:
+        """The names of the structures allocated here, sorted."""
+
+    @abstractmethod
+    def connect(self, name: str, user_name: str) -> ListStructure:
+        """Connect to a structure as a user.
+
+        A failed user of the same name is reattached (same user id, its monitors,
+        events and locks); an active one makes this fail with ``USER_ACTIVE``.
+        ``TOO_MANY_USERS`` when 32 users are connected already.
+        """
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release this facility handle's client resources (not the structures)."""
+
+    def __enter__(self) -> CouplingFacility:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

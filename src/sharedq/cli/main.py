@@ -1,0 +1,56 @@
+"""The ``sharedq`` command: the entry point for every subcommand.
+
+Exit codes are named so that scripts can branch on them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from sharedq import __version__
+from sharedq.errors import SharedqError
+
+#: Success.
+RET_OK = 0
+#: A sharedq request failed; the message names the reason.
+RET_FAILED = 1
+#: The command line itself was wrong (click's own code).
+RET_USAGE = 2
+
+
+@click.group(
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="Examples:\n\n  sharedq walk\n\n  sharedq walk --facility redis://localhost:6379/0",
+)
+@click.version_option(__version__, prog_name="sharedq")
+def cli() -> None:
+    """Shared, recoverable, transactional message queues kept in list structures."""
+
+
+def _register() -> None:
+    from sharedq.cli.walk import walk
+
+    cli.add_command(walk)
+
+
+def main() -> None:
+    """Run the CLI; a sharedq error becomes a one-line message and a non-zero exit."""
+    _register()
+    try:
+        cli.main(standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(RET_FAILED)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except SharedqError as exc:
+        click.echo(f"sharedq: {exc}", err=True)
+        sys.exit(RET_FAILED)
+    sys.exit(RET_OK)
+
+
+if __name__ == "__main__":
+    main()

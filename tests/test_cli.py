@@ -1,0 +1,38 @@
+"""The ``sharedq`` command, run as a user runs it: in its own process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sharedq", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_walk_on_the_embedded_facility_prints_each_step() -> None:
+    result = run_cli("walk")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "QM2 tries a get: nothing, the head is uncommitted" in out
+    assert "QM2 is woken: monitor 1 went nonempty" in out
+    assert "LIST_FULL (1041)" in out
+    assert "MSG-A (key X'0400..' version 1), MSG-B" in out
+    assert "Accounting: 2/100 entries" in out
+
+
+def test_an_unknown_facility_url_is_a_clear_error_and_a_failure_exit() -> None:
+    result = run_cli("walk", "--facility", "ftp://nowhere")
+    assert result.returncode == 1
+    assert "BAD_URL" in result.stderr and "ftp://nowhere" in result.stderr
+
+
+def test_usage_errors_exit_2() -> None:
+    assert run_cli("no-such-command").returncode == 2
+    assert run_cli("walk", "--bogus").returncode == 2
