@@ -3,11 +3,52 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Sequence
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.redis_server import RedisServer
 
 settings.register_profile(
     "default", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60
 )
 settings.register_profile("thorough", parent=settings.get_profile("default"), max_examples=400)
 settings.load_profile(os.getenv("HYPOTHESIS_PROFILE", "default"))
+
+
+# -- private Redis servers ---------------------------------------------------------------
+# One server for the session serves every test that only needs "a Redis" (the
+# conformance suite flushes it between tests); tests that kill, restart or configure a
+# server take their own from ``redis_servers``.
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    """A private redis-server shared by the session; flush it if a test needs it empty."""
+    server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_servers() -> Iterator[Callable[..., RedisServer]]:
+    """A factory of private servers for one test: ``redis_servers(args=[...], password=...)``.
+
+    Each is started before it is returned and stopped when the test ends, whatever the
+    test did to it (killed it, restarted it).
+    """
+    started: list[RedisServer] = []
+
+    def make(args: Sequence[str] = (), password: str | None = None) -> RedisServer:
+        server = RedisServer(args, password)
+        started.append(server)
+        return server.start()
+
+    try:
+        yield make
+    finally:
+        for server in started:
+            server.stop()

@@ -14,8 +14,10 @@ import pytest
 
 from sharedq.cf import CouplingFacility, ListStructure, StructureParams
 from sharedq.cf.memory import MemoryFacility
+from sharedq.cf.redis import RedisFacility
+from tests.redis_server import RedisServer
 
-BACKENDS = ["memory"]
+BACKENDS = ["memory", "redis"]
 
 _names = itertools.count(1)
 
@@ -23,6 +25,9 @@ _names = itertools.count(1)
 def _open(request: pytest.FixtureRequest) -> CouplingFacility:
     if request.param == "memory":
         return MemoryFacility()
+    if request.param == "redis":
+        server: RedisServer = request.getfixturevalue("redis_server")
+        return RedisFacility.from_url(server.url)
     raise AssertionError(f"unknown backend {request.param}")
 
 
@@ -33,6 +38,9 @@ def facility(request: pytest.FixtureRequest) -> Iterator[CouplingFacility]:
         yield fac
     finally:
         fac.close()
+        if request.param == "redis":
+            # Some tests use fixed structure names: each starts on an empty server.
+            request.getfixturevalue("redis_server").flush()
 
 
 MakeStructure = Callable[..., str]

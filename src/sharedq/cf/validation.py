@@ -18,14 +18,17 @@ from sharedq.cf.types import (
     MAX_SECONDARY_KEY,
     MAX_TOKEN,
     MAX_VERSION,
+    BulkMove,
     ById,
     ByKey,
     BySecondaryKey,
     Compare,
     Head,
     Locator,
+    MonitorSpec,
     Position,
     Tail,
+    Unchanged,
 )
 
 
@@ -171,6 +174,36 @@ def check_locator(locator: object, list_count: int) -> Locator:
     else:
         raise cf_error(CFReason.BAD_ARGUMENT, f"not a locator: {locator!r}")
     return locator
+
+
+def check_bulk_move(move: object, list_count: int) -> BulkMove:
+    """Check one entry of a bulk move; returns it unchanged."""
+    if not isinstance(move, BulkMove):
+        raise cf_error(CFReason.BAD_ARGUMENT, f"not a BulkMove: {move!r}")
+    check_entry_id(move.entry_id)
+    check_list(move.to_list, list_count, "target list")
+    if move.from_list is not None:
+        check_list(move.from_list, list_count)
+    if move.new_key is not None:
+        check_key(move.new_key, "new key")
+    if not isinstance(move.new_secondary_key, Unchanged):
+        check_secondary_key(move.new_secondary_key)
+    check_version_update(move.set_version, move.increment_version)
+    return move
+
+
+def check_monitor_spec(spec: object, list_count: int) -> MonitorSpec:
+    """Check what a registration watches; returns it unchanged."""
+    if not isinstance(spec, MonitorSpec):
+        raise cf_error(CFReason.BAD_ARGUMENT, f"not a MonitorSpec: {spec!r}")
+    check_list(spec.list_number, list_count)
+    check_key(spec.low_key, "low key")
+    check_key(spec.high_key, "high key")
+    check_secondary_key(spec.secondary_key)
+    check_token(spec.token)
+    if spec.low_key > spec.high_key:
+        raise cf_error(CFReason.BAD_ARGUMENT, "low key is above high key")
+    return spec
 
 
 def _check_compare(compare: object) -> None:

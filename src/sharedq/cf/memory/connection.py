@@ -359,7 +359,7 @@ class MemoryListStructure(ListStructure):
             count = s.params.list_count
             v.check_budget(budget)
             for move in moves:
-                _check_bulk_move(move, count)
+                v.check_bulk_move(move, count)
             s.check_conditions(self._user.user_id, 0, None, not_locked)
             seqs: list[int] = []
             missing: list[bytes] = []
@@ -553,7 +553,7 @@ class MemoryListStructure(ListStructure):
         with s.lock:
             if self._user.live != self._incarnation:
                 s.check_user(self._user, self._incarnation)
-            _check_spec(spec, s.params.list_count)
+            v.check_monitor_spec(spec, s.params.list_count)
             monitor = s.add_monitor(self._user, spec)
             seq = s.next_seq()
             return Registration(monitor.monitor_id, spec.list_number, monitor.nonempty, seq)
@@ -671,28 +671,3 @@ def _incremented(entry: ListEntry) -> int:
         )
     return entry.version + 1
 
-
-def _check_bulk_move(move: object, list_count: int) -> None:
-    if not isinstance(move, BulkMove):
-        raise cf_error(CFReason.BAD_ARGUMENT, f"not a BulkMove: {move!r}")
-    v.check_entry_id(move.entry_id)
-    v.check_list(move.to_list, list_count, "target list")
-    if move.from_list is not None:
-        v.check_list(move.from_list, list_count)
-    if move.new_key is not None:
-        v.check_key(move.new_key, "new key")
-    if not isinstance(move.new_secondary_key, Unchanged):
-        v.check_secondary_key(move.new_secondary_key)
-    v.check_version_update(move.set_version, move.increment_version)
-
-
-def _check_spec(spec: object, list_count: int) -> None:
-    if not isinstance(spec, MonitorSpec):
-        raise cf_error(CFReason.BAD_ARGUMENT, f"not a MonitorSpec: {spec!r}")
-    v.check_list(spec.list_number, list_count)
-    v.check_key(spec.low_key, "low key")
-    v.check_key(spec.high_key, "high key")
-    v.check_secondary_key(spec.secondary_key)
-    v.check_token(spec.token)
-    if spec.low_key > spec.high_key:
-        raise cf_error(CFReason.BAD_ARGUMENT, "low key is above high key")

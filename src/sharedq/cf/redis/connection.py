@@ -1,0 +1,575 @@
+"""A user's connection to a structure on Redis: each request is one script call.
+
+A request checks its input here first, with the validators the memory backend uses
+(so bad input fails with the same reason and never reaches the server), then runs its
+script, which checks the user, the conditions and the room before its first write.
+Requests that change something carry a request id: a channel (the calling thread)
+and a number, so that a request resent after a lost reply is answered from the
+script's record instead of being applied twice.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from sharedq.cf import validation as v
+from sharedq.cf.api import ListStructure
+from sharedq.cf.errors import CFReason, StoreError, cf_error
+from sharedq.cf.redis import codec, keys, scripts
+from sharedq.cf.redis.codec import authority_arg, entry_of, locator_args, version_op
+from sharedq.cf.types import (
+    HIGHEST_KEY,
+    LOWEST_KEY,
+    MAX_ELEMENTS_PER_ENTRY,
+    MAX_ENTRY_BYTES,
+    UNCHANGED,
+    BulkMove,
+    BulkResult,
+    Change,
+    ListEntry,
+    ListInfo,
+    Locator,
+    MonitorEvent,
+    MonitorSpec,
+    Position,
+    Registration,
+    StructureStats,
+    Unchanged,
+    UserInfo,
+    UserState,
+)
+
+if TYPE_CHECKING:
+    from sharedq.cf.redis.facility import RedisFacility
+
+#: Entries a bulk request handles before it returns for a redrive, when not told: few
+#: enough that one script stays short (Redis serves nobody else while it runs).
+DEFAULT_BULK_BUDGET = 256
+#: Entries a scan reads per script call.
+SCAN_PAGE = 128
+#: Longest single block of ``wait_events`` before it re-checks the connection: a
+#: structure deleted or a user cleaned up meanwhile surfaces within this.
+WAIT_SLICE = 2.0
+
+_TAIL = Position.TAIL
+_ZERO_VERSION = codec.version_bytes(0)
+_change = partial(tuple.__new__, Change)
+_entry = partial(tuple.__new__, ListEntry)
+
+
+class RedisListStructure(ListStructure):
+    """A user's connection to a structure held on a Redis server."""
+
+    def __init__(
+        self,
+        facility: RedisFacility,
+        name: str,
+        user_name: str,
+        user_id: int,
+        token: bytes,
+        list_count: int,
+        element_size: int,
+        lock_count: int,
+    ) -> None:
+        self._facility = facility
+        self._client = facility.client
+        self._run = facility.client.run
+        self._name = name
+        self._key = keys.meta_key(name)
+        self._user_name = user_name
+        self._user_id = user_id
+        self._token = token
+        self._list_count = list_count
+        self._element_size = element_size
+        self._lock_count = lock_count
+        self._max_entry_elements = min(MAX_ELEMENTS_PER_ENTRY, MAX_ENTRY_BYTES // element_size)
+        self._requests = itertools.count(1)
+        self._reads = [user_id, token, b"", b"", b""]
+        self._closed = False
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return (
+            f"<RedisListStructure {self._name!r} user={self._user_id} "
+            f"{self._user_name!r} {state}>"
+        )
+
+    def _change_header(self) -> list[Any]:
+        """Header arguments of a request that changes something: with a request id."""
+        return [self._user_id, self._token, threading.get_ident(), next(self._requests), b""]
+
+    @property
+    def structure_name(self) -> str:
+        return self._name
+
+    @property
+    def user_id(self) -> int:
+        return self._user_id
+
+    @property
+    def user_name(self) -> str:
+        return self._user_name
+
+    @property
+    def connected(self) -> bool:
+        if self._closed:
+            return False
+        try:
+            return bool(self._run(scripts.ALIVE, self._key, list(self._reads)))
+        except StoreError:
+            return False
+
+    def renew_lease(self) -> None:
+        """Called by the facility's lease keeper; a failure here is seen by requests."""
+        try:
+            renewed = self._run(
+                scripts.RENEW, self._key, [*self._reads, self._facility.lease_ms]
+            )
+        except Exception:
+            return
+        if not renewed:
+            self._facility.forget(self)
+
+    # -- single-entry requests ------------------------------------------------------------
+
+    def write(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes = b"",
+        *,
+        adjunct: bytes = b"",
+        secondary_key: bytes | None = None,
+        entry_id: bytes | None = None,
+        version: int = 0,
+        position: Position = Position.TAIL,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+        ignore_limit: bool = False,
+    ) -> Change:
+        if type(list_number) is not int or not 0 <= list_number < self._list_count:
+            v.check_list(list_number, self._list_count)
+        if type(key) is not bytes or len(key) != 16:
+            v.check_key(key)
+        if type(data) is not bytes:
+            v.elements_for(data, self._element_size)
+        elements = -(-len(data) // self._element_size)
+        if elements > self._max_entry_elements:
+            v.elements_for(data, self._element_size)
+        if adjunct:
+            v.check_adjunct(adjunct)
+        if secondary_key is not None:
+            v.check_secondary_key(secondary_key)
+        if type(version) is not int or version:
+            v.check_version(version)
+        if position is not _TAIL:
+            v.check_position(position)
+        if entry_id is not None:
+            v.check_entry_id(entry_id)
+        locks = v.check_locks(not_locked, self._lock_count) if not_locked else ()
+        seq = self._run(
+            scripts.WRITE,
+            self._key,
+            [
+                *self._change_header(),
+                list_number,
+                key,
+                data,
+                adjunct,
+                secondary_key or b"",
+                entry_id or b"",
+                codec.version_bytes(version) if version else _ZERO_VERSION,
+                b"t" if position is _TAIL else b"h",
+                authority_arg(expect_authority),
+                b"1" if ignore_limit else b"",
+                elements,
+                *locks,
+            ],
+        )
+        entry: ListEntry = _entry(
+            (
+                seq.to_bytes(12, "big") if entry_id is None else entry_id,
+                list_number,
+                key,
+                data,
+                adjunct,
+                secondary_key,
+                version,
+                elements,
+            )
+        )
+        return _change((seq, entry))
+
+    def read(self, locator: Locator) -> ListEntry | None:
+        record = self._run(
+            scripts.READ, self._key, [*self._reads, *locator_args(locator, self._list_count)]
+        )
+        return None if record is None else entry_of(record)
+
+    def move(
+        self,
+        locator: Locator,
+        to_list: int,
+        *,
+        new_key: bytes | None = None,
+        new_secondary_key: bytes | Unchanged | None = UNCHANGED,
+        set_version: int | None = None,
+        increment_version: bool = False,
+        position: Position = Position.TAIL,
+        expect_version: int | None = None,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+        ignore_limit: bool = False,
+    ) -> Change | None:
+        if type(to_list) is not int or not 0 <= to_list < self._list_count:
+            v.check_list(to_list, self._list_count, "target list")
+        if new_key is not None and (type(new_key) is not bytes or len(new_key) != 16):
+            v.check_key(new_key, "new key")
+        if new_secondary_key is UNCHANGED:
+            skey: bytes = b"u"
+        else:
+            checked = v.check_secondary_key(new_secondary_key)
+            skey = b"" if checked is None else b"s" + checked
+        if set_version is not None or increment_version:
+            v.check_version_update(set_version, increment_version)
+        if position is not _TAIL:
+            v.check_position(position)
+        found = locator_args(locator, self._list_count)
+        locks = v.check_locks(not_locked, self._lock_count) if not_locked else ()
+        reply = self._run(
+            scripts.MOVE,
+            self._key,
+            [
+                *self._change_header(),
+                *found,
+                to_list,
+                new_key or b"",
+                skey,
+                version_op(set_version, increment_version),
+                b"t" if position is _TAIL else b"h",
+                _expected_version(expect_version),
+                authority_arg(expect_authority),
+                b"1" if ignore_limit else b"",
+                *locks,
+            ],
+        )
+        return None if reply is None else _change((reply[0], entry_of(reply[1])))
+
+    def delete(
+        self,
+        locator: Locator,
+        *,
+        expect_version: int | None = None,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+    ) -> Change | None:
+        found = locator_args(locator, self._list_count)
+        locks = v.check_locks(not_locked, self._lock_count) if not_locked else ()
+        reply = self._run(
+            scripts.DELETE,
+            self._key,
+            [
+                *self._change_header(),
+                *found,
+                _expected_version(expect_version),
+                authority_arg(expect_authority),
+                *locks,
+            ],
+        )
+        return None if reply is None else _change((reply[0], entry_of(reply[1])))
+
+    def update(
+        self,
+        locator: Locator,
+        *,
+        data: bytes | Unchanged = UNCHANGED,
+        adjunct: bytes | Unchanged = UNCHANGED,
+        set_version: int | None = None,
+        increment_version: bool = False,
+        increment_authority: bool = False,
+        expect_version: int | None = None,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+    ) -> Change | None:
+        elements = 0
+        if not isinstance(data, Unchanged):
+            elements = v.elements_for(data, self._element_size)
+        if not isinstance(adjunct, Unchanged):
+            v.check_adjunct(adjunct)
+        v.check_version_update(set_version, increment_version)
+        found = locator_args(locator, self._list_count)
+        locks = v.check_locks(not_locked, self._lock_count)
+        reply = self._run(
+            scripts.UPDATE,
+            self._key,
+            [
+                *self._change_header(),
+                *found,
+                b"u" if isinstance(data, Unchanged) else b"d" + data,
+                b"u" if isinstance(adjunct, Unchanged) else b"a" + adjunct,
+                elements,
+                version_op(set_version, increment_version),
+                b"1" if increment_authority else b"",
+                _expected_version(expect_version),
+                authority_arg(expect_authority),
+                *locks,
+            ],
+        )
+        return None if reply is None else _change((reply[0], entry_of(reply[1])))
+
+    # -- bulk requests ----------------------------------------------------------------
+
+    def move_entries(
+        self,
+        moves: Sequence[BulkMove],
+        *,
+        ignore_limit: bool = False,
+        missing_ok: bool = False,
+        not_locked: Iterable[int] = (),
+        budget: int | None = None,
+    ) -> BulkResult:
+        v.check_budget(budget)
+        for move in moves:
+            v.check_bulk_move(move, self._list_count)
+        locks = v.check_locks(not_locked, self._lock_count)
+        reply = self._run(
+            scripts.BULK_MOVE,
+            self._key,
+            [
+                *self._change_header(),
+                b"1" if ignore_limit else b"",
+                b"1" if missing_ok else b"",
+                len(locks),
+                *locks,
+                *(codec.pack_move(move) for move in moves[: budget or DEFAULT_BULK_BUDGET]),
+            ],
+        )
+        return codec.bulk_result(len(moves), reply)
+
+    def delete_entries(
+        self,
+        entry_ids: Sequence[bytes],
+        *,
+        missing_ok: bool = False,
+        not_locked: Iterable[int] = (),
+        budget: int | None = None,
+    ) -> BulkResult:
+        v.check_budget(budget)
+        for entry_id in entry_ids:
+            v.check_entry_id(entry_id)
+        locks = v.check_locks(not_locked, self._lock_count)
+        reply = self._run(
+            scripts.BULK_DELETE,
+            self._key,
+            [
+                *self._change_header(),
+                b"1" if missing_ok else b"",
+                len(locks),
+                *locks,
+                *entry_ids[: budget or DEFAULT_BULK_BUDGET],
+            ],
+        )
+        return codec.bulk_result(len(entry_ids), reply)
+
+    def scan(
+        self,
+        list_number: int,
+        low_key: bytes = LOWEST_KEY,
+        high_key: bytes = HIGHEST_KEY,
+        *,
+        with_data: bool = True,
+    ) -> Iterator[ListEntry]:
+        v.check_list(list_number, self._list_count)
+        v.check_key(low_key, "low key")
+        v.check_key(high_key, "high key")
+        page = self._scan_page(list_number, low_key, high_key, b"", with_data)
+        return self._pages(page, list_number, low_key, high_key, with_data)
+
+    def _scan_page(
+        self, list_number: int, low: bytes, high: bytes, after: bytes, with_data: bool
+    ) -> list[bytes]:
+        page: list[bytes] = self._run(
+            scripts.SCAN,
+            self._key,
+            [*self._reads, list_number, low, high, after, SCAN_PAGE, b"1" if with_data else b""],
+        )
+        return page
+
+    def _pages(
+        self, page: list[bytes], list_number: int, low: bytes, high: bytes, with_data: bool
+    ) -> Iterator[ListEntry]:
+        # Each page starts after the last member of the one before, so entries present
+        # throughout are returned once however the list changes between pages.
+        while True:
+            yield from map(entry_of, page)
+            if len(page) < SCAN_PAGE:
+                return
+            after = codec.member_of(page[-1])
+            page = self._scan_page(list_number, low, high, after, with_data)
+
+    # -- list controls and locks ----------------------------------------------------------
+
+    def list_info(self, list_number: int) -> ListInfo:
+        v.check_list(list_number, self._list_count)
+        entries, elements, limit, authority = self._run(
+            scripts.LIST_INFO, self._key, [*self._reads, list_number]
+        )
+        return ListInfo(
+            list_number, entries, elements, None if limit is None else int(limit), authority
+        )
+
+    def set_list_controls(
+        self,
+        list_number: int,
+        *,
+        limit: int | Unchanged | None = UNCHANGED,
+        increment_authority: bool = False,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+    ) -> int:
+        v.check_list(list_number, self._list_count)
+        if isinstance(limit, Unchanged):
+            limit_arg: bytes | int = b"u"
+        else:
+            checked = v.check_limit(limit)
+            limit_arg = b"" if checked is None else checked
+        locks = v.check_locks(not_locked, self._lock_count)
+        seq: int = self._run(
+            scripts.CONTROLS,
+            self._key,
+            [
+                *self._change_header(),
+                list_number,
+                limit_arg,
+                b"1" if increment_authority else b"",
+                authority_arg(expect_authority),
+                *locks,
+            ],
+        )
+        return seq
+
+    def lock(self, lock_number: int) -> int:
+        v.check_lock_number(lock_number, self._lock_count)
+        seq: int = self._run(scripts.LOCK, self._key, [*self._change_header(), b"l", lock_number])
+        return seq
+
+    def unlock(self, lock_number: int) -> int:
+        v.check_lock_number(lock_number, self._lock_count)
+        seq: int = self._run(scripts.LOCK, self._key, [*self._change_header(), b"u", lock_number])
+        return seq
+
+    def lock_holder(self, lock_number: int) -> int | None:
+        v.check_lock_number(lock_number, self._lock_count)
+        holder = self._run(scripts.HOLDER, self._key, [*self._reads, lock_number])
+        return None if holder is None else int(holder)
+
+    # -- monitoring -------------------------------------------------------------------------
+
+    def register_monitor(self, spec: MonitorSpec) -> Registration:
+        v.check_monitor_spec(spec, self._list_count)
+        monitor_id, nonempty, seq = self._run(
+            scripts.MONITOR,
+            self._key,
+            [
+                *self._change_header(),
+                spec.list_number,
+                spec.low_key,
+                spec.high_key,
+                spec.secondary_key or b"",
+                b"1" if spec.notify_empty else b"",
+                spec.token,
+            ],
+        )
+        return Registration(monitor_id, spec.list_number, bool(nonempty), seq)
+
+    def stop_monitor(self, monitor_id: int) -> int:
+        if type(monitor_id) is not int:
+            raise cf_error(
+                CFReason.NO_SUCH_MONITOR, f"user {self._user_id} has no monitor {monitor_id!r}"
+            )
+        seq: int = self._run(scripts.UNMONITOR, self._key, [*self._change_header(), monitor_id])
+        return seq
+
+    def events_nowait(self) -> list[MonitorEvent]:
+        raw: list[bytes] = self._run(scripts.EVENTS, self._key, self._change_header())
+        return [codec.event_of(event) for event in raw]
+
+    def wait_events(self, timeout: float | None = None) -> list[MonitorEvent]:
+        # The events are in a stream on the server, written by the changes themselves;
+        # XREAD BLOCK wakes on the first one without taking it, and events_nowait takes
+        # them all atomically.  A wake-up lost with a dropped connection loses nothing.
+        deadline = None if timeout is None else time.monotonic() + timeout
+        queue = keys.queue_key(self._name, self._user_id)
+        while True:
+            events = self.events_nowait()
+            if events:
+                return events
+            remaining = WAIT_SLICE if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                return []
+            self._client.block(queue, min(remaining, WAIT_SLICE))
+
+    # -- users -----------------------------------------------------------------------------
+
+    def users(self) -> list[UserInfo]:
+        return [
+            UserInfo(
+                int(user_id),
+                name.decode("utf-8"),
+                UserState.ACTIVE if state == b"a" else UserState.FAILED,
+            )
+            for user_id, name, state in self._run(scripts.USERS, self._key, list(self._reads))
+        ]
+
+    def mark_failed(self, user_id: int) -> int:
+        return self._user_request(b"f", user_id)
+
+    def cleanup_user(self, user_id: int) -> int:
+        return self._user_request(b"c", user_id)
+
+    def _user_request(self, op: bytes, user_id: int) -> int:
+        if type(user_id) is not int:
+            raise cf_error(CFReason.NO_SUCH_USER, f"no user {user_id!r} on {self._name}")
+        seq: int = self._run(scripts.USER, self._key, [*self._change_header(), op, user_id])
+        return seq
+
+    def disconnect(self) -> None:
+        self._run(scripts.DETACH, self._key, self._change_header())
+        self._closed = True
+        self._facility.forget(self)
+
+    # -- the structure as a whole ----------------------------------------------------------
+
+    def statistics(self) -> StructureStats:
+        reply = self._run(scripts.STATS, self._key, list(self._reads))
+        return codec.stats_of(self._name, self._list_count, self._element_size, reply)
+
+    def alter(self, *, size: int | None = None, emc_percent: int | None = None) -> StructureStats:
+        if size is not None and (type(size) is not int or size < 1):
+            raise cf_error(CFReason.BAD_ARGUMENT, f"size {size!r} must be a positive int")
+        if emc_percent is not None and type(emc_percent) is not int:
+            raise cf_error(
+                CFReason.BAD_STRUCTURE_PARAMS, f"emc_percent {emc_percent!r} must be an int"
+            )
+        reply = self._run(
+            scripts.ALTER,
+            self._key,
+            [
+                *self._change_header(),
+                b"" if size is None else size,
+                b"" if emc_percent is None else emc_percent,
+            ],
+        )
+        return codec.stats_of(self._name, self._list_count, self._element_size, reply)
+
+
+def _expected_version(expect_version: int | None) -> bytes:
+    if expect_version is None:
+        return b""
+    return codec.version_bytes(v.check_version(expect_version, "expect_version"))
+

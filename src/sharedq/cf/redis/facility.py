@@ -1,0 +1,136 @@
+"""The Redis backend: structures on a Redis server, shared by processes on any host.
+
+Every user of a structure, in whatever process, opens its own ``RedisFacility`` on the
+same server and connects to the structure by name.  The structure persists on the
+server until deleted; sharedq's own log and structure checkpoints, not Redis
+persistence, are what rebuild it after the server loses it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sharedq.cf.api import CouplingFacility
+from sharedq.cf.errors import CFReason, cf_error
+from sharedq.cf.params import StructureParams, validate_params
+from sharedq.cf.redis import codec, keys, scripts
+from sharedq.cf.redis.client import RedisClient
+from sharedq.cf.redis.connection import RedisListStructure
+from sharedq.cf.redis.lease import LeaseKeeper
+from sharedq.cf.types import StructureStats
+
+#: Renewals per lease period: a connection survives a few missed renewals.
+RENEWALS_PER_LEASE = 5
+#: The largest ``sequence_floor``: seqs stay exact in Lua's double-precision numbers.
+MAX_SEQUENCE_FLOOR = 2**52
+#: The five header arguments of a script called for no particular user.
+_NO_USER = [b"", b"", b"", b"", b""]
+
+
+class RedisFacility(CouplingFacility):
+    """Structures on one Redis server (or cluster), reached through one client."""
+
+    def __init__(self, client: RedisClient) -> None:
+        self.client = client
+        self.lease_ms = int(client.options.lease_seconds * 1000)
+        self._leases = LeaseKeeper(client.options.lease_seconds / RENEWALS_PER_LEASE)
+        self._closed = False
+
+    @classmethod
+    def from_url(cls, url: str, **options: float) -> RedisFacility:
+        """Open ``redis://``, ``rediss://`` (TLS) or ``unix://`` URLs, as redis-py reads them.
+
+        User name and password come from the URL (``redis://user:password@host:port/db``);
+        ``?lease=SECONDS`` and ``?retry=SECONDS`` set the lease of connections made here
+        and how long a dropped connection is retried; keyword ``lease_seconds`` and
+        ``retry_seconds`` override them.
+        """
+        return cls(RedisClient.open(url, **options))
+
+    def __repr__(self) -> str:
+        return f"<RedisFacility {self.client.where}>"
+
+    def create(self, params: StructureParams, *, sequence_floor: int = 0) -> StructureStats:
+        capacity = validate_params(params)
+        if (
+            not isinstance(sequence_floor, int)
+            or not 0 <= sequence_floor <= MAX_SEQUENCE_FLOOR
+        ):
+            raise cf_error(
+                CFReason.BAD_ARGUMENT,
+                f"sequence_floor {sequence_floor!r} must be 0..2**52 on Redis",
+            )
+        fields: list[Any] = [
+            b"inst", os.urandom(8),
+            b"lc", params.list_count,
+            b"es", params.element_size,
+            b"lk", params.lock_count,
+            b"er", params.entry_ratio,
+            b"elr", params.element_ratio,
+            b"size", params.size,
+            b"maxsize", params.effective_max_size,
+            b"emcp", params.emc_percent,
+            b"me", capacity.max_entries,
+            b"mel", capacity.max_elements,
+            b"mm", capacity.max_emcs,
+            b"seq", sequence_floor,
+            b"ne", 0, b"nel", 0, b"nm", 0, b"nu", 0, b"mid", 0,
+        ]  # fmt: skip
+        reply = self.client.run(scripts.CREATE, keys.meta_key(params.name), [*_NO_USER, *fields])
+        return codec.stats_of(params.name, params.list_count, params.element_size, reply)
+
+    def delete(self, name: str, *, force: bool = False) -> None:
+        self.client.run(
+            scripts.DESTROY, keys.meta_key(name), [*_NO_USER, b"1" if force else b""]
+        )
+
+    def exists(self, name: str) -> bool:
+        return bool(self.client.command("EXISTS", keys.meta_key(name)))
+
+    def structure_names(self) -> list[str]:
+        names: set[str] = set()
+        cursor: Any = 0
+        while True:
+            cursor, found = self.client.command(
+                "SCAN", cursor, "MATCH", keys.META_PATTERN, "COUNT", 1000
+            )
+            names.update(keys.name_of(key) for key in found)
+            if int(cursor) == 0:
+                return sorted(names)
+
+    def connect(self, name: str, user_name: str) -> RedisListStructure:
+        if not isinstance(user_name, str) or not 1 <= len(user_name) <= 64:
+            raise cf_error(CFReason.BAD_ARGUMENT, f"user name {user_name!r} must be 1-64 chars")
+        user_id, token, list_count, element_size, lock_count = self.client.run(
+            scripts.ATTACH,
+            keys.meta_key(name),
+            [*_NO_USER, user_name, os.urandom(8), self.lease_ms],
+        )
+        structure = RedisListStructure(
+            self,
+            name,
+            user_name,
+            int(user_id),
+            token,
+            int(list_count),
+            int(element_size),
+            int(lock_count),
+        )
+        self._leases.add(structure)
+        return structure
+
+    def forget(self, structure: RedisListStructure) -> None:
+        """Stop renewing a connection's lease (it disconnected)."""
+        self._leases.discard(structure)
+
+    def close(self) -> None:
+        """Stop renewing leases and close the client's connections.
+
+        Connections made through this facility that were not disconnected stay on the
+        structure until their leases lapse; then they count as failed users.
+        """
+        if not self._closed:
+            self._closed = True
+            self._leases.close()
+            self.client.close()

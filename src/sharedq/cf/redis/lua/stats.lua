@@ -1,0 +1,5 @@
+#!lua flags=no-writes
+-- include: common, counts
+-- statistics: maximum and in-use counts and the last seq.
+open()
+return counts()

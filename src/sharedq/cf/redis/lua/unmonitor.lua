@@ -1,0 +1,26 @@
+#!lua
+-- include: common
+-- stop_monitor: free the EMC and drop the monitor's undelivered events.
+-- ARGV[6]: monitor id.
+local done = recorded()
+if done then return done end
+local id = ARGV[6]
+local v = open('seq', 'nm')
+local list = redis.call('HGET', P .. 'um:' .. UID, id)
+if not list then
+  fail(NO_SUCH_MONITOR, 'user ' .. UID .. ' has no monitor ' .. id)
+end
+redis.call('HDEL', P .. 'w:' .. list, id)
+redis.call('HDEL', P .. 'um:' .. UID, id)
+redis.call('SREM', P .. 'ud:' .. UID, id)
+local queue = P .. 'q:' .. UID
+local prefix = id .. ','
+for _, item in ipairs(redis.call('XRANGE', queue, '-', '+')) do
+  if item[2][1] == 'e' and string.sub(item[2][2], 1, #prefix) == prefix then
+    redis.call('XDEL', queue, item[1])
+  end
+end
+local seq = tonumber(v[1]) + 1
+redis.call('HSET', M, 'seq', seq, 'nm', tonumber(v[2]) - 1)
+redis.call('HINCRBY', M, 'w' .. list, -1)
+return record(seq)

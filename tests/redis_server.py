@@ -1,0 +1,169 @@
+"""A private ``redis-server`` for tests: its own port, directory and socket, no persistence.
+
+Tests get real servers they may kill (SIGKILL, as a crash would) and start again, never
+a stand-in.  A missing ``redis-server`` binary is an error, not a reason to skip: the
+README's test command installs it (Debian package ``redis-server``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+#: How long a server may take to answer its first PING.
+START_TIMEOUT = 15.0
+
+MISSING = (
+    "the tests need the redis-server binary on PATH: run `bash scripts/setup.sh --dev` "
+    "(it installs the Debian package redis-server when run as root), or install it "
+    "yourself (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis)"
+)
+
+
+def redis_server_binary() -> str:
+    found = os.environ.get("SHAREDQ_REDIS_SERVER") or shutil.which("redis-server")
+    if not found:
+        raise RuntimeError(MISSING)
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+class RedisServer:
+    """One private server; ``start()``, ``kill()``, ``restart()``, ``stop()``.
+
+    ``args`` are extra ``redis-server`` options (``["--requirepass", "pw"]``); the
+    port stays the same across restarts, so clients can reconnect to it.
+    """
+
+    def __init__(self, args: Sequence[str] = (), password: str | None = None) -> None:
+        self.args = list(args)
+        self.password = password
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="sharedq-redis-"))
+        self.socket_path = self.dir / "redis.sock"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<RedisServer port={self.port} {state}>"
+
+    @property
+    def url(self) -> str:
+        """``redis://`` URL of database 0, with the password if the server has one."""
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    @property
+    def unix_url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"unix://{auth}{self.socket_path}?db=0"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> RedisServer:
+        command = [
+            redis_server_binary(),
+            "--port", str(self.port),
+            "--bind", "127.0.0.1",
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self.dir),
+            "--unixsocket", str(self.socket_path),
+            "--unixsocketperm", "700",
+            "--logfile", str(self.dir / "redis.log"),
+            *(["--requirepass", self.password] if self.password else []),
+            *self.args,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        self._wait_until_up()
+        return self
+
+    def _wait_until_up(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise RuntimeError(f"redis-server exited at start: {self._log_tail()}")
+            if self.ping():
+                return
+            time.sleep(0.02)
+        tail = self._log_tail()
+        self.kill()
+        raise RuntimeError(f"redis-server did not answer within {START_TIMEOUT}s: {tail}")
+
+    def ping(self) -> bool:
+        """Whether the server answers (any reply, even NOAUTH, means it is up)."""
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as conn:
+                conn.sendall(b"PING\r\n")
+                return conn.recv(64)[:1] in (b"+", b"-")
+        except OSError:
+            return False
+
+    def command(self, *args: str | bytes | int) -> object:
+        """Run one command with redis-py (for tests that set the server up)."""
+        import redis
+
+        client = redis.Redis(port=self.port, password=self.password, socket_timeout=10)
+        try:
+            return client.execute_command(*args)
+        finally:
+            client.close()
+
+    def flush(self) -> None:
+        """Empty every database and forget cached scripts."""
+        self.command("FLUSHALL")
+        self.command("SCRIPT", "FLUSH")
+
+    def kill(self) -> None:
+        """SIGKILL the server, as a crash would, and reap it."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+        self._reap()
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL) and remove its directory."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self._reap()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def restart(self) -> RedisServer:
+        """Kill the server if it runs and start it again, empty, on the same port."""
+        self.kill()
+        return self.start()
+
+    def _reap(self) -> None:
+        if self.process is not None:
+            self.process.wait(timeout=10)
+            if self.process.stderr is not None:
+                self.process.stderr.close()
+
+    def _log_tail(self) -> str:
+        log = self.dir / "redis.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        process = self.process
+        if process is not None and process.stderr is not None and process.poll() is not None:
+            text += process.stderr.read().decode(errors="replace")
+        return text[-2000:] or "(no log)"
