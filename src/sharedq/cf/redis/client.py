@@ -1,29 +1,38 @@
-"""One redis-py client per facility: opening it, checking the server, running scripts.
+"""One redis-py client per facility: opening it, checking the server, calling functions.
+
+Each thread calls functions on a connection of its own, kept for the thread's life: a
+request is one packed write and one read on a redis-py connection (hiredis packs and
+parses), without a pool checkout and the client-level bookkeeping per command, which
+would cost more than the function runs on the server.
 
 Requests are resent after a dropped connection for a bounded time, and only here:
-redis-py's own retries are switched off, because it would resend a script that may
-already have changed the structure.  A resent request carries the retry flag, and a
-script that sees it returns the result it recorded the first time, if there was a
-first time (see ``record()`` in the Lua prelude), so no change is applied twice.
+redis-py's own retries are switched off, because it would resend a function call that
+may already have changed the structure.  A resent request carries the retry flag, and
+a function that sees it returns the result it recorded the first time, if there was a
+first time (see ``record()`` in ``lua/common.lua``), so no change is applied twice.
 """
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import hiredis
 import redis
 from redis import exceptions as rx
 from redis.backoff import NoBackoff
+from redis.connection import AbstractConnection
 from redis.retry import Retry
 
 from sharedq.cf.errors import CFReason, cf_error
-from sharedq.cf.redis import scripts
+from sharedq.cf.redis import codec, scripts
 from sharedq.cf.redis.errors import is_transient, translate
-from sharedq.cf.redis.scripts import Script
+from sharedq.cf.redis.scripts import Function
 
 #: Seconds a connection's lease lasts without renewal before its user counts as failed.
 DEFAULT_LEASE_SECONDS = 15.0
@@ -33,8 +42,11 @@ DEFAULT_RETRY_SECONDS = 5.0
 SOCKET_TIMEOUT = 10.0
 #: Seconds to establish a connection.
 CONNECT_TIMEOUT = 5.0
-#: The oldest server we run on: script shebang flags and effect replication of TIME.
+#: The oldest server we run on: Redis functions came with 7.0.
 MIN_SERVER_VERSION = (7, 0)
+
+#: Packs a command for the wire (hiredis, in C).
+pack_command: Callable[[tuple[Any, ...]], bytes] = hiredis.pack_command
 
 #: Arguments of ours in a facility URL's query; the rest go to redis-py.
 _OUR_OPTIONS = {"lease": "lease_seconds", "retry": "retry_seconds"}
@@ -97,7 +109,9 @@ class RedisClient:
         self.redis = client
         self.where = where
         self.options = options
-        self._execute: Callable[..., Any] = client.execute_command
+        self._local = threading.local()
+        self._connections: weakref.WeakSet[AbstractConnection] = weakref.WeakSet()
+        self._lock = threading.Lock()
 
     @classmethod
     def open(cls, url: str, **overrides: float) -> RedisClient:
@@ -122,6 +136,7 @@ class RedisClient:
             check_server(info, where)
             info.update(client.info("memory"))
             check_server(info, where)
+            self.load_library()
         except rx.RedisError as exc:
             client.close()
             raise translate(exc, where, connecting=True) from None
@@ -131,16 +146,44 @@ class RedisClient:
         return self
 
     def close(self) -> None:
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            connection.disconnect()  # type: ignore[no-untyped-call]
         self.redis.close()
+
+    def _connection(self) -> AbstractConnection:
+        """This thread's connection (dropped with the thread's locals when it ends)."""
+        pool = self.redis.connection_pool
+        connection: AbstractConnection = pool.connection_class(**pool.connection_kwargs)
+        self._local.connection = connection
+        with self._lock:
+            self._connections.add(connection)
+        return connection
+
+    def _execute(self, *args: Any) -> Any:
+        try:
+            connection = self._local.connection
+        except AttributeError:
+            connection = self._connection()
+        connection.send_packed_command([pack_command(args)], False)
+        return connection.read_response()
 
     # -- requests ---------------------------------------------------------------------
 
-    def run(self, script: Script, key: str, args: list[Any]) -> Any:
-        """Run a request script; ``args`` starts with the five header arguments."""
+    def run(self, function: Function, key: str, args: list[Any]) -> Any:
+        """Call a request's function; ``args[0]`` is its header (``codec.*_header``)."""
         try:
-            return self._execute("EVALSHA", script.sha, 1, key, *args)
+            connection = self._local.connection
+        except AttributeError:
+            connection = self._connection()
+        try:
+            connection.send_packed_command(
+                [pack_command(("FCALL", function.fcall, 1, key, *args))], False
+            )
+            return connection.read_response()
         except rx.RedisError as exc:
-            return self._recover(exc, script, key, args)
+            return self._recover(exc, function, key, args)
 
     def command(self, *args: Any) -> Any:
         """Run a plain command that changes nothing, resending it after a dropped connection."""
@@ -155,33 +198,36 @@ class RedisClient:
         self.command("XREAD", "COUNT", 1, "BLOCK", milliseconds, "STREAMS", key, "0-0")
 
     def _recover(
-        self, exc: rx.RedisError, script: Script | None, key: str, args: list[Any]
+        self, exc: rx.RedisError, function: Function | None, key: str, args: list[Any]
     ) -> Any:
         deadline: float | None = None
         delay = 0.01
         while True:
-            if isinstance(exc, rx.NoScriptError):
-                self.load_scripts()
+            if str(exc).startswith("Function not found"):
+                self.load_library()
             elif is_transient(exc):
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self.options.retry_seconds
                 elif now >= deadline:
                     raise translate(exc, self.where) from None
-                if script is not None:
-                    args[4] = b"1"  # the retry flag: return the first attempt's result
+                if function is not None:
+                    args[0] = codec.as_retry(args[0])
                 time.sleep(delay)
                 delay = min(delay * 2, 0.25)
             else:
                 raise translate(exc, self.where) from None
             try:
-                if script is None:
+                if function is None:
                     return self._execute(*args)
-                return self._execute("EVALSHA", script.sha, 1, key, *args)
+                return self._execute("FCALL", function.fcall, 1, key, *args)
             except rx.RedisError as again:
                 exc = again
 
-    def load_scripts(self, which: Sequence[Script] = scripts.ALL) -> None:
-        """Give the server our scripts (a new or restarted server knows none of them)."""
-        for script in which:
-            self._execute("SCRIPT", "LOAD", script.source)
+    def load_library(self) -> None:
+        """Give the server our functions (a new or restarted server lacks them)."""
+        try:
+            self._execute("FUNCTION", "LOAD", scripts.SOURCE)
+        except rx.ResponseError as exc:
+            if "already exists" not in str(exc):
+                raise

@@ -29,20 +29,51 @@ from sharedq.cf.types import (
     MonitorState,
     StructureStats,
     Tail,
+    Unchanged,
 )
 
 # id(12) list(2) key(16) ordinal(8) version(8) elements(1) adjunct length(1) skey length(1)
 _RECORD = struct.Struct(">12sH16s8xQBBB")
 _HEADER = _RECORD.size
-_VERSION = struct.Struct(">Q")
+_U64 = struct.Struct(">Q")
 _MOVE = struct.Struct(">12sHHB")
+_WRITE = struct.Struct(">H16s8sBB8sBBB")
+_READER = struct.Struct(">B16sc")
+_CHANGER = struct.Struct(">B16scQQ")
+_COUNTERS = struct.Struct(">7Q")
 _NO_LIST = 0xFFFF
 _HOW = {Compare.LE: b"<", Compare.EQ: b"=", Compare.GE: b">"}
+#: An expected authority no list reaches (stands for any int a Lua number cannot hold).
+_UNREACHABLE_AUTHORITY = 2**53
 
 _entry = partial(tuple.__new__, ListEntry)
 
-#: Locator arguments of the scripts: kind, list ('' none), argument, comparison.
-LocatorArgs = tuple[bytes, int | bytes, bytes, bytes]
+#: The flags of options() in the Lua prelude.
+NEW_KEY, SET_VERSION, INCREMENT_VERSION, EXPECT_VERSION = 1, 2, 4, 8
+EXPECT_AUTHORITY, SET_SKEY, REMOVE_SKEY, HEAD = 16, 32, 64, 128
+IGNORE_LIMIT, INCREMENT_AUTHORITY = 256, 512
+#: options() when none is given: what a get (move of the head) sends.
+NO_OPTIONS = b"\0\0"
+
+
+def counters(*, seq: int, max_entries: int, max_elements: int, max_emcs: int) -> bytes:
+    """The packed counters ('c' in the meta hash) of a new structure."""
+    return _COUNTERS.pack(seq, 0, 0, max_entries, max_elements, 0, max_emcs)
+
+
+def reader_header(user_id: int, token: bytes) -> bytes:
+    """ARGV[1] of a request that changes nothing."""
+    return _READER.pack(user_id, token, b"0")
+
+
+def changer_header(user_id: int, token: bytes, channel: int, number: int) -> bytes:
+    """ARGV[1] of a request that changes something: with its request id."""
+    return _CHANGER.pack(user_id, token, b"0", channel, number)
+
+
+def as_retry(header: bytes) -> bytes:
+    """The header with the retry flag set: return the first attempt's result, if any."""
+    return header[:17] + b"1" + header[18:]
 
 
 def entry_of(record: bytes) -> ListEntry:
@@ -71,29 +102,95 @@ def member_of(record: bytes) -> bytes:
     return record[14:38] + record[:12]
 
 
-def version_bytes(version: int) -> bytes:
-    return _VERSION.pack(version)
-
-
-def version_op(set_version: int | None, increment_version: bool) -> bytes:
-    """A script's version operation: keep, ``i`` increment or ``s`` and the new version."""
-    if set_version is not None:
-        return b"s" + _VERSION.pack(set_version)
-    return b"i" if increment_version else b""
-
-
-def authority_arg(expect_authority: int | None) -> bytes | int:
-    if expect_authority is None:
-        return b""
+def authority_number(expect_authority: object) -> int:
+    """An expected authority a Lua number holds exactly (one no list reaches if need be)."""
     if type(expect_authority) is not int:
         raise cf_error(
             CFReason.BAD_ARGUMENT, f"expect_authority {expect_authority!r} must be an int"
         )
+    if not 0 <= expect_authority < _UNREACHABLE_AUTHORITY:
+        return _UNREACHABLE_AUTHORITY
     return expect_authority
 
 
-def locator_args(locator: Locator, list_count: int) -> LocatorArgs:
-    """Check a locator and encode it for ``locate()`` in the Lua prelude."""
+def authority_bytes(expect_authority: object) -> bytes:
+    return _U64.pack(authority_number(expect_authority))
+
+
+def write_spec(
+    list_number: int,
+    key: bytes,
+    version: int,
+    head: bool,
+    ignore_limit: bool,
+    elements: int,
+    expect_authority: int | None,
+    adjunct: bytes,
+    secondary_key: bytes | None,
+    entry_id: bytes | None,
+) -> bytes:
+    """ARGV[2] of ``write.lua``: the fixed fields, then adjunct, secondary key and id."""
+    flags = head | ignore_limit << 1
+    authority = b"\0" * 8
+    if expect_authority is not None:
+        flags |= 4
+        authority = authority_bytes(expect_authority)
+    skey = secondary_key or b""
+    eid = entry_id or b""
+    fixed = _WRITE.pack(
+        list_number,
+        key,
+        _U64.pack(version),
+        flags,
+        elements,
+        authority,
+        len(adjunct),
+        len(skey),
+        len(eid),
+    )
+    return fixed + adjunct + skey + eid
+
+
+def options(
+    *,
+    new_key: bytes | None = None,
+    set_version: int | None = None,
+    increment_version: bool = False,
+    expect_version: int | None = None,
+    expect_authority: int | None = None,
+    new_secondary_key: bytes | Unchanged | None = UNCHANGED,
+    head: bool = False,
+    ignore_limit: bool = False,
+    increment_authority: bool = False,
+) -> bytes:
+    """Options of move, delete and update (``options()`` in the Lua prelude)."""
+    flags = head * HEAD | ignore_limit * IGNORE_LIMIT | increment_authority * INCREMENT_AUTHORITY
+    parts = [b""]
+    if new_key is not None:
+        flags |= NEW_KEY
+        parts.append(new_key)
+    if set_version is not None:
+        flags |= SET_VERSION
+        parts.append(_U64.pack(set_version))
+    elif increment_version:
+        flags |= INCREMENT_VERSION
+    if expect_version is not None:
+        flags |= EXPECT_VERSION
+        parts.append(_U64.pack(v.check_version(expect_version, "expect_version")))
+    if expect_authority is not None:
+        flags |= EXPECT_AUTHORITY
+        parts.append(authority_bytes(expect_authority))
+    if new_secondary_key is None:
+        flags |= REMOVE_SKEY
+    elif not isinstance(new_secondary_key, Unchanged):
+        flags |= SET_SKEY
+        parts.append(new_secondary_key)
+    parts[0] = flags.to_bytes(2, "big")
+    return b"".join(parts)
+
+
+def pack_locator(locator: Locator, list_count: int) -> bytes:
+    """Check a locator and pack it: kind(1) list(2, 65535 none) comparison(1) argument."""
     kind = type(locator)
     if kind is Head:
         assert isinstance(locator, Head)
@@ -105,22 +202,24 @@ def locator_args(locator: Locator, list_count: int) -> LocatorArgs:
             or type(locator.compare) is not Compare
         ):
             v.check_locator(locator, list_count)
-        return b"h", number, key or b"", _HOW[locator.compare]
+        return b"h" + number.to_bytes(2, "big") + _HOW[locator.compare] + (key or b"")
     if kind is ById:
         assert isinstance(locator, ById)
         entry_id, on_list = locator.entry_id, locator.list_number
         if type(entry_id) is not bytes or len(entry_id) != 12 or on_list is not None:
             v.check_locator(locator, list_count)
-        return b"i", b"" if on_list is None else on_list, entry_id, b""
+        number = _NO_LIST if on_list is None else on_list
+        return b"i" + number.to_bytes(2, "big") + b"=" + entry_id
     v.check_locator(locator, list_count)
     if kind is Tail:
         assert isinstance(locator, Tail)
-        return b"t", locator.list_number, b"", b""
+        return b"t" + locator.list_number.to_bytes(2, "big") + b"="
     if kind is ByKey:
         assert isinstance(locator, ByKey)
-        return b"k", locator.list_number, locator.key, _HOW[locator.compare]
+        how = _HOW[locator.compare]
+        return b"k" + locator.list_number.to_bytes(2, "big") + how + locator.key
     assert isinstance(locator, BySecondaryKey)
-    return b"s", locator.list_number, locator.secondary_key, b""
+    return b"s" + locator.list_number.to_bytes(2, "big") + b"=" + locator.secondary_key
 
 
 def pack_move(move: BulkMove) -> bytes:
@@ -132,7 +231,7 @@ def pack_move(move: BulkMove) -> bytes:
         tail += move.new_key
     if move.set_version is not None:
         flags |= 2
-        tail += _VERSION.pack(move.set_version)
+        tail += _U64.pack(move.set_version)
     elif move.increment_version:
         flags |= 4
     skey = move.new_secondary_key

@@ -1,4 +1,4 @@
-"""A user's connection to a structure on Redis: each request is one script call.
+"""A user's connection to a structure on Redis: each request is one function call.
 
 A request checks its input here first, with the validators the memory backend uses
 (so bad input fails with the same reason and never reaches the server), then runs its
@@ -15,13 +15,13 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sharedq.cf import validation as v
 from sharedq.cf.api import ListStructure
 from sharedq.cf.errors import CFReason, StoreError, cf_error
 from sharedq.cf.redis import codec, keys, scripts
-from sharedq.cf.redis.codec import authority_arg, entry_of, locator_args, version_op
+from sharedq.cf.redis.codec import NO_OPTIONS, entry_of, options, pack_locator
 from sharedq.cf.types import (
     HIGHEST_KEY,
     LOWEST_KEY,
@@ -50,14 +50,13 @@ if TYPE_CHECKING:
 #: Entries a bulk request handles before it returns for a redrive, when not told: few
 #: enough that one script stays short (Redis serves nobody else while it runs).
 DEFAULT_BULK_BUDGET = 256
-#: Entries a scan reads per script call.
+#: Entries a scan reads per function call.
 SCAN_PAGE = 128
 #: Longest single block of ``wait_events`` before it re-checks the connection: a
 #: structure deleted or a user cleaned up meanwhile surfaces within this.
 WAIT_SLICE = 2.0
 
 _TAIL = Position.TAIL
-_ZERO_VERSION = codec.version_bytes(0)
 _change = partial(tuple.__new__, Change)
 _entry = partial(tuple.__new__, ListEntry)
 
@@ -89,7 +88,7 @@ class RedisListStructure(ListStructure):
         self._lock_count = lock_count
         self._max_entry_elements = min(MAX_ELEMENTS_PER_ENTRY, MAX_ENTRY_BYTES // element_size)
         self._requests = itertools.count(1)
-        self._reads = [user_id, token, b"", b"", b""]
+        self._reader = codec.reader_header(user_id, token)
         self._closed = False
 
     def __repr__(self) -> str:
@@ -99,9 +98,11 @@ class RedisListStructure(ListStructure):
             f"{self._user_name!r} {state}>"
         )
 
-    def _change_header(self) -> list[Any]:
-        """Header arguments of a request that changes something: with a request id."""
-        return [self._user_id, self._token, threading.get_ident(), next(self._requests), b""]
+    def _changer(self) -> bytes:
+        """The header of a request that changes something: with a request id."""
+        return codec.changer_header(
+            self._user_id, self._token, threading.get_ident(), next(self._requests)
+        )
 
     @property
     def structure_name(self) -> str:
@@ -120,7 +121,7 @@ class RedisListStructure(ListStructure):
         if self._closed:
             return False
         try:
-            return bool(self._run(scripts.ALIVE, self._key, list(self._reads)))
+            return bool(self._run(scripts.ALIVE, self._key, [self._reader]))
         except StoreError:
             return False
 
@@ -128,7 +129,7 @@ class RedisListStructure(ListStructure):
         """Called by the facility's lease keeper; a failure here is seen by requests."""
         try:
             renewed = self._run(
-                scripts.RENEW, self._key, [*self._reads, self._facility.lease_ms]
+                scripts.RENEW, self._key, [self._reader, self._facility.lease_ms]
             )
         except Exception:
             return
@@ -171,26 +172,24 @@ class RedisListStructure(ListStructure):
             v.check_position(position)
         if entry_id is not None:
             v.check_entry_id(entry_id)
-        locks = v.check_locks(not_locked, self._lock_count) if not_locked else ()
-        seq = self._run(
-            scripts.WRITE,
-            self._key,
-            [
-                *self._change_header(),
-                list_number,
-                key,
-                data,
-                adjunct,
-                secondary_key or b"",
-                entry_id or b"",
-                codec.version_bytes(version) if version else _ZERO_VERSION,
-                b"t" if position is _TAIL else b"h",
-                authority_arg(expect_authority),
-                b"1" if ignore_limit else b"",
-                elements,
-                *locks,
-            ],
+        spec = codec.write_spec(
+            list_number,
+            key,
+            version,
+            position is not _TAIL,
+            ignore_limit,
+            elements,
+            expect_authority,
+            adjunct,
+            secondary_key,
+            entry_id,
         )
+        if not_locked:
+            locks = v.check_locks(not_locked, self._lock_count)
+            args = [self._changer(), spec, data, *locks]
+        else:
+            args = [self._changer(), spec, data]
+        seq: int = self._run(scripts.WRITE, self._key, args)
         entry: ListEntry = _entry(
             (
                 seq.to_bytes(12, "big") if entry_id is None else entry_id,
@@ -207,7 +206,7 @@ class RedisListStructure(ListStructure):
 
     def read(self, locator: Locator) -> ListEntry | None:
         record = self._run(
-            scripts.READ, self._key, [*self._reads, *locator_args(locator, self._list_count)]
+            scripts.READ, self._key, [self._reader, pack_locator(locator, self._list_count)]
         )
         return None if record is None else entry_of(record)
 
@@ -230,34 +229,39 @@ class RedisListStructure(ListStructure):
             v.check_list(to_list, self._list_count, "target list")
         if new_key is not None and (type(new_key) is not bytes or len(new_key) != 16):
             v.check_key(new_key, "new key")
-        if new_secondary_key is UNCHANGED:
-            skey: bytes = b"u"
-        else:
-            checked = v.check_secondary_key(new_secondary_key)
-            skey = b"" if checked is None else b"s" + checked
+        if new_secondary_key is not UNCHANGED:
+            v.check_secondary_key(new_secondary_key)
         if set_version is not None or increment_version:
             v.check_version_update(set_version, increment_version)
         if position is not _TAIL:
             v.check_position(position)
-        found = locator_args(locator, self._list_count)
-        locks = v.check_locks(not_locked, self._lock_count) if not_locked else ()
-        reply = self._run(
-            scripts.MOVE,
-            self._key,
-            [
-                *self._change_header(),
-                *found,
-                to_list,
-                new_key or b"",
-                skey,
-                version_op(set_version, increment_version),
-                b"t" if position is _TAIL else b"h",
-                _expected_version(expect_version),
-                authority_arg(expect_authority),
-                b"1" if ignore_limit else b"",
-                *locks,
-            ],
-        )
+        found = pack_locator(locator, self._list_count)
+        if (
+            new_key is None
+            and new_secondary_key is UNCHANGED
+            and set_version is None
+            and not increment_version
+            and position is _TAIL
+            and expect_version is None
+            and expect_authority is None
+            and not ignore_limit
+        ):
+            spec = to_list.to_bytes(2, "big") + NO_OPTIONS  # a get: nothing else to say
+        else:
+            spec = to_list.to_bytes(2, "big") + options(
+                new_key=new_key,
+                new_secondary_key=new_secondary_key,
+                set_version=set_version,
+                increment_version=increment_version,
+                head=position is not _TAIL,
+                expect_version=expect_version,
+                expect_authority=expect_authority,
+                ignore_limit=ignore_limit,
+            )
+        args: list[bytes | int] = [self._changer(), found, spec]
+        if not_locked:
+            args.extend(v.check_locks(not_locked, self._lock_count))
+        reply = self._run(scripts.MOVE, self._key, args)
         return None if reply is None else _change((reply[0], entry_of(reply[1])))
 
     def delete(
@@ -268,19 +272,15 @@ class RedisListStructure(ListStructure):
         expect_authority: int | None = None,
         not_locked: Iterable[int] = (),
     ) -> Change | None:
-        found = locator_args(locator, self._list_count)
-        locks = v.check_locks(not_locked, self._lock_count) if not_locked else ()
-        reply = self._run(
-            scripts.DELETE,
-            self._key,
-            [
-                *self._change_header(),
-                *found,
-                _expected_version(expect_version),
-                authority_arg(expect_authority),
-                *locks,
-            ],
-        )
+        found = pack_locator(locator, self._list_count)
+        if expect_version is None and expect_authority is None:
+            spec = NO_OPTIONS
+        else:
+            spec = options(expect_version=expect_version, expect_authority=expect_authority)
+        args: list[bytes | int] = [self._changer(), found, spec]
+        if not_locked:
+            args.extend(v.check_locks(not_locked, self._lock_count))
+        reply = self._run(scripts.DELETE, self._key, args)
         return None if reply is None else _change((reply[0], entry_of(reply[1])))
 
     def update(
@@ -302,21 +302,25 @@ class RedisListStructure(ListStructure):
         if not isinstance(adjunct, Unchanged):
             v.check_adjunct(adjunct)
         v.check_version_update(set_version, increment_version)
-        found = locator_args(locator, self._list_count)
+        found = pack_locator(locator, self._list_count)
         locks = v.check_locks(not_locked, self._lock_count)
+        spec = options(
+            set_version=set_version,
+            increment_version=increment_version,
+            increment_authority=increment_authority,
+            expect_version=expect_version,
+            expect_authority=expect_authority,
+        )
         reply = self._run(
             scripts.UPDATE,
             self._key,
             [
-                *self._change_header(),
-                *found,
+                self._changer(),
+                found,
+                spec,
                 b"u" if isinstance(data, Unchanged) else b"d" + data,
                 b"u" if isinstance(adjunct, Unchanged) else b"a" + adjunct,
                 elements,
-                version_op(set_version, increment_version),
-                b"1" if increment_authority else b"",
-                _expected_version(expect_version),
-                authority_arg(expect_authority),
                 *locks,
             ],
         )
@@ -341,7 +345,7 @@ class RedisListStructure(ListStructure):
             scripts.BULK_MOVE,
             self._key,
             [
-                *self._change_header(),
+                self._changer(),
                 b"1" if ignore_limit else b"",
                 b"1" if missing_ok else b"",
                 len(locks),
@@ -367,7 +371,7 @@ class RedisListStructure(ListStructure):
             scripts.BULK_DELETE,
             self._key,
             [
-                *self._change_header(),
+                self._changer(),
                 b"1" if missing_ok else b"",
                 len(locks),
                 *locks,
@@ -396,7 +400,7 @@ class RedisListStructure(ListStructure):
         page: list[bytes] = self._run(
             scripts.SCAN,
             self._key,
-            [*self._reads, list_number, low, high, after, SCAN_PAGE, b"1" if with_data else b""],
+            [self._reader, list_number, low, high, after, SCAN_PAGE, b"1" if with_data else b""],
         )
         return page
 
@@ -417,7 +421,7 @@ class RedisListStructure(ListStructure):
     def list_info(self, list_number: int) -> ListInfo:
         v.check_list(list_number, self._list_count)
         entries, elements, limit, authority = self._run(
-            scripts.LIST_INFO, self._key, [*self._reads, list_number]
+            scripts.LIST_INFO, self._key, [self._reader, list_number]
         )
         return ListInfo(
             list_number, entries, elements, None if limit is None else int(limit), authority
@@ -443,11 +447,11 @@ class RedisListStructure(ListStructure):
             scripts.CONTROLS,
             self._key,
             [
-                *self._change_header(),
+                self._changer(),
                 list_number,
                 limit_arg,
                 b"1" if increment_authority else b"",
-                authority_arg(expect_authority),
+                b"" if expect_authority is None else codec.authority_number(expect_authority),
                 *locks,
             ],
         )
@@ -455,17 +459,17 @@ class RedisListStructure(ListStructure):
 
     def lock(self, lock_number: int) -> int:
         v.check_lock_number(lock_number, self._lock_count)
-        seq: int = self._run(scripts.LOCK, self._key, [*self._change_header(), b"l", lock_number])
+        seq: int = self._run(scripts.LOCK, self._key, [self._changer(), b"l", lock_number])
         return seq
 
     def unlock(self, lock_number: int) -> int:
         v.check_lock_number(lock_number, self._lock_count)
-        seq: int = self._run(scripts.LOCK, self._key, [*self._change_header(), b"u", lock_number])
+        seq: int = self._run(scripts.LOCK, self._key, [self._changer(), b"u", lock_number])
         return seq
 
     def lock_holder(self, lock_number: int) -> int | None:
         v.check_lock_number(lock_number, self._lock_count)
-        holder = self._run(scripts.HOLDER, self._key, [*self._reads, lock_number])
+        holder = self._run(scripts.HOLDER, self._key, [self._reader, lock_number])
         return None if holder is None else int(holder)
 
     # -- monitoring -------------------------------------------------------------------------
@@ -476,7 +480,7 @@ class RedisListStructure(ListStructure):
             scripts.MONITOR,
             self._key,
             [
-                *self._change_header(),
+                self._changer(),
                 spec.list_number,
                 spec.low_key,
                 spec.high_key,
@@ -492,11 +496,11 @@ class RedisListStructure(ListStructure):
             raise cf_error(
                 CFReason.NO_SUCH_MONITOR, f"user {self._user_id} has no monitor {monitor_id!r}"
             )
-        seq: int = self._run(scripts.UNMONITOR, self._key, [*self._change_header(), monitor_id])
+        seq: int = self._run(scripts.UNMONITOR, self._key, [self._changer(), monitor_id])
         return seq
 
     def events_nowait(self) -> list[MonitorEvent]:
-        raw: list[bytes] = self._run(scripts.EVENTS, self._key, self._change_header())
+        raw: list[bytes] = self._run(scripts.EVENTS, self._key, [self._changer()])
         return [codec.event_of(event) for event in raw]
 
     def wait_events(self, timeout: float | None = None) -> list[MonitorEvent]:
@@ -523,7 +527,7 @@ class RedisListStructure(ListStructure):
                 name.decode("utf-8"),
                 UserState.ACTIVE if state == b"a" else UserState.FAILED,
             )
-            for user_id, name, state in self._run(scripts.USERS, self._key, list(self._reads))
+            for user_id, name, state in self._run(scripts.USERS, self._key, [self._reader])
         ]
 
     def mark_failed(self, user_id: int) -> int:
@@ -535,18 +539,18 @@ class RedisListStructure(ListStructure):
     def _user_request(self, op: bytes, user_id: int) -> int:
         if type(user_id) is not int:
             raise cf_error(CFReason.NO_SUCH_USER, f"no user {user_id!r} on {self._name}")
-        seq: int = self._run(scripts.USER, self._key, [*self._change_header(), op, user_id])
+        seq: int = self._run(scripts.USER, self._key, [self._changer(), op, user_id])
         return seq
 
     def disconnect(self) -> None:
-        self._run(scripts.DETACH, self._key, self._change_header())
+        self._run(scripts.DETACH, self._key, [self._changer()])
         self._closed = True
         self._facility.forget(self)
 
     # -- the structure as a whole ----------------------------------------------------------
 
     def statistics(self) -> StructureStats:
-        reply = self._run(scripts.STATS, self._key, list(self._reads))
+        reply = self._run(scripts.STATS, self._key, [self._reader])
         return codec.stats_of(self._name, self._list_count, self._element_size, reply)
 
     def alter(self, *, size: int | None = None, emc_percent: int | None = None) -> StructureStats:
@@ -560,16 +564,10 @@ class RedisListStructure(ListStructure):
             scripts.ALTER,
             self._key,
             [
-                *self._change_header(),
+                self._changer(),
                 b"" if size is None else size,
                 b"" if emc_percent is None else emc_percent,
             ],
         )
         return codec.stats_of(self._name, self._list_count, self._element_size, reply)
-
-
-def _expected_version(expect_version: int | None) -> bytes:
-    if expect_version is None:
-        return b""
-    return codec.version_bytes(v.check_version(expect_version, "expect_version"))
 

@@ -8,6 +8,7 @@ persistence, are what rebuild it after the server loses it.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -24,8 +25,18 @@ from sharedq.cf.types import StructureStats
 RENEWALS_PER_LEASE = 5
 #: The largest ``sequence_floor``: seqs stay exact in Lua's double-precision numbers.
 MAX_SEQUENCE_FLOOR = 2**52
-#: The five header arguments of a script called for no particular user.
-_NO_USER = [b"", b"", b"", b"", b""]
+#: The header of a function called for no particular user.
+_NO_USER = codec.reader_header(0, bytes(16))
+
+
+def _describe(params: StructureParams, sequence_floor: int) -> str:
+    """The structure's parameters as text, kept in its meta hash for operators.
+
+    Longer than 64 bytes on purpose: Redis then keeps the meta hash as a real hash table
+    from the start rather than a packed list searched field by field, and every request
+    reads several of its fields.
+    """
+    return json.dumps({**params.__dict__, "sequence_floor": sequence_floor}, sort_keys=True)
 
 
 class RedisFacility(CouplingFacility):
@@ -63,6 +74,7 @@ class RedisFacility(CouplingFacility):
             )
         fields: list[Any] = [
             b"inst", os.urandom(8),
+            b"params", _describe(params, sequence_floor),
             b"lc", params.list_count,
             b"es", params.element_size,
             b"lk", params.lock_count,
@@ -71,18 +83,20 @@ class RedisFacility(CouplingFacility):
             b"size", params.size,
             b"maxsize", params.effective_max_size,
             b"emcp", params.emc_percent,
-            b"me", capacity.max_entries,
-            b"mel", capacity.max_elements,
-            b"mm", capacity.max_emcs,
-            b"seq", sequence_floor,
-            b"ne", 0, b"nel", 0, b"nm", 0, b"nu", 0, b"mid", 0,
+            b"c", codec.counters(
+                seq=sequence_floor,
+                max_entries=capacity.max_entries,
+                max_elements=capacity.max_elements,
+                max_emcs=capacity.max_emcs,
+            ),
+            b"nu", 0, b"mid", 0,
         ]  # fmt: skip
-        reply = self.client.run(scripts.CREATE, keys.meta_key(params.name), [*_NO_USER, *fields])
+        reply = self.client.run(scripts.CREATE, keys.meta_key(params.name), [_NO_USER, *fields])
         return codec.stats_of(params.name, params.list_count, params.element_size, reply)
 
     def delete(self, name: str, *, force: bool = False) -> None:
         self.client.run(
-            scripts.DESTROY, keys.meta_key(name), [*_NO_USER, b"1" if force else b""]
+            scripts.DESTROY, keys.meta_key(name), [_NO_USER, b"1" if force else b""]
         )
 
     def exists(self, name: str) -> bool:
@@ -105,7 +119,7 @@ class RedisFacility(CouplingFacility):
         user_id, token, list_count, element_size, lock_count = self.client.run(
             scripts.ATTACH,
             keys.meta_key(name),
-            [*_NO_USER, user_name, os.urandom(8), self.lease_ms],
+            [_NO_USER, user_name, os.urandom(8), self.lease_ms],
         )
         structure = RedisListStructure(
             self,

@@ -1,12 +1,17 @@
-"""The server-side scripts, one per request, read from ``lua/*.lua`` beside this module.
+"""The server-side code: one Redis function per request, from ``lua/*.lua`` beside this.
 
-Each request is exactly one script call, because a script is the only unit Redis runs
-atomically with logic in it.  A script file starts with its shebang (``#!lua``, or
-``#!lua flags=no-writes`` for those that only read: Redis then runs them when it is out
-of memory and refuses the others before they start, never halfway), then an
-``-- include: common, ...`` line naming the prelude files its text is built from.
-Scripts are called by SHA (EVALSHA); a server that does not know one yet (a fresh or
-restarted server) is given it by the client on its NOSCRIPT reply.
+Each request is exactly one function call (FCALL), because a function is the only unit
+Redis runs atomically with logic in it.  The files are assembled into one function
+library: the shared parts (``common``, ``counts``, ``release``, ``bulk``) first, defined
+once when the library loads, then each request file as the body of a function that
+starts by binding its keys and arguments (``begin`` in ``common.lua``).  A request file
+whose header says ``-- flags: no-writes`` only reads: Redis runs it even when out of
+memory, and refuses the others before they start, never halfway.
+
+The library and function names carry a digest of the code, so that different sharedq
+versions sharing a server each find their own.  A server that lacks the library (new,
+restarted without persistence, or a cluster node added later) gets it from the client
+on its "function not found" reply.
 """
 
 from __future__ import annotations
@@ -15,90 +20,99 @@ import hashlib
 from dataclasses import dataclass
 from importlib import resources
 
-_INCLUDE = "-- include:"
+#: Files defining what every function shares, in the order they are loaded.
+SHARED = ("common", "counts", "release", "bulk")
+_PREFIX = "@@PREFIX@@"
 
 
 @dataclass(frozen=True)
-class Script:
-    """One request's script: its name, full source and SHA1 (what EVALSHA names)."""
+class Function:
+    """A request's function: the file it comes from and its name on the server."""
 
     name: str
-    source: bytes
-    sha: str
+    fcall: str
 
 
 def _text(name: str) -> str:
     return (resources.files("sharedq.cf.redis") / "lua" / f"{name}.lua").read_text("utf-8")
 
 
-def build(name: str) -> Script:
-    """The script ``name`` with its includes expanded after the shebang."""
-    shebang, _, body = _text(name).partition("\n")
-    if not shebang.startswith("#!lua"):
-        raise ValueError(f"lua/{name}.lua must start with a #!lua shebang line")
-    parts = [shebang]
-    rest: list[str] = []
-    for line in body.splitlines():
-        if line.startswith(_INCLUDE):
-            parts.extend(_text(part.strip()) for part in line[len(_INCLUDE) :].split(","))
-        else:
-            rest.append(line)
-    source = ("\n".join([*parts, *rest]) + "\n").encode("utf-8")
-    return Script(name, source, hashlib.sha1(source).hexdigest())
+def _function(name: str) -> str:
+    text = _text(name)
+    flags = "'no-writes'" if text.startswith("-- flags: no-writes\n") else ""
+    return (
+        f"redis.register_function{{function_name = '{_PREFIX}_{name}', flags = {{{flags}}},\n"
+        f"callback = function(KEYS, ARGV)\nbegin(KEYS, ARGV)\n{text}end}}\n"
+    )
 
 
-# Built at import: reading two dozen small files once per process.
-ALIVE = build("alive")
-ALTER = build("alter")
-ATTACH = build("attach")
-BULK_DELETE = build("bulk_delete")
-BULK_MOVE = build("bulk_move")
-CONTROLS = build("controls")
-CREATE = build("create")
-DELETE = build("delete")
-DESTROY = build("destroy")
-DETACH = build("detach")
-EVENTS = build("events")
-HOLDER = build("holder")
-LIST_INFO = build("list_info")
-LOCK = build("lock")
-MONITOR = build("monitor")
-MOVE = build("move")
-READ = build("read")
-RENEW = build("renew")
-SCAN = build("scan")
-STATS = build("stats")
-UNMONITOR = build("unmonitor")
-UPDATE = build("update")
-USER = build("user")
-USERS = build("users")
-WRITE = build("write")
+def build_library(requests: tuple[str, ...]) -> tuple[str, bytes]:
+    """The library's name and its source, for ``FUNCTION LOAD``."""
+    code = "\n".join([*map(_text, SHARED), *map(_function, requests)])
+    digest = hashlib.sha1(code.encode("utf-8")).hexdigest()[:12]
+    library = f"sharedq_{digest}"
+    source = f"#!lua name={library}\n" + code.replace(_PREFIX, f"sq{digest}")
+    return library, source.encode("utf-8")
 
-#: Every request script (a client loads them all when a server first lacks one).
-ALL = (
-    ALIVE,
-    ALTER,
-    ATTACH,
-    BULK_DELETE,
-    BULK_MOVE,
-    CONTROLS,
-    CREATE,
-    DELETE,
-    DESTROY,
-    DETACH,
-    EVENTS,
-    HOLDER,
-    LIST_INFO,
-    LOCK,
-    MONITOR,
-    MOVE,
-    READ,
-    RENEW,
-    SCAN,
-    STATS,
-    UNMONITOR,
-    UPDATE,
-    USER,
-    USERS,
-    WRITE,
+
+REQUESTS = (
+    "alive",
+    "alter",
+    "attach",
+    "bulk_delete",
+    "bulk_move",
+    "controls",
+    "create",
+    "delete",
+    "destroy",
+    "detach",
+    "events",
+    "holder",
+    "list_info",
+    "lock",
+    "monitor",
+    "move",
+    "read",
+    "renew",
+    "scan",
+    "stats",
+    "unmonitor",
+    "update",
+    "user",
+    "users",
+    "write",
 )
+LIBRARY, SOURCE = build_library(REQUESTS)
+_DIGEST = LIBRARY.removeprefix("sharedq_")
+
+
+def _fn(name: str) -> Function:
+    assert name in REQUESTS, name
+    return Function(name, f"sq{_DIGEST}_{name}")
+
+
+ALIVE = _fn("alive")
+ALTER = _fn("alter")
+ATTACH = _fn("attach")
+BULK_DELETE = _fn("bulk_delete")
+BULK_MOVE = _fn("bulk_move")
+CONTROLS = _fn("controls")
+CREATE = _fn("create")
+DELETE = _fn("delete")
+DESTROY = _fn("destroy")
+DETACH = _fn("detach")
+EVENTS = _fn("events")
+HOLDER = _fn("holder")
+LIST_INFO = _fn("list_info")
+LOCK = _fn("lock")
+MONITOR = _fn("monitor")
+MOVE = _fn("move")
+READ = _fn("read")
+RENEW = _fn("renew")
+SCAN = _fn("scan")
+STATS = _fn("stats")
+UNMONITOR = _fn("unmonitor")
+UPDATE = _fn("update")
+USER = _fn("user")
+USERS = _fn("users")
+WRITE = _fn("write")

@@ -1,6 +1,4 @@
-#!lua flags=no-writes
--- include: common
+-- flags: no-writes
 -- Whether the caller's connection can still make requests: 1 or 0.
-local v = redis.call('HMGET', M, 't' .. UID, 'x' .. UID)
-if v[1] == TOKEN and tonumber(v[2]) > now_ms() then return 1 end
+if redis.call('GET', token_key(UID)) == TOKEN then return 1 end
 return 0

@@ -2,30 +2,28 @@
 -- A bulk request stops at an entry it cannot handle, keeping the ones before it done;
 -- the reply says how far it got: {processed, {seqs}, {missing ids}, error or false}.
 
-local bulk = {seqs = {}, missing = {}, processed = 0, lists = {}}
+local bulk
 
--- A list's element count and whether it has monitors, read once per request.
+local function bulk_begin(c)
+  bulk = {c = c, seqs = {}, missing = {}, processed = 0, lists = {}}
+end
+
+-- A list's controls, read once per request and written back by bulk_finish.
 local function bulk_list(n)
   local l = bulk.lists[n]
   if not l then
-    local v = redis.call('HMGET', M, 'e' .. n, 'w' .. n, 'l' .. n)
-    l = {elements = num(v[1]), watched = num(v[2]) > 0, limit = v[3], changed = false}
+    l = list_controls(n)
     bulk.lists[n] = l
   end
   return l
 end
 
-local function bulk_finish(seq, entries, elements, err)
+local function bulk_finish(err)
   if #bulk.seqs > 0 then
-    local fields = {'seq', seq}
-    if entries then
-      fields[3], fields[4], fields[5], fields[6] = 'ne', entries, 'nel', elements
-    end
+    local fields = {'c', packed_counters(bulk.c)}
     for n, l in pairs(bulk.lists) do
-      if l.changed then
-        fields[#fields + 1] = 'e' .. n
-        fields[#fields + 1] = l.elements
-      end
+      fields[#fields + 1] = 'L' .. n
+      fields[#fields + 1] = packed_controls(l)
     end
     redis.call('HSET', M, unpack(fields))
   end

@@ -1,33 +1,31 @@
--- The prelude every request script starts with (scripts.py puts it after the shebang).
+-- What every request function shares (scripts.py puts it first in the library).
 --
--- One structure lives under one hash tag, so one script sees and changes all of it
+-- One structure lives under one hash tag, so one function sees and changes all of it
 -- atomically; KEYS[1] is the structure's meta hash and every other key is derived from
--- it (same slot, so Redis Cluster routes the call by KEYS[1] alone).  Every script
--- checks everything before its first write, because Redis does not roll a script back.
+-- it (same slot, so Redis Cluster routes the call by KEYS[1] alone).  Every function
+-- checks everything before its first write, because Redis does not roll one back.
 --
--- ARGV[1..5] of every script: user id, connection token, request channel, request id
--- ('' for requests that change nothing), retry flag ('1' when the client resends a
--- request whose reply it lost).  Request arguments start at ARGV[6].
+-- ARGV[1] of every function is its header: user id(1) connection token(16) retry
+-- flag(1, '1' when the client resends a request whose reply it lost), then for a
+-- request that changes something its request id: channel(8, the client thread) and
+-- number(8).  Request arguments start at ARGV[2], packed where they are many.
 --
 -- Strings are binary throughout.  Keys are never compared with Lua's < (it uses
 -- strcoll): ordering is Redis's lexicographic sorted-set order, or cmp() below.
 
-local M = KEYS[1]
-local P = string.sub(M, 1, -2)
-local NAME = string.match(M, '{(.-)}')
-local E = P .. 'e'           -- entry id -> entry record
-local S = P .. 's'           -- secondary-key index: list(2) len(1) skey member(36)
-local K = P .. 'k'           -- lock table: lock number -> holder's user id
-local UID = ARGV[1]
-local TOKEN = ARGV[2]
-local CHAN = ARGV[3]
-local REQ = ARGV[4]
-local RETRY = ARGV[5]
+-- Per-call state: set by begin() at the start of every function.  Redis runs one
+-- function at a time, so these shared upvalues belong to the call in progress.
+local M, P, E, S, K                  -- meta hash, key prefix, entries, skey index, locks
+local ARGV, UID, TOKEN, REQ, RETRY
+local touched, monitors              -- monitor evaluation (see notify)
 
-local FF20 = string.rep('\255', 20)
-local FF36 = string.rep('\255', 36)
-local LOWEST = string.rep('\0', 16)
-local HIGHEST = string.rep('\255', 16)
+-- Literals, not string.rep: Redis 7.0 runs a library's top level without the string
+-- library.
+local FF4 = '\255\255\255\255'
+local FF20 = FF4 .. FF4 .. FF4 .. FF4 .. FF4
+local FF36 = FF20 .. FF4 .. FF4 .. FF4 .. FF4
+local LOWEST = '\0\0\0\0' .. '\0\0\0\0' .. '\0\0\0\0' .. '\0\0\0\0'
+local HIGHEST = FF4 .. FF4 .. FF4 .. FF4
 
 local NO_SUCH_ENTRY, ENTRY_EXISTS, NO_SUCH_STRUCTURE = 1020, 1021, 1022
 local STRUCTURE_EXISTS, NO_SUCH_MONITOR = 1023, 1024
@@ -38,6 +36,24 @@ local VERSION_MISMATCH, AUTHORITY_MISMATCH, LOCK_HELD = 1050, 1051, 1052
 local LOCK_NOT_HELD, LIST_MISMATCH = 1053, 1054
 local BAD_ARGUMENT, BAD_STRUCTURE_PARAMS = 1008, 1010
 local STRUCTURE_LOST = 1060
+
+local function begin(keys, args)
+  M = keys[1]
+  P = string.sub(M, 1, -2)
+  E, S, K = P .. 'e', P .. 's', P .. 'k'
+  ARGV = args
+  local header = args[1]
+  UID = tostring(string.byte(header, 1))
+  TOKEN = string.sub(header, 2, 17)
+  RETRY = string.byte(header, 18) == 49
+  REQ = string.sub(header, 19)
+  touched, monitors = {}, {}
+end
+
+-- The structure's name, for messages.
+local function structure_name()
+  return string.match(M, '{(.-)}')
+end
 
 local function int(n)
   return string.format('%d', n)
@@ -57,22 +73,23 @@ local function hex(s)
   return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
 end
 
--- n (an integer below 2^53) as width big-endian bytes.
+-- n (an integer below 2^53) as width (at most 8) big-endian bytes.
 local function be(n, width)
-  local out = {}
-  for i = width, 1, -1 do
-    out[i] = n % 256
-    n = (n - out[i]) / 256
-  end
-  return string.char(unpack(out))
+  return string.sub(struct.pack('>I8', n), 9 - width)
 end
 
 local function from_be(s)
-  local n = 0
-  for i = 1, #s do
-    n = n * 256 + string.byte(s, i)
-  end
-  return n
+  return (struct.unpack('>I' .. #s, s))
+end
+
+-- A list number as 2 bytes, and back (cheaper than struct for the hot path).
+local function be2(n)
+  return string.char((n - n % 256) / 256, n % 256)
+end
+
+local function from_be2(s, at)
+  local a, b = string.byte(s, at, at + 1)
+  return a * 256 + b
 end
 
 -- -1, 0 or 1 as a is below, equal to or above b, bytewise (equal lengths).
@@ -92,14 +109,15 @@ end
 -- sublist, 2^63 - seq at its head, 8 bytes big-endian (as the memory backend orders).
 local function ordinal(seq, head)
   if not head then return '\128' .. be(seq, 7) end
-  local low = {string.byte(be(seq - 1, 7), 1, 7)}
-  for i = 1, 7 do low[i] = 255 - low[i] end
-  return '\127' .. string.char(unpack(low))
+  local low = seq - 1
+  local high = math.floor(low / 4294967296)
+  return '\127' .. struct.pack('>I3I4', 16777215 - high, 4294967295 - (low - high * 4294967296))
 end
 
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- A user's connection token, in a key of its own that expires when the user's lease
+-- lapses: a user whose token key is gone has failed (mark_failed deletes it).
+local function token_key(uid)
+  return P .. 't:' .. uid
 end
 
 -- Entry records: id(12) list(2) key(16) ordinal(8) version(8) elements(1)
@@ -121,7 +139,7 @@ end
 local function rec_member(r) return string.sub(r, 15, 38) .. string.sub(r, 1, 12) end
 
 local function make_rec(id, list, key, ord, version, elements, adjunct, skey, data)
-  return id .. be(list, 2) .. key .. ord .. version
+  return id .. be2(list) .. key .. ord .. version
     .. string.char(elements, #adjunct, #skey) .. adjunct .. skey .. data
 end
 
@@ -129,13 +147,13 @@ end
 local function moved_rec(r, list, key, ord, version, skey)
   local al, sl = string.byte(r, 48, 49)
   local sk = skey or ''
-  return string.sub(r, 1, 12) .. be(list, 2) .. key .. ord .. version
+  return string.sub(r, 1, 12) .. be2(list) .. key .. ord .. version
     .. string.char(string.byte(r, 47), al, #sk) .. string.sub(r, 50, 49 + al) .. sk
     .. string.sub(r, 50 + al + sl)
 end
 
 local function list_key(n) return P .. 'l:' .. n end
-local function skey_prefix(list, skey) return be(list, 2) .. string.char(#skey) .. skey end
+local function skey_prefix(list, skey) return be2(list) .. string.char(#skey) .. skey end
 
 -- Versions are 8 bytes big-endian; Lua numbers cannot hold all of them.
 local function version_plus_one(v, id)
@@ -154,7 +172,7 @@ end
 local function new_version(r, op, saturate)
   if op == '' then return rec_version(r) end
   if op == 'i' then
-    if saturate and rec_version(r) == string.rep('\255', 8) then return rec_version(r) end
+    if saturate and rec_version(r) == FF4 .. FF4 then return rec_version(r) end
     return version_plus_one(rec_version(r), rec_id(r))
   end
   return string.sub(op, 2)
@@ -162,28 +180,49 @@ end
 
 -- -- results kept for a resent request -----------------------------------------------
 
-local function recorded()
-  if RETRY == '' or REQ == '' then return nil end
-  local prev = redis.call('HGET', P .. 'r:' .. UID, CHAN)
-  if prev and string.sub(prev, 1, #REQ + 1) == REQ .. ':' then
-    return cmsgpack.unpack(string.sub(prev, #REQ + 2))
-  end
-  return nil
+-- The result of a change is kept in the meta hash, field 'q<user>:<channel>' (one per
+-- client thread of the user), written by the same HSET as the change's counters: a
+-- client resending a request after a lost reply gets it instead of a second change.
+-- Value: the request number(8), a kind, then 'n' a seq, 'c' a seq(8) and an entry
+-- record (a change), 'm' anything else in MessagePack.
+local function kept_field()
+  return 'q' .. UID .. ':' .. string.sub(REQ, 1, 8)
 end
 
--- Keep the result of a change under the request's channel (one per client thread), so
--- that a client resending the request after a lost reply gets it instead of a second
--- change.  The hash is bounded: a user with too many channels starts it afresh.
+local function recorded()
+  if not RETRY or REQ == '' then return nil end
+  local prev = redis.call('HGET', M, kept_field())
+  if not prev or string.sub(prev, 1, 8) ~= string.sub(REQ, 9, 16) then return nil end
+  local kind, body = string.sub(prev, 9, 9), string.sub(prev, 10)
+  if kind == 'n' then return tonumber(body) end
+  if kind == 'c' then return {from_be(string.sub(body, 1, 8)), string.sub(body, 9)} end
+  return cmsgpack.unpack(body)
+end
+
+-- The field and value keeping a result (nothing for a request without an id): the last
+-- arguments of the HSET that writes the change's counters.
+local function kept(kind, body)
+  if REQ == '' then return end
+  return kept_field(), string.sub(REQ, 9, 16) .. kind .. body
+end
+
+local function kept_seq(seq) return kept('n', int(seq)) end
+local function kept_change(seq, r) return kept('c', be(seq, 8) .. r) end
+
+-- Keep a result of another shape, with an HSET of its own.
 local function record(result)
-  if REQ ~= '' then
-    local key = P .. 'r:' .. UID
-    if redis.call('HSET', key, CHAN, REQ .. ':' .. cmsgpack.pack(result)) == 1
-      and redis.call('HLEN', key) > 256 then
-      redis.call('DEL', key)
-      redis.call('HSET', key, CHAN, REQ .. ':' .. cmsgpack.pack(result))
-    end
-  end
+  if REQ ~= '' then redis.call('HSET', M, kept('m', cmsgpack.pack(result))) end
   return result
+end
+
+-- Forget a user's kept results (it disconnected, was cleaned up or reattached).
+local function forget_results(uid)
+  local cursor = '0'
+  repeat
+    local page = redis.call('HSCAN', M, cursor, 'MATCH', 'q' .. uid .. ':*', 'COUNT', 1000)
+    cursor = page[1]
+    for i = 1, #page[2], 2 do redis.call('HDEL', M, page[2][i]) end
+  until cursor == '0'
 end
 
 -- -- the caller --------------------------------------------------------------------
@@ -191,22 +230,61 @@ end
 local function not_live()
   local inst = redis.call('HGET', M, 'inst')
   if not inst or inst ~= string.sub(TOKEN, 1, 8) then
-    fail(STRUCTURE_LOST, 'structure ' .. NAME .. ' was deleted or lost')
+    fail(STRUCTURE_LOST, 'structure ' .. structure_name() .. ' was deleted or lost')
   end
-  fail(NOT_CONNECTED, 'user ' .. UID .. ' is not connected to structure ' .. NAME)
+  fail(NOT_CONNECTED, 'user ' .. UID .. ' is not connected to structure ' .. structure_name())
 end
 
--- Check that the caller's connection is live (its token is current and its lease has
--- not lapsed) and return the meta fields asked for, from index 1.
+-- Check that the caller's connection is live (its token is current: not replaced, not
+-- deleted, not expired with its lease) and return the meta fields asked for.
 local function open(...)
-  local v = redis.call('HMGET', M, 't' .. UID, 'x' .. UID, ...)
-  if v[1] ~= TOKEN or tonumber(v[2]) <= now_ms() then not_live() end
-  table.remove(v, 1)
-  table.remove(v, 1)
-  return v
+  if redis.call('GET', token_key(UID)) ~= TOKEN then not_live() end
+  if select('#', ...) == 0 then return end
+  return unpack(redis.call('HMGET', M, ...))
 end
 
 local function num(x) return tonumber(x) or 0 end
+
+-- -- packed fields of the meta hash ----------------------------------------------------
+-- A request reads what it needs of the meta hash in one HMGET and writes it back in one
+-- HSET, so the figures every change touches are packed into few fields.
+
+-- 'c': seq, entries, elements, maximum entries, maximum elements, EMCs, maximum EMCs.
+local COUNTERS = '>I8I8I8I8I8I8I8'
+local SEQ, ENTRIES, ELEMENTS, MAX_ENTRIES, MAX_ELEMENTS, EMCS, MAX_EMCS = 1, 2, 3, 4, 5, 6, 7
+
+local function counters(raw)
+  return {struct.unpack(COUNTERS, raw)}
+end
+
+local function packed_counters(c)
+  return struct.pack(COUNTERS, c[1], c[2], c[3], c[4], c[5], c[6], c[7])
+end
+
+-- 'L<n>': list n's elements, monitors, limit + 1 (0: no limit) and authority.  A list
+-- whose controls never changed has no field: all zero.
+local CONTROLS = '>I8I8I8I8'
+local Z8 = '\0\0\0\0\0\0\0\0'
+local NO_CONTROLS = Z8 .. Z8 .. Z8 .. Z8
+local LIST_ELEMENTS, LIST_MONITORS, LIST_LIMIT, LIST_AUTHORITY = 1, 2, 3, 4
+
+local function controls(raw)
+  return {struct.unpack(CONTROLS, raw or NO_CONTROLS)}
+end
+
+local function packed_controls(l)
+  return struct.pack(CONTROLS, l[1], l[2], l[3], l[4])
+end
+
+-- The list's limit, or nil for none.
+local function limit_of(l)
+  if l[LIST_LIMIT] == 0 then return nil end
+  return l[LIST_LIMIT] - 1
+end
+
+local function list_controls(list)
+  return controls(redis.call('HGET', M, 'L' .. list))
+end
 
 -- a // b for non-negative integers below 2^53, exact where float division rounds.
 local function idiv(a, b)
@@ -216,8 +294,8 @@ local function idiv(a, b)
   return q
 end
 
--- Lock-table conditions (ARGV[first_lock..last_lock]), then the authority condition,
--- in the memory backend's order.
+-- Lock-table conditions (ARGV[first_lock..last_lock]), then the authority condition
+-- (expect_authority: a number, or nil), in the memory backend's order.
 local function check_conditions(first_lock, last_lock, list, expect_authority, authority)
   if first_lock <= last_lock then
     local holders = redis.call('HMGET', K, unpack(ARGV, first_lock, last_lock))
@@ -227,22 +305,23 @@ local function check_conditions(first_lock, last_lock, list, expect_authority, a
       end
     end
   end
-  if expect_authority ~= '' and num(authority) ~= tonumber(expect_authority) then
+  if expect_authority and num(authority) ~= expect_authority then
     fail(AUTHORITY_MISMATCH, 'list ' .. list .. ' authority is ' .. int(num(authority))
-      .. ', not ' .. expect_authority, 'authority=' .. int(num(authority)))
+      .. ', not ' .. int(expect_authority), 'authority=' .. int(num(authority)))
   end
 end
 
 local function check_version(r, expect)
-  if expect ~= '' and rec_version(r) ~= expect then
+  if expect and rec_version(r) ~= expect then
     fail(VERSION_MISMATCH, 'entry ' .. hex(rec_id(r)) .. ' has version x' .. hex(rec_version(r))
       .. ', not x' .. hex(expect), 'version=x' .. hex(rec_version(r)))
   end
 end
 
-local function check_limit(list, limit, ignore)
-  if not ignore and limit and redis.call('ZCARD', list_key(list)) >= tonumber(limit) then
-    fail(LIST_FULL, 'list ' .. list .. ' is at its limit of ' .. limit .. ' entries')
+local function check_limit(list, l, ignore)
+  local limit = limit_of(l)
+  if not ignore and limit and redis.call('ZCARD', list_key(list)) >= limit then
+    fail(LIST_FULL, 'list ' .. list .. ' is at its limit of ' .. int(limit) .. ' entries')
   end
 end
 
@@ -255,7 +334,7 @@ local function locate(kind, list, arg, how)
   if kind == 'i' then
     local r = redis.call('HGET', E, arg)
     if not r then
-      fail(NO_SUCH_ENTRY, 'no entry ' .. hex(arg) .. ' in structure ' .. NAME)
+      fail(NO_SUCH_ENTRY, 'no entry ' .. hex(arg) .. ' in structure ' .. structure_name())
     end
     if list and rec_list(r) ~= list then
       fail(LIST_MISMATCH, 'entry ' .. hex(arg) .. ' is on list ' .. rec_list(r) .. ', not '
@@ -266,14 +345,11 @@ local function locate(kind, list, arg, how)
   local L = list_key(list)
   local found
   if kind == 'h' then
-    if arg ~= '' and how == '<' then
-      -- The head if its key is <= arg: the first member at or below arg's sublist.
-      found = redis.call('ZRANGEBYLEX', L, '-', '[' .. arg .. FF20, 'LIMIT', 0, 1)[1]
-    else
-      found = redis.call('ZRANGE', L, 0, 0)[1]
-      if found and arg ~= '' then
-        local c = cmp(string.sub(found, 1, 16), arg)
-        if (how == '=' and c ~= 0) or (how == '>' and c < 0) then return nil end
+    found = redis.call('ZRANGE', L, 0, 0)[1]
+    if found and arg ~= '' then
+      local c = cmp(string.sub(found, 1, 16), arg)
+      if (how == '<' and c > 0) or (how == '=' and c ~= 0) or (how == '>' and c < 0) then
+        return nil
       end
     end
   elseif kind == 't' then
@@ -294,12 +370,62 @@ local function locate(kind, list, arg, how)
   return redis.call('HGET', E, string.sub(found, 25, 36))
 end
 
+-- A packed locator: kind(1) list(2, 65535 none) comparison(1) argument.
+local function locator_list(a)
+  local list = from_be2(a, 2)
+  if list == 65535 then return nil end
+  return list
+end
+
+local function locate_packed(a)
+  return locate(string.sub(a, 1, 1), locator_list(a), string.sub(a, 5), string.sub(a, 4, 4))
+end
+
+-- Options of move, delete and update: flags(2), then the fields the flags announce, in
+-- this order: new key(16), version to set(8), expected version(8), expected
+-- authority(8), new secondary key (the rest).  codec.py packs them.
+local NO_OPTIONS = {version = '', head = false, ignore_limit = false,
+                    increment_authority = false}
+
+local function options(s, at)
+  local flags = from_be2(s, at)
+  if flags == 0 then return NO_OPTIONS end
+  at = at + 2
+  local o = {version = '', head = bit.band(flags, 128) ~= 0,
+             ignore_limit = bit.band(flags, 256) ~= 0,
+             increment_authority = bit.band(flags, 512) ~= 0}
+  if bit.band(flags, 1) ~= 0 then
+    o.key = string.sub(s, at, at + 15)
+    at = at + 16
+  end
+  if bit.band(flags, 2) ~= 0 then
+    o.version = 's' .. string.sub(s, at, at + 7)
+    at = at + 8
+  elseif bit.band(flags, 4) ~= 0 then
+    o.version = 'i'
+  end
+  if bit.band(flags, 8) ~= 0 then
+    o.expect_version = string.sub(s, at, at + 7)
+    at = at + 8
+  end
+  if bit.band(flags, 16) ~= 0 then
+    o.expect_authority = from_be(string.sub(s, at, at + 7))
+    at = at + 8
+  end
+  if bit.band(flags, 32) ~= 0 then
+    o.skey = string.sub(s, at)
+  elseif bit.band(flags, 64) ~= 0 then
+    o.skey = false
+  end
+  return o
+end
+
 -- -- monitors --------------------------------------------------------------------------
 -- A monitor record: user id(1) nonempty(1) notify_empty(1) token length(1) token, then
 -- 'r' low(16) high(16) for a key range or 's' secondary key.
 
-local touched = {}     -- {list, key, secondary key} of entries that came or went
-local monitors = {}    -- list -> its monitors, parsed, in registration order
+-- touched: {list, key, secondary key} of entries that came or went in this call;
+-- monitors: list -> its monitors, parsed, in registration order.
 
 local function parse_monitor(id, raw)
   local uid, nonempty, notify_empty, tl = string.byte(raw, 1, 4)

@@ -1,19 +1,19 @@
-#!lua
--- include: common
 -- set_list_controls: a list's limit and/or authority.
--- ARGV[6..]: list, limit ('u' keep, '' none, else the limit), increment_authority
+-- ARGV[2..]: list, limit ('u' keep, '' none, else the limit), increment_authority
 -- ('1'), expect_authority ('' none), lock numbers...
 local done = recorded()
 if done then return done end
-local list = ARGV[6]
-local v = open('seq', 'a' .. list)
-check_conditions(10, #ARGV, list, ARGV[9], v[2])
-local seq = tonumber(v[1]) + 1
-redis.call('HSET', M, 'seq', seq)
-if ARGV[7] == '' then
-  redis.call('HDEL', M, 'l' .. list)
-elseif ARGV[7] ~= 'u' then
-  redis.call('HSET', M, 'l' .. list, ARGV[7])
+local list = ARGV[2]
+local raw_c, raw_l = open('c', 'L' .. list)
+local c, l = counters(raw_c), controls(raw_l)
+check_conditions(6, #ARGV, list, tonumber(ARGV[5]), l[LIST_AUTHORITY])
+c[SEQ] = c[SEQ] + 1
+if ARGV[3] == '' then
+  l[LIST_LIMIT] = 0
+elseif ARGV[3] ~= 'u' then
+  l[LIST_LIMIT] = tonumber(ARGV[3]) + 1
 end
-if ARGV[8] == '1' then redis.call('HSET', M, 'a' .. list, num(v[2]) + 1) end
-return record(seq)
+if ARGV[4] == '1' then l[LIST_AUTHORITY] = l[LIST_AUTHORITY] + 1 end
+redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l),
+  kept_seq(c[SEQ]))
+return c[SEQ]

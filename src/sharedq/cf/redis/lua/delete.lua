@@ -1,22 +1,25 @@
-#!lua
--- include: common
 -- delete: delete the located entry; the reply carries it as it was.
--- ARGV[6..]: locator kind, locator list, locator argument, comparison, expect_version,
--- expect_authority, lock numbers...
+-- ARGV[2]: packed locator.  ARGV[3]: options (see options()).  ARGV[4..]: lock numbers.
 local done = recorded()
 if done then return done end
-local v = open('seq', 'ne', 'nel')
-local r = locate(ARGV[6], tonumber(ARGV[7]), ARGV[8], ARGV[9])
+local o = options(ARGV[3], 1)
+local at = locator_list(ARGV[2])
+local raw_c, raw_l = open('c', 'L' .. (at or 0))
+local c = counters(raw_c)
+local r = locate_packed(ARGV[2])
 if not r then return false end
 local list = rec_list(r)
-local f = redis.call('HMGET', M, 'w' .. list, 'e' .. list, 'a' .. list)
-check_version(r, ARGV[10])
-check_conditions(12, #ARGV, list, ARGV[11], f[3])
-local seq = tonumber(v[1]) + 1
+local l
+if at then l = controls(raw_l) else l = list_controls(list) end
+check_version(r, o.expect_version)
+check_conditions(4, #ARGV, list, o.expect_authority, l[LIST_AUTHORITY])
+local seq = c[SEQ] + 1
 local elements = rec_elements(r)
-unplace(r, num(f[1]) > 0)
+unplace(r, l[LIST_MONITORS] > 0)
 redis.call('HDEL', E, rec_id(r))
-redis.call('HSET', M, 'seq', seq, 'ne', tonumber(v[2]) - 1, 'nel', tonumber(v[3]) - elements,
-  'e' .. list, num(f[2]) - elements)
+c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] - 1, c[ELEMENTS] - elements
+l[LIST_ELEMENTS] = l[LIST_ELEMENTS] - elements
+redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l),
+  kept_change(seq, r))
 notify(seq)
-return record({seq, r})
+return {seq, r}

@@ -1,24 +1,19 @@
-#!lua
--- include: common
 -- delete a structure: every key under its hash tag.  Refused while users are
 -- connected unless forced; their next requests then find it lost.
--- ARGV[6]: force ('1').
+-- ARGV[2]: force ('1').
 local lists = redis.call('HGET', M, 'lc')
 if not lists then
-  if RETRY == '1' then return 1 end  -- a resent delete whose first attempt went through
-  fail(NO_SUCH_STRUCTURE, "no structure '" .. NAME .. "'")
+  if RETRY then return 1 end  -- a resent delete whose first attempt went through
+  fail(NO_SUCH_STRUCTURE, "no structure '" .. structure_name() .. "'")
 end
-if ARGV[6] ~= '1' then
-  local now = now_ms()
+if ARGV[2] ~= '1' then
   local active = {}
   for u = 1, 32 do
-    local user = redis.call('HMGET', M, 'n' .. u, 's' .. u, 'x' .. u)
-    if user[1] and user[2] == 'a' and tonumber(user[3]) > now then
-      active[#active + 1] = user[1]
-    end
+    local name = redis.call('HGET', M, 'n' .. u)
+    if name and redis.call('EXISTS', token_key(u)) == 1 then active[#active + 1] = name end
   end
   if #active > 0 then
-    fail(USER_ACTIVE, 'structure ' .. NAME .. ' has users connected: '
+    fail(USER_ACTIVE, 'structure ' .. structure_name() .. ' has users connected: '
       .. table.concat(active, ', '))
   end
 end
@@ -28,7 +23,7 @@ for n = 0, tonumber(lists) - 1 do
   keys[#keys + 1] = P .. 'w:' .. n
 end
 for u = 1, 32 do
-  for _, part in ipairs({'um:', 'ud:', 'q:', 'r:'}) do keys[#keys + 1] = P .. part .. u end
+  for _, part in ipairs({'um:', 'ud:', 'q:', 't:'}) do keys[#keys + 1] = P .. part .. u end
 end
 for first = 1, #keys, 500 do
   redis.call('UNLINK', unpack(keys, first, math.min(first + 499, #keys)))

@@ -1,6 +1,5 @@
-#!lua flags=no-writes
--- include: common
+-- flags: no-writes
 -- lock_holder: the user id holding a lock-table entry, or nil.
--- ARGV[6]: lock number.
+-- ARGV[2]: lock number.
 open()
-return redis.call('HGET', K, ARGV[6])
+return redis.call('HGET', K, ARGV[2])

@@ -1,7 +1,7 @@
-#!lua flags=no-writes
--- include: common
+-- flags: no-writes
 -- list_info: a list's entry count, elements, limit (nil: none) and authority.
--- ARGV[6]: list.
-local list = ARGV[6]
-local v = open('e' .. list, 'l' .. list, 'a' .. list)
-return {redis.call('ZCARD', list_key(list)), num(v[1]), v[2], num(v[3])}
+-- ARGV[2]: list.
+local list = ARGV[2]
+local l = controls(open('L' .. list))
+return {redis.call('ZCARD', list_key(list)), l[LIST_ELEMENTS], limit_of(l) or false,
+  l[LIST_AUTHORITY]}

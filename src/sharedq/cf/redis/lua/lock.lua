@@ -1,13 +1,11 @@
-#!lua
--- include: common
 -- lock / unlock a lock-table entry.
--- ARGV[6..]: 'l' to take it or 'u' to release it, lock number.
+-- ARGV[2..]: 'l' to take it or 'u' to release it, lock number.
 local done = recorded()
 if done then return done end
-local v = open('seq')
-local number = ARGV[7]
+local c = counters(open('c'))
+local number = ARGV[3]
 local holder = redis.call('HGET', K, number)
-if ARGV[6] == 'l' then
+if ARGV[2] == 'l' then
   if holder and holder ~= UID then
     fail(LOCK_HELD, 'lock ' .. number .. ' is held by user ' .. holder, 'holder=' .. holder)
   end
@@ -18,6 +16,6 @@ else
   end
   redis.call('HDEL', K, number)
 end
-local seq = tonumber(v[1]) + 1
-redis.call('HSET', M, 'seq', seq)
-return record(seq)
+c[SEQ] = c[SEQ] + 1
+redis.call('HSET', M, 'c', packed_counters(c), kept_seq(c[SEQ]))
+return c[SEQ]

@@ -1,43 +1,46 @@
-#!lua
--- include: common
 -- move: move the located entry to a list, optionally re-keyed and re-versioned.
--- ARGV[6..]: locator kind, locator list ('' none), locator argument, comparison,
--- target list, new key ('' keep), secondary key ('u' keep, '' remove, 's' .. new),
--- version op, position ('h' head), expect_version ('' none), expect_authority,
--- ignore_limit ('1'), lock numbers...
+-- ARGV[2]: packed locator.  ARGV[3]: target list(2), then options (see options()).
+-- ARGV[4..]: lock numbers.
 local done = recorded()
 if done then return done end
-local to = tonumber(ARGV[10])
-local v = open('seq', 'l' .. to, 'w' .. to, 'e' .. to)
-local r = locate(ARGV[6], tonumber(ARGV[7]), ARGV[8], ARGV[9])
+local spec = ARGV[3]
+local to = from_be2(spec, 1)
+local o = options(spec, 3)
+local at = locator_list(ARGV[2])
+local raw_c, raw_to, raw_at
+if at and at ~= to then
+  raw_c, raw_to, raw_at = open('c', 'L' .. to, 'L' .. at)  -- one read serves both lists
+else
+  raw_c, raw_to = open('c', 'L' .. to)
+end
+local c, target = counters(raw_c), controls(raw_to)
+local r = locate_packed(ARGV[2])
 if not r then return false end
 local from = rec_list(r)
-local f = redis.call('HMGET', M, 'w' .. from, 'e' .. from, 'a' .. from)
-check_version(r, ARGV[15])
-check_conditions(18, #ARGV, from, ARGV[16], f[3])
-if to ~= from then check_limit(to, v[2], ARGV[17] == '1') end
-local key = ARGV[11]
-if key == '' then key = rec_key(r) end
-local skey = ARGV[12]
-if skey == 'u' then
-  skey = rec_skey(r)
-elseif skey == '' then
-  skey = false
-else
-  skey = string.sub(skey, 2)
+local source = target
+if from ~= to then
+  if at then source = controls(raw_at) else source = list_controls(from) end
 end
-local version = new_version(r, ARGV[13], false)
-local seq = tonumber(v[1]) + 1
-local moved = moved_rec(r, to, key, ordinal(seq, ARGV[14] == 'h'), version, skey)
-unplace(r, num(f[1]) > 0)
+check_version(r, o.expect_version)
+check_conditions(4, #ARGV, from, o.expect_authority, source[LIST_AUTHORITY])
+if to ~= from then check_limit(to, target, o.ignore_limit) end
+local skey = o.skey
+if skey == nil then skey = rec_skey(r) end
+local version = new_version(r, o.version, false)
+local seq = c[SEQ] + 1
+local moved = moved_rec(r, to, o.key or rec_key(r), ordinal(seq, o.head), version, skey)
+unplace(r, source[LIST_MONITORS] > 0)
 redis.call('HSET', E, rec_id(r), moved)
-place(moved, num(v[3]) > 0)
+place(moved, target[LIST_MONITORS] > 0)
+c[SEQ] = seq
 if to ~= from then
   local elements = rec_elements(r)
-  redis.call('HSET', M, 'seq', seq, 'e' .. from, num(f[2]) - elements,
-    'e' .. to, num(v[4]) + elements)
+  source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
+  target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
+  redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source),
+    'L' .. to, packed_controls(target), kept_change(seq, moved))
 else
-  redis.call('HSET', M, 'seq', seq)
+  redis.call('HSET', M, 'c', packed_counters(c), kept_change(seq, moved))
 end
 notify(seq)
-return record({seq, moved})
+return {seq, moved}

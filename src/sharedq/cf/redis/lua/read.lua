@@ -1,6 +1,5 @@
-#!lua flags=no-writes
--- include: common
+-- flags: no-writes
 -- read: the located entry's record, or nil.
--- ARGV[6..]: locator kind, locator list ('' none), locator argument, comparison.
+-- ARGV[2]: packed locator.
 open()
-return locate(ARGV[6], tonumber(ARGV[7]), ARGV[8], ARGV[9]) or false
+return locate_packed(ARGV[2]) or false

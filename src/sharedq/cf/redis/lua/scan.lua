@@ -1,18 +1,17 @@
-#!lua flags=no-writes
--- include: common
+-- flags: no-writes
 -- scan: one page of a list's entries with keys in [low, high], in list order.
--- ARGV[6..]: list, low key, high key, the member after which to start ('' from low),
+-- ARGV[2..]: list, low key, high key, the member after which to start ('' from low),
 -- page size, with_data ('1').  The client pages on from the last record's member.
 open()
-local from = '[' .. ARGV[7]
-if ARGV[9] ~= '' then from = '(' .. ARGV[9] end
-local members = redis.call('ZRANGEBYLEX', list_key(ARGV[6]), from, '[' .. ARGV[8] .. FF20,
-  'LIMIT', 0, tonumber(ARGV[10]))
+local from = '[' .. ARGV[3]
+if ARGV[5] ~= '' then from = '(' .. ARGV[5] end
+local members = redis.call('ZRANGEBYLEX', list_key(ARGV[2]), from, '[' .. ARGV[4] .. FF20,
+  'LIMIT', 0, tonumber(ARGV[6]))
 if #members == 0 then return {} end
 local ids = {}
 for i, member in ipairs(members) do ids[i] = string.sub(member, 25, 36) end
 local records = redis.call('HMGET', E, unpack(ids))
-if ARGV[11] ~= '1' then
+if ARGV[7] ~= '1' then
   for i, r in ipairs(records) do
     local al, sl = string.byte(r, 48, 49)
     records[i] = string.sub(r, 1, 49 + al + sl)

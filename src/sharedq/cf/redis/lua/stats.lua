@@ -1,5 +1,4 @@
-#!lua flags=no-writes
--- include: common, counts
+-- flags: no-writes
 -- statistics: maximum and in-use counts and the last seq.
 open()
 return counts()

@@ -1,11 +1,9 @@
-#!lua
--- include: common
 -- stop_monitor: free the EMC and drop the monitor's undelivered events.
--- ARGV[6]: monitor id.
+-- ARGV[2]: monitor id.
 local done = recorded()
 if done then return done end
-local id = ARGV[6]
-local v = open('seq', 'nm')
+local id = ARGV[2]
+local c = counters(open('c'))
 local list = redis.call('HGET', P .. 'um:' .. UID, id)
 if not list then
   fail(NO_SUCH_MONITOR, 'user ' .. UID .. ' has no monitor ' .. id)
@@ -20,7 +18,9 @@ for _, item in ipairs(redis.call('XRANGE', queue, '-', '+')) do
     redis.call('XDEL', queue, item[1])
   end
 end
-local seq = tonumber(v[1]) + 1
-redis.call('HSET', M, 'seq', seq, 'nm', tonumber(v[2]) - 1)
-redis.call('HINCRBY', M, 'w' .. list, -1)
-return record(seq)
+local l = list_controls(list)
+c[SEQ], c[EMCS] = c[SEQ] + 1, c[EMCS] - 1
+l[LIST_MONITORS] = l[LIST_MONITORS] - 1
+redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l),
+  kept_seq(c[SEQ]))
+return c[SEQ]

@@ -1,22 +1,16 @@
-#!lua flags=no-writes
--- include: common
+-- flags: no-writes
 -- users: every user the structure records, as user id, name, 'a' active or 'f' failed.
--- A user whose lease lapsed (its process stopped renewing it) counts as failed.
+-- A user whose token key is gone (its lease lapsed, or it was marked failed) has failed.
 open()
 local fields = {}
-for u = 1, 32 do
-  fields[#fields + 1] = 'n' .. u
-  fields[#fields + 1] = 's' .. u
-  fields[#fields + 1] = 'x' .. u
-end
-local v = redis.call('HMGET', M, unpack(fields))
-local now = now_ms()
+for u = 1, 32 do fields[u] = 'n' .. u end
+local names = redis.call('HMGET', M, unpack(fields))
 local out = {}
 for u = 1, 32 do
-  local name, state, lease = v[3 * u - 2], v[3 * u - 1], v[3 * u]
-  if name then
-    if state == 'a' and tonumber(lease) <= now then state = 'f' end
-    out[#out + 1] = {u, name, state}
+  if names[u] then
+    local state = 'f'
+    if redis.call('EXISTS', token_key(u)) == 1 then state = 'a' end
+    out[#out + 1] = {u, names[u], state}
   end
 end
 return out

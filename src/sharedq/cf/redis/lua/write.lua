@@ -1,41 +1,54 @@
-#!lua
--- include: common
 -- write: create an entry at its key position.
--- ARGV[6..]: list, key, data, adjunct, secondary key ('' none), entry id ('' generate),
--- version (8 bytes), position ('h' head, else tail), expect_authority ('' none),
--- ignore_limit ('1'), elements, lock numbers...
+-- ARGV[2]: list(2) key(16) version(8) flags(1: 1 head, 2 ignore_limit, 4 expect
+-- authority) elements(1) expected authority(8) adjunct length(1) secondary key
+-- length(1) entry id length(1, 0: generate one), then adjunct, secondary key, id.
+-- ARGV[3]: data.  ARGV[4..]: lock numbers.
 local done = recorded()
 if done then return done end
-local list, key, data, adjunct, skey, id = tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
-  ARGV[10], ARGV[11]
-local elements = tonumber(ARGV[16])
-local v = open('seq', 'ne', 'nel', 'me', 'mel', 'l' .. list, 'w' .. list, 'e' .. list,
-  'a' .. list)
+local spec = ARGV[2]
+local list, key, version = from_be2(spec, 1), string.sub(spec, 3, 18),
+  string.sub(spec, 19, 26)
+local flags, elements = string.byte(spec, 27, 28)
+local al, sl, il = string.byte(spec, 37, 39)
+local adjunct = string.sub(spec, 40, 39 + al)
+local skey = string.sub(spec, 40 + al, 39 + al + sl)
+local id = string.sub(spec, 40 + al + sl, 39 + al + sl + il)
+local raw_c, raw_l = open('c', 'L' .. list)
+local c, l = counters(raw_c), controls(raw_l)
 if id ~= '' and redis.call('HEXISTS', E, id) == 1 then
   fail(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use')
 end
-check_conditions(17, #ARGV, list, ARGV[14], v[9])
-check_limit(list, v[6], ARGV[15] == '1')
-local entries, in_use = num(v[2]), num(v[3])
-if entries >= tonumber(v[4]) then
-  fail(STRUCTURE_FULL, 'structure ' .. NAME .. ' has all ' .. v[4] .. ' entries in use')
+if bit.band(flags, 4) ~= 0 then
+  check_conditions(4, #ARGV, list, from_be(string.sub(spec, 29, 36)), l[LIST_AUTHORITY])
+elseif #ARGV >= 4 then
+  check_conditions(4, #ARGV, list, nil, nil)
 end
-if in_use + elements > tonumber(v[5]) then
-  fail(STRUCTURE_FULL, 'structure ' .. NAME .. ' has ' .. in_use .. ' of ' .. v[5]
-    .. ' elements in use; ' .. elements .. ' more do not fit')
+check_limit(list, l, bit.band(flags, 2) ~= 0)
+if c[ENTRIES] >= c[MAX_ENTRIES] then
+  fail(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has all ' .. int(c[MAX_ENTRIES])
+    .. ' entries in use')
 end
-local seq = tonumber(v[1]) + 1
-if id == '' then
-  id = be(seq, 12)
-  if redis.call('HEXISTS', E, id) == 1 then
+if c[ELEMENTS] + elements > c[MAX_ELEMENTS] then
+  fail(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has ' .. int(c[ELEMENTS]) .. ' of '
+    .. int(c[MAX_ELEMENTS]) .. ' elements in use; ' .. elements .. ' more do not fit')
+end
+local seq = c[SEQ] + 1
+local generated = id == ''
+if generated then id = '\0\0\0\0' .. be(seq, 8) end
+local r = make_rec(id, list, key, ordinal(seq, bit.band(flags, 1) ~= 0), version, elements,
+  adjunct, skey, ARGV[3])
+-- A generated id is new unless a caller chose one of that shape: HSETNX checks that
+-- and, when it holds, is the first write.
+if generated then
+  if redis.call('HSETNX', E, id, r) == 0 then
     fail(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use')
   end
+else
+  redis.call('HSET', E, id, r)
 end
-local r = make_rec(id, list, key, ordinal(seq, ARGV[13] == 'h'), ARGV[12], elements, adjunct,
-  skey, data)
-redis.call('HSET', E, id, r)
-redis.call('HSET', M, 'seq', seq, 'ne', entries + 1, 'nel', in_use + elements,
-  'e' .. list, num(v[8]) + elements)
-place(r, num(v[7]) > 0)
+c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] + 1, c[ELEMENTS] + elements
+l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
+redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l), kept_seq(seq))
+place(r, l[LIST_MONITORS] > 0)
 notify(seq)
-return record(seq)
+return seq
