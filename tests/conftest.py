@@ -35,15 +35,17 @@ def redis_server() -> Iterator[RedisServer]:
 
 @pytest.fixture
 def redis_servers() -> Iterator[Callable[..., RedisServer]]:
-    """A factory of private servers for one test: ``redis_servers(args=[...], password=...)``.
+    """A factory of private servers for one test: ``redis_servers(args, password, tls)``.
 
     Each is started before it is returned and stopped when the test ends, whatever the
     test did to it (killed it, restarted it).
     """
     started: list[RedisServer] = []
 
-    def make(args: Sequence[str] = (), password: str | None = None) -> RedisServer:
-        server = RedisServer(args, password)
+    def make(
+        args: Sequence[str] = (), password: str | None = None, tls: bool = False
+    ) -> RedisServer:
+        server = RedisServer(args, password, tls)
         started.append(server)
         return server.start()
 

@@ -44,17 +44,24 @@ def free_port() -> int:
 class RedisServer:
     """One private server; ``start()``, ``kill()``, ``restart()``, ``stop()``.
 
-    ``args`` are extra ``redis-server`` options (``["--requirepass", "pw"]``); the
-    port stays the same across restarts, so clients can reconnect to it.
+    ``args`` are extra ``redis-server`` options (``["--maxmemory-policy", "allkeys-lru"]``);
+    ``password`` sets ``requirepass``; ``tls`` adds a TLS port with a certificate from a
+    private CA made for this server (``ca_path``, ``tls_url``).  The ports stay the same
+    across restarts, so clients can reconnect.
     """
 
-    def __init__(self, args: Sequence[str] = (), password: str | None = None) -> None:
+    def __init__(
+        self, args: Sequence[str] = (), password: str | None = None, tls: bool = False
+    ) -> None:
         self.args = list(args)
         self.password = password
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="sharedq-redis-"))
         self.socket_path = self.dir / "redis.sock"
         self.process: subprocess.Popen[bytes] | None = None
+        self.tls_port = free_port() if tls else None
+        if tls:
+            make_certificates(self.dir)
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"
@@ -72,6 +79,18 @@ class RedisServer:
         return f"unix://{auth}{self.socket_path}?db=0"
 
     @property
+    def ca_path(self) -> Path:
+        """The private CA that signed the server's TLS certificate."""
+        return self.dir / "ca.crt"
+
+    @property
+    def tls_url(self) -> str:
+        """``rediss://`` URL of database 0 that verifies the server against ``ca_path``."""
+        assert self.tls_port is not None, "start the server with tls=True"
+        auth = f":{self.password}@" if self.password else ""
+        return f"rediss://{auth}localhost:{self.tls_port}/0?ssl_ca_certs={self.ca_path}"
+
+    @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
@@ -87,6 +106,7 @@ class RedisServer:
             "--unixsocketperm", "700",
             "--logfile", str(self.dir / "redis.log"),
             *(["--requirepass", self.password] if self.password else []),
+            *(self._tls_options() if self.tls_port else []),
             *self.args,
         ]  # fmt: skip
         self.process = subprocess.Popen(
@@ -94,6 +114,15 @@ class RedisServer:
         )
         self._wait_until_up()
         return self
+
+    def _tls_options(self) -> list[str]:
+        return [
+            "--tls-port", str(self.tls_port),
+            "--tls-cert-file", str(self.dir / "server.crt"),
+            "--tls-key-file", str(self.dir / "server.key"),
+            "--tls-ca-cert-file", str(self.ca_path),
+            "--tls-auth-clients", "no",
+        ]  # fmt: skip
 
     def _wait_until_up(self) -> None:
         deadline = time.monotonic() + START_TIMEOUT
@@ -167,3 +196,24 @@ class RedisServer:
         if process is not None and process.stderr is not None and process.poll() is not None:
             text += process.stderr.read().decode(errors="replace")
         return text[-2000:] or "(no log)"
+
+
+def make_certificates(directory: Path) -> None:
+    """A private CA and a certificate for ``localhost`` signed by it (openssl CLI)."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise RuntimeError(
+            "the TLS tests need the openssl command: run `bash scripts/setup.sh --dev` "
+            "(Debian/Ubuntu: apt-get install openssl)"
+        )
+
+    def run(*args: str) -> None:
+        subprocess.run([openssl, *args], cwd=directory, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        "-subj", "/CN=sharedq test CA", "-keyout", "ca.key", "-out", "ca.crt")  # fmt: skip
+    run("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",
+        "-keyout", "server.key", "-out", "server.csr")  # fmt: skip
+    (directory / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", "server.crt")  # fmt: skip

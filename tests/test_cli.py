@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from tests.redis_server import RedisServer
+
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -25,6 +27,28 @@ def test_walk_on_the_embedded_facility_prints_each_step() -> None:
     assert "LIST_FULL (1041)" in out
     assert "MSG-A (key X'0400..' version 1), MSG-B" in out
     assert "Accounting: 2/100 entries" in out
+
+
+def test_walk_on_a_redis_server() -> None:
+    server = RedisServer().start()  # its own server: the CLI runs in another process
+    try:
+        result = run_cli("walk", "--facility", server.url)
+        assert result.returncode == 0, result.stderr
+        out = result.stdout
+        assert "on RedisFacility" in out
+        assert "QM2 tries a get: nothing, the head is uncommitted" in out
+        assert "QM2 is woken: monitor 1 went nonempty" in out
+        assert "LIST_FULL (1041)" in out
+        assert "MSG-A (key X'0400..' version 1), MSG-B" in out
+        assert "Accounting: 2/100 entries" in out
+        assert server.command("KEYS", "*") == []  # the walk deleted its structure
+        # An unreachable server is a clear error and a failure exit.
+        server.kill()
+        result = run_cli("walk", "--facility", server.url)
+        assert result.returncode == 1
+        assert "CONNECTION_FAILED" in result.stderr
+    finally:
+        server.stop()
 
 
 def test_an_unknown_facility_url_is_a_clear_error_and_a_failure_exit() -> None:

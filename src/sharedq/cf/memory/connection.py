@@ -670,4 +670,3 @@ def _incremented(entry: ListEntry) -> int:
             CFReason.BAD_ARGUMENT, f"entry {entry.entry_id.hex()} version cannot increase"
         )
     return entry.version + 1
-

@@ -20,7 +20,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import hiredis
 import redis
@@ -77,7 +77,9 @@ def split_url(url: str) -> tuple[str, Options, str]:
                 raise cf_error(CFReason.BAD_URL, f"{name} in the URL must be positive")
         else:
             theirs.append((name, value))
-    clean = urlunsplit(parts._replace(query=urlencode(theirs)))
+    query = urlencode(theirs)
+    # Rebuilt by hand: urlunsplit would turn unix:///path into unix:/path.
+    clean = f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{query}" if query else "")
     host = parts.hostname or parts.path or "localhost"
     where = f"Redis server {parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
     return clean, Options(**ours), where

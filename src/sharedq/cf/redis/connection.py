@@ -94,8 +94,7 @@ class RedisListStructure(ListStructure):
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return (
-            f"<RedisListStructure {self._name!r} user={self._user_id} "
-            f"{self._user_name!r} {state}>"
+            f"<RedisListStructure {self._name!r} user={self._user_id} {self._user_name!r} {state}>"
         )
 
     def _changer(self) -> bytes:
@@ -128,9 +127,7 @@ class RedisListStructure(ListStructure):
     def renew_lease(self) -> None:
         """Called by the facility's lease keeper; a failure here is seen by requests."""
         try:
-            renewed = self._run(
-                scripts.RENEW, self._key, [self._reader, self._facility.lease_ms]
-            )
+            renewed = self._run(scripts.RENEW, self._key, [self._reader, self._facility.lease_ms])
         except Exception:
             return
         if not renewed:
@@ -570,4 +567,3 @@ class RedisListStructure(ListStructure):
             ],
         )
         return codec.stats_of(self._name, self._list_count, self._element_size, reply)
-

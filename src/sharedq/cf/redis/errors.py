@@ -13,9 +13,7 @@ from redis import exceptions as rx
 from sharedq.cf.errors import CFError, CFReason, cf_error
 
 #: The ACL a sharedq user needs, for the message that reports a refused command.
-ACL_HINT = (
-    "the ACL user needs ~sq:* and +@read +@write +@scripting +@connection +info +time"
-)
+ACL_HINT = "the ACL user needs ~sq:* and +@read +@write +@scripting +@connection +info"
 
 #: Failures worth retrying on a fresh connection: the request may not have run.
 TRANSIENT = (
@@ -68,9 +66,7 @@ def translate(exc: BaseException, where: str, *, connecting: bool = False) -> CF
     if isinstance(exc, (rx.AuthenticationError, rx.AuthorizationError)) or text.startswith(
         ("WRONGPASS", "NOAUTH", "invalid password", "invalid username-password")
     ):
-        return cf_error(
-            CFReason.AUTHENTICATION_FAILED, f"{where} refused the credentials: {text}"
-        )
+        return cf_error(CFReason.AUTHENTICATION_FAILED, f"{where} refused the credentials: {text}")
     if isinstance(exc, rx.NoPermissionError):
         return cf_error(
             CFReason.AUTHENTICATION_FAILED, f"{where} refused a command: {text} ({ACL_HINT})"

@@ -64,10 +64,7 @@ class RedisFacility(CouplingFacility):
 
     def create(self, params: StructureParams, *, sequence_floor: int = 0) -> StructureStats:
         capacity = validate_params(params)
-        if (
-            not isinstance(sequence_floor, int)
-            or not 0 <= sequence_floor <= MAX_SEQUENCE_FLOOR
-        ):
+        if not isinstance(sequence_floor, int) or not 0 <= sequence_floor <= MAX_SEQUENCE_FLOOR:
             raise cf_error(
                 CFReason.BAD_ARGUMENT,
                 f"sequence_floor {sequence_floor!r} must be 0..2**52 on Redis",
@@ -95,9 +92,7 @@ class RedisFacility(CouplingFacility):
         return codec.stats_of(params.name, params.list_count, params.element_size, reply)
 
     def delete(self, name: str, *, force: bool = False) -> None:
-        self.client.run(
-            scripts.DESTROY, keys.meta_key(name), [_NO_USER, b"1" if force else b""]
-        )
+        self.client.run(scripts.DESTROY, keys.meta_key(name), [_NO_USER, b"1" if force else b""])
 
     def exists(self, name: str) -> bool:
         return bool(self.client.command("EXISTS", keys.meta_key(name)))
