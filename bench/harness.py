@@ -52,6 +52,21 @@ def best_rate(operations: int, fn: Callable[[], object], repeats: int = 5) -> fl
     return max(rate(operations, fn) for _ in range(repeats))
 
 
+def best_rates_in_turns(
+    operations: int, fns: dict[str, Callable[[], object]], rounds: int
+) -> dict[str, float]:
+    """The best rate of each function, measured in turns, round after round.
+
+    A benchmark and its baseline run alternately, so that whatever else the machine
+    is doing hits both alike and the best rounds of each are comparable.
+    """
+    best = dict.fromkeys(fns, 0.0)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            best[name] = max(best[name], rate(operations, fn))
+    return best
+
+
 class Report:
     """Figures of one benchmark run, printed as a table and written as flat JSON."""
 

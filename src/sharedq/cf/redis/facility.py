@@ -62,6 +62,9 @@ class RedisFacility(CouplingFacility):
     def __repr__(self) -> str:
         return f"<RedisFacility {self.client.where}>"
 
+    def __enter__(self) -> RedisFacility:
+        return self
+
     def create(self, params: StructureParams, *, sequence_floor: int = 0) -> StructureStats:
         capacity = validate_params(params)
         if not isinstance(sequence_floor, int) or not 0 <= sequence_floor <= MAX_SEQUENCE_FLOOR:
