@@ -52,6 +52,16 @@ if [ "$extras" = "dev" ] && ! command -v redis-server >/dev/null 2>&1; then
   apt_install redis-server \
     || die "the tests need the redis-server binary: install it (Debian: apt-get install redis-server; macOS: brew install redis)"
 fi
+if [ "$extras" = "dev" ]; then
+  redis_major="$(redis-server --version | sed -n 's/.* v=\([0-9]*\)\..*/\1/p')"
+  [ "${redis_major:-0}" -ge 7 ] \
+    || die "redis-server $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p') is too old: sharedq needs Redis 7.0+ (Debian 12+: apt-get install redis-server; otherwise the packages of redis.io)"
+fi
+# openssl: the TLS tests make a private CA and a server certificate with it.
+if [ "$extras" = "dev" ] && ! command -v openssl >/dev/null 2>&1; then
+  apt_install openssl \
+    || die "the TLS tests need the openssl command: install it (Debian: apt-get install openssl)"
+fi
 
 # The virtual environment and the packages.
 if [ ! -x .venv/bin/python ]; then

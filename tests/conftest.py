@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisCluster, RedisServer
 
 settings.register_profile(
     "default", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60
@@ -31,6 +31,16 @@ def redis_server() -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[RedisCluster]:
+    """A private three-node Redis Cluster shared by the session."""
+    cluster = RedisCluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

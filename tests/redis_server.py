@@ -217,3 +217,78 @@ def make_certificates(directory: Path) -> None:
     (directory / "san.ext").write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
     run("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
         "-CAcreateserial", "-days", "2", "-extfile", "san.ext", "-out", "server.crt")  # fmt: skip
+
+
+class RedisCluster:
+    """A private Redis Cluster of ``size`` primaries (no replicas), slots split evenly.
+
+    ``url`` names the first node; a client finds the others from it.
+    """
+
+    SLOTS = 16384
+
+    def __init__(self, size: int = 3) -> None:
+        # Each node's cluster bus port is given, not port + 10000 (which may be > 65535).
+        self.bus_ports = [free_port() for _ in range(size)]
+        options = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                   "--cluster-node-timeout", "2000"]  # fmt: skip
+        self.nodes = [
+            RedisServer([*options, "--cluster-port", str(bus_port)]) for bus_port in self.bus_ports
+        ]
+        self.ranges = [
+            (n * self.SLOTS // size, (n + 1) * self.SLOTS // size - 1) for n in range(size)
+        ]
+
+    @property
+    def url(self) -> str:
+        return self.nodes[0].url
+
+    def start(self) -> RedisCluster:
+        for node in self.nodes:
+            node.start()
+        for epoch, (node, (first, last)) in enumerate(zip(self.nodes, self.ranges, strict=True)):
+            node.command("CLUSTER", "SET-CONFIG-EPOCH", epoch + 1)
+            node.command("CLUSTER", "ADDSLOTSRANGE", first, last)
+        for node, bus_port in zip(self.nodes[1:], self.bus_ports[1:], strict=True):
+            self.nodes[0].command("CLUSTER", "MEET", "127.0.0.1", node.port, bus_port)
+        deadline = time.monotonic() + START_TIMEOUT
+        while not all(self._ready(node) for node in self.nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the test cluster did not come up")
+            time.sleep(0.05)
+        return self
+
+    def _ready(self, node: RedisServer) -> bool:
+        info = node.command("CLUSTER", "INFO")
+        assert isinstance(info, bytes | str)
+        text = info.decode() if isinstance(info, bytes) else info
+        return "cluster_state:ok" in text and f"cluster_known_nodes:{len(self.nodes)}" in text
+
+    def node_of(self, key: str) -> RedisServer:
+        """The node that owns ``key``'s slot (as set up; ``move_slot`` changes it)."""
+        from redis.crc import key_slot
+
+        slot = key_slot(key.encode())
+        return next(
+            node for node, (first, last) in zip(self.nodes, self.ranges, strict=True)
+            if first <= slot <= last
+        )  # fmt: skip
+
+    def move_slot(self, slot: int, source: RedisServer, target: RedisServer) -> None:
+        """Migrate a slot and its keys from ``source`` to ``target``, as resharding does."""
+        source_id, target_id = (node.command("CLUSTER", "MYID") for node in (source, target))
+        target.command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)  # type: ignore[arg-type]
+        source.command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)  # type: ignore[arg-type]
+        while keys := source.command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+            assert isinstance(keys, list)
+            source.command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys)
+        for node in self.nodes:
+            node.command("CLUSTER", "SETSLOT", slot, "NODE", target_id)  # type: ignore[arg-type]
+
+    def flush(self) -> None:
+        for node in self.nodes:
+            node.flush()
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()

@@ -15,18 +15,20 @@ import pytest
 from sharedq.cf import CouplingFacility, ListStructure, StructureParams
 from sharedq.cf.memory import MemoryFacility
 from sharedq.cf.redis import RedisFacility
-from tests.redis_server import RedisServer
+from tests.redis_server import RedisCluster, RedisServer
 
-BACKENDS = ["memory", "redis"]
+BACKENDS = ["memory", "redis", "redis-cluster"]
 
+#: The session fixture holding each Redis backend's server.
+_SERVERS = {"redis": "redis_server", "redis-cluster": "redis_cluster"}
 _names = itertools.count(1)
 
 
 def _open(request: pytest.FixtureRequest) -> CouplingFacility:
     if request.param == "memory":
         return MemoryFacility()
-    if request.param == "redis":
-        server: RedisServer = request.getfixturevalue("redis_server")
+    if request.param in _SERVERS:
+        server: RedisServer | RedisCluster = request.getfixturevalue(_SERVERS[request.param])
         return RedisFacility.from_url(server.url)
     raise AssertionError(f"unknown backend {request.param}")
 
@@ -38,9 +40,9 @@ def facility(request: pytest.FixtureRequest) -> Iterator[CouplingFacility]:
         yield fac
     finally:
         fac.close()
-        if request.param == "redis":
+        if request.param in _SERVERS:
             # Some tests use fixed structure names: each starts on an empty server.
-            request.getfixturevalue("redis_server").flush()
+            request.getfixturevalue(_SERVERS[request.param]).flush()
 
 
 MakeStructure = Callable[..., str]

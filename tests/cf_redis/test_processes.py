@@ -9,6 +9,7 @@ entry to two of them.
 from __future__ import annotations
 
 import multiprocessing
+import time
 from collections import Counter
 from multiprocessing.queues import Queue
 
@@ -41,7 +42,8 @@ def test_events_cross_processes_to_the_user_that_registered(redis_server: RedisS
             put = putter.write(1, bytes(16), b"wake up")
             putter.write(1, b"\x01" * 16, b"no second event: the list was not empty")
         events = sorted(  # type: ignore[type-var]
-            (results.get(timeout=60) for _ in watchers), key=lambda e: e[0][3]  # type: ignore[index]
+            (results.get(timeout=60) for _ in watchers),
+            key=lambda e: e[0][3],  # type: ignore[index]
         )
         for watcher in watchers:
             watcher.join(timeout=30)
@@ -80,6 +82,8 @@ def test_processes_racing_for_the_head_never_get_the_same_entry(
         with facility.connect("QSG1", "PRODUCER") as producer:
             written = []
             for i in range(MESSAGES):
+                if i == MESSAGES // 2:
+                    time.sleep(1.0)  # the consumers drain the list and wait to be woken
                 # The two-phase put: uncommitted (X'F6'), then committed by a move within
                 # the list.  A get must never take the uncommitted form.
                 entry = producer.write(0, b"\xf6" + i.to_bytes(15, "big"), b"%06d" % i).entry
@@ -98,6 +102,6 @@ def test_processes_racing_for_the_head_never_get_the_same_entry(
     assert sorted(got) == sorted(written)
     assert on_get_lists == MESSAGES
     assert attempts >= MESSAGES
-    assert wakeups > 0  # consumers that found nothing slept until a commit woke them
+    assert wakeups > 0  # consumers that found nothing waited until a commit woke them
     for _, ids, _, _ in reports:  # type: ignore[misc]
         assert ids == sorted(ids)  # each took them in key (= commit) order

@@ -1,9 +1,9 @@
-"""One redis-py client per facility: opening it, checking the server, calling functions.
+"""One client per facility: opening it, checking the server, calling functions.
 
-Each thread calls functions on a connection of its own, kept for the thread's life: a
-request is one packed write and one read on a redis-py connection (hiredis packs and
-parses), without a pool checkout and the client-level bookkeeping per command, which
-would cost more than the function runs on the server.
+redis-py reads the URL and makes the connections (with hiredis); requests go over the
+calling thread's own connection to the right server (``nodes.py``), without redis-py's
+client-level bookkeeping per command, which would cost more than a function's run on
+the server.
 
 Requests are resent after a dropped connection for a bounded time, and only here:
 redis-py's own retries are switched off, because it would resend a function call that
@@ -14,24 +14,28 @@ first time (see ``record()`` in ``lua/common.lua``), so no change is applied twi
 
 from __future__ import annotations
 
-import threading
 import time
-import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-import hiredis
 import redis
 from redis import exceptions as rx
+from redis._parsers.helpers import parse_info
 from redis.backoff import NoBackoff
-from redis.connection import AbstractConnection
 from redis.retry import Retry
 
 from sharedq.cf.errors import CFReason, cf_error
 from sharedq.cf.redis import codec, scripts
 from sharedq.cf.redis.errors import is_transient, translate
+from sharedq.cf.redis.nodes import (
+    Address,
+    ClusterNodes,
+    Connection,
+    Nodes,
+    call,
+    pack_command,
+)
 from sharedq.cf.redis.scripts import Function
 
 #: Seconds a connection's lease lasts without renewal before its user counts as failed.
@@ -44,9 +48,6 @@ SOCKET_TIMEOUT = 10.0
 CONNECT_TIMEOUT = 5.0
 #: The oldest server we run on: Redis functions came with 7.0.
 MIN_SERVER_VERSION = (7, 0)
-
-#: Packs a command for the wire (hiredis, in C).
-pack_command: Callable[[tuple[Any, ...]], bytes] = hiredis.pack_command
 
 #: Arguments of ours in a facility URL's query; the rest go to redis-py.
 _OUR_OPTIONS = {"lease": "lease_seconds", "retry": "retry_seconds"}
@@ -104,16 +105,31 @@ def check_server(info: dict[str, Any], where: str) -> None:
         )
 
 
-class RedisClient:
-    """A checked redis-py client, shared by a facility and every connection it makes."""
+def _info(reply: bytes) -> dict[str, Any]:
+    parsed: dict[str, Any] = parse_info(reply.decode())  # type: ignore[no-untyped-call]
+    return parsed
 
-    def __init__(self, client: redis.Redis, where: str, options: Options) -> None:
+
+class RedisClient:
+    """A checked connection to a server or cluster, shared by a facility and its users."""
+
+    def __init__(self, client: redis.Redis, where: str, options: Options, cluster: bool) -> None:
         self.redis = client
         self.where = where
         self.options = options
-        self._local = threading.local()
-        self._connections: weakref.WeakSet[AbstractConnection] = weakref.WeakSet()
-        self._lock = threading.Lock()
+        pool = client.connection_pool
+        kwargs = pool.connection_kwargs
+
+        def make(address: Address) -> Connection:
+            if address is None:
+                return cast(Connection, pool.connection_class(**kwargs))
+            where = {"host": address[0], "port": address[1]}
+            return cast(Connection, pool.connection_class(**{**kwargs, **where}))
+
+        if cluster:
+            self.nodes: Nodes = ClusterNodes(make, (kwargs["host"], kwargs["port"]))
+        else:
+            self.nodes = Nodes(make)
 
     @classmethod
     def open(cls, url: str, **overrides: float) -> RedisClient:
@@ -131,14 +147,20 @@ class RedisClient:
             )
         except ValueError as exc:
             raise cf_error(CFReason.BAD_URL, f"bad Redis URL {url!r}: {exc}") from None
-        self = cls(client, where, options)
         try:
             client.ping()
             info = dict(client.info("server"))
             check_server(info, where)
-            info.update(client.info("memory"))
-            check_server(info, where)
-            self.load_library()
+            cluster = bool(client.info("cluster").get("cluster_enabled"))
+            self = cls(client, where, options, cluster)
+            self.nodes.refresh()
+            for address in self.nodes.addresses():
+                # Every primary must be suitable, and have our functions.
+                connection = self.nodes.connection_to(address)
+                info = _info(call(connection, "INFO", "server"))
+                info.update(_info(call(connection, "INFO", "memory")))
+                check_server(info, where if address is None else f"{where} (node {address})")
+                self.load_library(address)
         except rx.RedisError as exc:
             client.close()
             raise translate(exc, where, connecting=True) from None
@@ -148,88 +170,105 @@ class RedisClient:
         return self
 
     def close(self) -> None:
-        with self._lock:
-            connections = list(self._connections)
-        for connection in connections:
-            connection.disconnect()  # type: ignore[no-untyped-call]
+        self.nodes.close()
         self.redis.close()
-
-    def _connection(self) -> AbstractConnection:
-        """This thread's connection (dropped with the thread's locals when it ends)."""
-        pool = self.redis.connection_pool
-        connection: AbstractConnection = pool.connection_class(**pool.connection_kwargs)
-        self._local.connection = connection
-        with self._lock:
-            self._connections.add(connection)
-        return connection
-
-    def _execute(self, *args: Any) -> Any:
-        try:
-            connection = self._local.connection
-        except AttributeError:
-            connection = self._connection()
-        connection.send_packed_command([pack_command(args)], False)
-        return connection.read_response()
 
     # -- requests ---------------------------------------------------------------------
 
     def run(self, function: Function, key: str, args: list[Any]) -> Any:
         """Call a request's function; ``args[0]`` is its header (``codec.*_header``)."""
-        try:
-            connection = self._local.connection
-        except AttributeError:
-            connection = self._connection()
+        connection = self.nodes.connection(key)
         try:
             connection.send_packed_command(
                 [pack_command(("FCALL", function.fcall, 1, key, *args))], False
             )
             return connection.read_response()
         except rx.RedisError as exc:
-            return self._recover(exc, function, key, args)
+            return self._recover(exc, ("FCALL", function.fcall, 1, key), args, key)
 
-    def command(self, *args: Any) -> Any:
-        """Run a plain command that changes nothing, resending it after a dropped connection."""
+    def command(self, *args: Any, key: str | None = None) -> Any:
+        """Run a plain command that changes nothing, on the server of ``key``.
+
+        Resent after a dropped connection, like a request.
+        """
         try:
-            return self._execute(*args)
+            return call(self.nodes.connection(key), *args)
         except rx.RedisError as exc:
-            return self._recover(exc, None, "", list(args))
+            return self._recover(exc, args, [], key)
+
+    def on_node(self, address: Address, *args: Any) -> Any:
+        """Run a command on one primary (``nodes.addresses()`` lists them)."""
+        try:
+            return call(self.nodes.connection_to(address), *args)
+        except rx.RedisError as exc:
+            raise translate(exc, self.where) from None
 
     def block(self, key: str, seconds: float) -> None:
         """Wait up to ``seconds`` for an entry on stream ``key`` (it is not consumed)."""
         milliseconds = max(1, int(seconds * 1000))
-        self.command("XREAD", "COUNT", 1, "BLOCK", milliseconds, "STREAMS", key, "0-0")
+        self.command("XREAD", "COUNT", 1, "BLOCK", milliseconds, "STREAMS", key, "0-0", key=key)
 
     def _recover(
-        self, exc: rx.RedisError, function: Function | None, key: str, args: list[Any]
+        self, exc: rx.RedisError, command: tuple[Any, ...], args: list[Any], key: str | None
     ) -> Any:
+        """Resend a request that failed for a reason worth resending; else raise ours.
+
+        ``args`` are the request's own arguments, after ``command``: a function call's
+        header gets the retry flag, so that a change is not applied twice.
+        """
         deadline: float | None = None
         delay = 0.01
+        redirects = 0
         while True:
-            if str(exc).startswith("Function not found"):
-                self.load_library()
+            asking: Address = None
+            if isinstance(exc, rx.AskError) and redirects < 16:
+                # MOVED: the slot has a new owner for good; ASK: for this request only.
+                redirects += 1
+                if isinstance(exc, rx.MovedError):
+                    self.nodes.moved(exc.slot_id, exc.host, exc.port)
+                else:
+                    asking = (exc.host, exc.port)
+            elif str(exc).startswith("Function not found"):
+                self.load_library(None if key is None else self._address_of(key))
             elif is_transient(exc):
                 now = time.monotonic()
                 if deadline is None:
                     deadline = now + self.options.retry_seconds
                 elif now >= deadline:
                     raise translate(exc, self.where) from None
-                if function is not None:
+                if command[0] == "FCALL":
                     args[0] = codec.as_retry(args[0])
                 time.sleep(delay)
                 delay = min(delay * 2, 0.25)
+                self._refresh_quietly()
             else:
                 raise translate(exc, self.where) from None
             try:
-                if function is None:
-                    return self._execute(*args)
-                return self._execute("FCALL", function.fcall, 1, key, *args)
+                if asking is not None:
+                    connection = self.nodes.connection_to(asking)
+                    call(connection, "ASKING")
+                else:
+                    connection = self.nodes.connection(key)
+                return call(connection, *command, *args)
             except rx.RedisError as again:
                 exc = again
 
-    def load_library(self) -> None:
-        """Give the server our functions (a new or restarted server lacks them)."""
+    def _address_of(self, key: str) -> Address:
+        if isinstance(self.nodes, ClusterNodes):
+            return self.nodes.address_of(key)
+        return None
+
+    def _refresh_quietly(self) -> None:
+        # After a dropped connection a cluster may have failed over: learn its new map.
         try:
-            self._execute("FUNCTION", "LOAD", scripts.SOURCE)
+            self.nodes.refresh()
+        except Exception:  # the next attempt reports what is wrong
+            return
+
+    def load_library(self, address: Address = None) -> None:
+        """Give a server our functions (a new or restarted server lacks them)."""
+        try:
+            call(self.nodes.connection_to(address), "FUNCTION", "LOAD", scripts.SOURCE)
         except rx.ResponseError as exc:
             if "already exists" not in str(exc):
                 raise

@@ -98,18 +98,21 @@ class RedisFacility(CouplingFacility):
         self.client.run(scripts.DESTROY, keys.meta_key(name), [_NO_USER, b"1" if force else b""])
 
     def exists(self, name: str) -> bool:
-        return bool(self.client.command("EXISTS", keys.meta_key(name)))
+        meta = keys.meta_key(name)
+        return bool(self.client.command("EXISTS", meta, key=meta))
 
     def structure_names(self) -> list[str]:
         names: set[str] = set()
-        cursor: Any = 0
-        while True:
-            cursor, found = self.client.command(
-                "SCAN", cursor, "MATCH", keys.META_PATTERN, "COUNT", 1000
-            )
-            names.update(keys.name_of(key) for key in found)
-            if int(cursor) == 0:
-                return sorted(names)
+        for address in self.client.nodes.addresses():
+            cursor: Any = 0
+            while True:
+                cursor, found = self.client.on_node(
+                    address, "SCAN", cursor, "MATCH", keys.META_PATTERN, "COUNT", 1000
+                )
+                names.update(keys.name_of(key) for key in found)
+                if int(cursor) == 0:
+                    break
+        return sorted(names)
 
     def connect(self, name: str, user_name: str) -> RedisListStructure:
         if not isinstance(user_name, str) or not 1 <= len(user_name) <= 64:
