@@ -1,4 +1,4 @@
-"""The bytes that cross between the client and the scripts, both ways.
+"""The bytes that cross between the client and the functions, both ways.
 
 Entry records are stored and returned in one packed form (see ``keys.py`` and the Lua
 prelude), so a reply is decoded with one ``struct`` call and slices: the hot path

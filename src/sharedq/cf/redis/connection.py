@@ -1,11 +1,11 @@
 """A user's connection to a structure on Redis: each request is one function call.
 
 A request checks its input here first, with the validators the memory backend uses
-(so bad input fails with the same reason and never reaches the server), then runs its
-script, which checks the user, the conditions and the room before its first write.
-Requests that change something carry a request id: a channel (the calling thread)
-and a number, so that a request resent after a lost reply is answered from the
-script's record instead of being applied twice.
+(so bad input fails with the same reason and never reaches the server), then calls its
+function (``lua/<request>.lua``), which checks the user, the conditions and the room
+before its first write.  Requests that change something carry a request id: a
+channel (the calling thread) and a number, so that a request resent after a lost
+reply is answered from the function's record instead of being applied twice.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from sharedq.cf.redis.facility import RedisFacility
 
 #: Entries a bulk request handles before it returns for a redrive, when not told: few
-#: enough that one script stays short (Redis serves nobody else while it runs).
+#: enough that one function call stays short (Redis serves nobody else meanwhile).
 DEFAULT_BULK_BUDGET = 256
 #: Entries a scan reads per function call.
 SCAN_PAGE = 128

@@ -1,14 +1,15 @@
 """Where a structure lives in Redis: every key under one hash tag, ``sq:{NAME}:``.
 
 The braces make Redis Cluster hash only ``NAME``, so all of a structure's keys share
-one slot: one script sees and changes all of them atomically, and a cluster spreads
+one slot: one function sees and changes all of them atomically, and a cluster spreads
 different structures over its nodes.  Structure names cannot contain braces.
 
 Keys (``<n>`` a list number, ``<u>`` a user id):
 
 =============  ==========  ===========================================================
-``m``          hash        parameters, capacity, counters, seq, per-list controls and
-                           per-user records (see the Lua prelude for the fields)
+``m``          hash        parameters; packed counters (``c``: seq, entries, elements,
+                           EMCs and their maximums) and list controls (``L<n>``); user
+                           names (``n<u>``); kept results (``q<u>:<channel>``)
 ``e``          hash        entry id -> entry record
 ``l:<n>``      sorted set  list ``n``: members key(16) ordinal(8) id(12), all score 0,
                            so that lexicographic order is the list's order
@@ -18,7 +19,7 @@ Keys (``<n>`` a list number, ``<u>`` a user id):
 ``um:<u>``     hash        a user's monitors: monitor id -> list number
 ``ud:<u>``     set         a user's monitors with a NONEMPTY event not yet taken
 ``q:<u>``      stream      a user's event queue (durable: written by the change)
-``r:<u>``      hash        a user's recent results, for requests resent after a lost reply
+``t:<u>``      string      a user's connection token; expires when its lease lapses
 =============  ==========  ===========================================================
 """
 
@@ -31,7 +32,7 @@ META_PATTERN = PREFIX + ":{*}:m"
 
 
 def meta_key(name: str) -> str:
-    """The key every script of structure ``name`` is called with (KEYS[1])."""
+    """The key every function is called with for structure ``name`` (KEYS[1])."""
     return f"{PREFIX}:{{{name}}}:m"
 
 

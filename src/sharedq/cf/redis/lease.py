@@ -1,12 +1,12 @@
 """Leases: how a user whose process vanished comes to count as failed.
 
-Each connection's user record carries a lease expiry (server time).  A facility keeps
-the leases of its live connections renewed from one daemon thread; when the process
-dies, or stops renewing for longer than the lease, the scripts treat the user as
-failed: ``users()`` reports it ``FAILED``, its own requests are refused, a peer may
-``cleanup_user`` it, and a reconnect under its name reattaches it.  A lapsed lease is
-never renewed, so a paused process that wakes up finds itself failed rather than
-racing the peer that took over its work.
+A connection's token is kept in a key that expires when the connection's lease lapses
+(``t:<u>``, see ``keys.py``).  A facility renews the leases of its live connections
+from one daemon thread; when the process dies, or stops renewing for longer than the
+lease, the token expires and the user has failed: ``users()`` reports it ``FAILED``,
+its own requests are refused, a peer may ``cleanup_user`` it, and a reconnect under
+its name reattaches it.  A lapsed lease is never renewed, so a paused process that
+wakes up finds itself failed rather than racing the peer that took over its work.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ slot.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable
@@ -35,6 +36,19 @@ class Connection(Protocol):
     def disconnect(self) -> None: ...
 
 
+_every: weakref.WeakSet[Nodes] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # The child's copies of the parent's connections are dropped unused (redis-py does
+    # not shut a socket down from another process than the one that opened it).
+    for nodes in list(_every):
+        nodes.forget_connections()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def call(connection: Connection, *args: Any) -> Any:
     """One command on one connection: its reply, or the error it raised."""
     connection.send_packed_command([pack_command(args)], False)
@@ -49,6 +63,12 @@ class Nodes:
         self._local = threading.local()
         self._all: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._lock = threading.Lock()
+        _every.add(self)
+
+    def forget_connections(self) -> None:
+        """Start afresh: a forked child must not talk on its parent's sockets."""
+        self._local = threading.local()
+        self._all = weakref.WeakSet()
 
     def connection(self, key: str | None = None) -> Connection:
         try:
