@@ -36,10 +36,10 @@ def versions(qm: QueueManager, queue: str) -> dict[bytes, int]:
     }
 
 
-def get_list(qm: QueueManager, structure: str) -> list[bytes]:
-    """The bodies on a manager's get list in a structure."""
+def get_list(qm: QueueManager, structure: str, of: QueueManager | None = None) -> list[bytes]:
+    """The bodies on a manager's get list (``of``'s, read through ``qm``)."""
     acc = qm._structures[structure]
-    lists = qm._lists[structure]
+    lists = (of or qm)._lists[structure]
     return [_body(e.data) for e in acc.conn.scan(lists.get_list, LOWEST_KEY, HIGHEST_KEY)]
 
 
