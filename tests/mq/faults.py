@@ -26,8 +26,14 @@ class CrashAt:
     ``nth=None`` measures how many points a workload has.
     """
 
-    def __init__(self, nth: int | None = None, *, when: Predicate | None = None,
-                 kill: bool = False, armed: bool = True) -> None:
+    def __init__(
+        self,
+        nth: int | None = None,
+        *,
+        when: Predicate | None = None,
+        kill: bool = False,
+        armed: bool = True,
+    ) -> None:
         self.nth = nth
         self.when = when
         self.kill = kill
@@ -64,7 +70,12 @@ class CrashAt:
 def changes_only(request: str, structure: str, before: bool) -> bool:
     """Points before each request that changes a structure (reads are not distinct)."""
     return before and request in {
-        "write", "move", "delete", "update", "move_entries", "delete_entries",
+        "write",
+        "move",
+        "delete",
+        "update",
+        "move_entries",
+        "delete_entries",
         "set_list_controls",
     }
 

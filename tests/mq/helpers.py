@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from sharedq.cf import HIGHEST_KEY, LOWEST_KEY
-from sharedq.mq import QueueManager
-from sharedq.mq import keys
+from sharedq.mq import QueueManager, keys
 from sharedq.mq.messages import Decoded
 
 

@@ -232,10 +232,15 @@ def test_backout_count_from_version_capped_at_255(qm: QueueManager) -> None:
 def test_largest_message_an_entry_holds(element_size: int, fits: int) -> None:
     """E4/E5: 255 elements of 256 bytes, or 16 of 4096; the header counts too."""
     facility = MemoryFacility()
-    facility.create(StructureParams.for_capacity(
-        "BIG", list_count=16, entries=100, elements=400 * 4096 // element_size,
-        element_size=element_size,
-    ))
+    facility.create(
+        StructureParams.for_capacity(
+            "BIG",
+            list_count=16,
+            entries=100,
+            elements=400 * 4096 // element_size,
+            element_size=element_size,
+        )
+    )
     with QueueManager(facility, "QM1", 1, admin="BIG") as qm:
         qm.define_queue("Q")
         q = qm.open("Q")
@@ -269,8 +274,9 @@ def test_indexed_secondary_key_assigned_at_commit(make_qm: MakeManager) -> None:
     uow = qm1.unit_of_work()
     sent = q1.put(b"m", msg_id=b"ID-1", uow=uow)
     state = qm1._state("Q")
-    entry = next(iter(state.acc.conn.scan(state.put_list, keys.UNCOMMITTED_LOW,
-                                          keys.UNCOMMITTED_HIGH)))
+    entry = next(
+        iter(state.acc.conn.scan(state.put_list, keys.UNCOMMITTED_LOW, keys.UNCOMMITTED_HIGH))
+    )
     assert entry.secondary_key is None
     with pytest.raises(NoMessageAvailable):
         q2.get(msg_id=b"ID-1")

@@ -31,7 +31,11 @@ def test_example_1_get_in_syncpoint_returns_own_puts_in_order(qm: QueueManager) 
     """EXAMPLE 1 (p[147]): PLH M1, M2, M5, M3, M4; five gets return M1..M5."""
     q, uow = _example_puts(qm)
     assert put_list(qm, "Q") == [
-        ("C", b"M1"), ("C", b"M2"), ("C", b"M5"), ("U", b"M3"), ("U", b"M4")
+        ("C", b"M1"),
+        ("C", b"M2"),
+        ("C", b"M5"),
+        ("U", b"M3"),
+        ("U", b"M4"),
     ]
     got = [q.get(uow=uow).body for _ in range(5)]
     assert got == [b"M1", b"M2", b"M3", b"M4", b"M5"]

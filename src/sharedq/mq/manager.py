@@ -120,7 +120,7 @@ class QueueManager:
                         acc.number = directory.structure_number(self.admin, other)
                         self._claim_lists(acc, admin=False)
             self.restart_report = self._restart(restart_wait)
-        except BaseException:
+        except Exception:
             self._disconnect_all()
             raise
 
@@ -456,13 +456,19 @@ class QueueManager:
                         acc.mark_failed(user.user_id)
 
     def recover(self, qmgr: str) -> RecoveryReport:
-        """Peer recovery of a failed manager in every structure we are connected to."""
+        """Peer recovery of a failed manager in every structure we are connected to.
+
+        Structures where the manager is still active, or where another active manager
+        is recovering it, are skipped (``report.skipped``).
+        """
         self._check_open()
         report = RecoveryReport(qmgr)
         with translated(f"recover {qmgr}"):
+            if qmgr == self.name:
+                raise mq_error(MQReason.Q_MGR_NAME_ERROR, "a manager does not recover itself")
             ids = {v: k for k, v in directory.managers(self.admin).items()}
-            if qmgr not in ids or qmgr == self.name:
-                raise mq_error(MQReason.Q_MGR_NAME_ERROR, f"cannot recover {qmgr}")
+            if qmgr not in ids:
+                return report  # it never got as far as registering: nothing to do
             for acc in self._structures.values():
                 recovery.recover_structure(self, acc, ids[qmgr], qmgr, report, owner=False)
         return report
