@@ -53,7 +53,7 @@ def _run(scenario: Scenario, crash: CrashAt) -> tuple[list[str], MemoryFacility]
 
 def _points(scenario: Scenario) -> int:
     counter = CrashAt()
-    lines, _ = _run(scenario, counter)
+    _lines, _ = _run(scenario, counter)
     return counter.points
 
 

@@ -113,7 +113,7 @@ def test_in_flight_unit_is_backed_out(make_qm: MakeManager) -> None:
 def test_out_of_syncpoint_put_killed_before_sync(make_qm: MakeManager) -> None:
     """C7: killed between the write and the sync: recovery deletes the entry."""
     crash = CrashAt(armed=False)
-    qm1, qm2, qa, _ = _setup(make_qm, crash)
+    _qm1, qm2, qa, _ = _setup(make_qm, crash)
     crash.arm(1, after_request("write"))
     with pytest.raises(SimulatedFailure):
         qa.put(b"half")
