@@ -41,7 +41,7 @@ from sharedq.cf import ById, ListEntry, VersionMismatch
 from sharedq.mq import keys
 from sharedq.mq.access import StructureAccess
 from sharedq.mq.errors import MQReason, mq_error
-from sharedq.mq.journal import ChangeKind
+from sharedq.mq.journal import ChangeKind, EntryMeaning
 from sharedq.mq.uow import Trop, TropKind, UnitOfWork
 
 #: The most bytes one descriptor part holds (p[269]).
@@ -252,13 +252,7 @@ def write(admin: StructureAccess, descriptor_list: int, uow: UnitOfWork, status:
             result.parts[number] = ids
     except Exception:
         if written:
-            admin.delete_entries(
-                list(reversed(written)),
-                missing_ok=True,
-                kind=ChangeKind.DESCRIPTOR,
-                uow=uow_id,
-                meanings=(),
-            )
+            delete_structure(admin, uow_id, written)
         raise
     if not multi:
         result.status_id = result.parts[numbers[0]][0]
@@ -280,11 +274,16 @@ def set_status(admin: StructureAccess, uow: UnitOfWork, written: Written, status
 
 
 def delete_structure(admin: StructureAccess, uow_id: bytes, ids: Sequence[bytes]) -> None:
-    """Delete one structure's parts, last first (LIFO, p[292]); absent ones are fine."""
+    """Delete entries written in order ``ids``, last first (LIFO, p[292]); absent ones
+    are fine."""
     pending = list(reversed(ids))
     while pending:
         result = admin.delete_entries(
-            pending, missing_ok=True, kind=ChangeKind.DESCRIPTOR, uow=uow_id, meanings=()
+            pending,
+            missing_ok=True,
+            kind=ChangeKind.DESCRIPTOR,
+            uow=uow_id,
+            meanings=[EntryMeaning(i, None, None, None) for i in pending],
         )
         if result.error is not None:  # pragma: no cover - missing_ok leaves no error
             raise result.error
@@ -292,9 +291,7 @@ def delete_structure(admin: StructureAccess, uow_id: bytes, ids: Sequence[bytes]
 
 
 def delete_muse(admin: StructureAccess, uow_id: bytes, muse_id: bytes) -> None:
-    admin.delete_entries(
-        [muse_id], missing_ok=True, kind=ChangeKind.DESCRIPTOR, uow=uow_id, meanings=()
-    )
+    delete_structure(admin, uow_id, [muse_id])
 
 
 # -- reading (recovery and restart) -------------------------------------------------------
