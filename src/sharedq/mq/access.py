@@ -43,6 +43,20 @@ class SimulatedFailure(BaseException):
     """
 
 
+class HasUowId(Protocol):
+    """A unit of work, whose id is made only when asked for (it may never be)."""
+
+    @property
+    def uow_id(self) -> bytes: ...
+
+
+UowRef = bytes | HasUowId | None
+
+
+def _uow_id(uow: UowRef) -> bytes | None:
+    return uow if uow is None or type(uow) is bytes else uow.uow_id  # type: ignore[union-attr]
+
+
 class FaultHook(Protocol):
     """Called with ``(request name, structure name, before)`` around every request."""
 
@@ -56,7 +70,7 @@ class StructureAccess:
     persistence, message id), which they pass on to the journal.
     """
 
-    __slots__ = ("conn", "faults", "journal", "name", "number")
+    __slots__ = ("_journal", "_journaling", "conn", "faults", "name", "number")
 
     def __init__(
         self,
@@ -70,6 +84,16 @@ class StructureAccess:
         self.number = number
         self.journal = journal
         self.faults = faults
+
+    @property
+    def journal(self) -> Journal:
+        return self._journal
+
+    @journal.setter
+    def journal(self, journal: Journal) -> None:
+        self._journal = journal
+        # The default journal records nothing: skip the calls (the hot path's sake).
+        self._journaling = type(journal) is not Journal
 
     def __repr__(self) -> str:
         return f"<StructureAccess {self.name!r} #{self.number} user={self.conn.user_id}>"
@@ -88,7 +112,7 @@ class StructureAccess:
         *,
         kind: ChangeKind,
         queue: str | None = None,
-        uow: bytes | None = None,
+        uow: UowRef = None,
         persistent: bool | None = None,
         msg_id: bytes | None = None,
         **options: Any,
@@ -96,7 +120,8 @@ class StructureAccess:
         if self.faults is not None:
             self.faults("write", self.name, True)
         change = self.conn.write(list_number, key, data, **options)
-        self.journal.changed(kind, self.name, change, queue, uow, persistent, msg_id)
+        if self._journaling:
+            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), persistent, msg_id)
         if self.faults is not None:
             self.faults("write", self.name, False)
         return change
@@ -108,7 +133,7 @@ class StructureAccess:
         *,
         kind: ChangeKind,
         queue: str | None = None,
-        uow: bytes | None = None,
+        uow: UowRef = None,
         persistent: bool | None = None,
         msg_id: bytes | None = None,
         **options: Any,
@@ -116,11 +141,11 @@ class StructureAccess:
         if self.faults is not None:
             self.faults("move", self.name, True)
         change = self.conn.move(locator, to_list, **options)
-        if change is not None:
+        if change is not None and self._journaling:
             if persistent is None and kind is ChangeKind.GET:
                 # A get learns what it took only from the entry it moved.
                 persistent, msg_id = entry_facts(change.entry.data)
-            self.journal.changed(kind, self.name, change, queue, uow, persistent, msg_id)
+            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), persistent, msg_id)
         if self.faults is not None:
             self.faults("move", self.name, False)
         return change
@@ -131,7 +156,7 @@ class StructureAccess:
         *,
         kind: ChangeKind,
         queue: str | None = None,
-        uow: bytes | None = None,
+        uow: UowRef = None,
         persistent: bool | None = None,
         msg_id: bytes | None = None,
         **options: Any,
@@ -139,8 +164,8 @@ class StructureAccess:
         if self.faults is not None:
             self.faults("delete", self.name, True)
         change = self.conn.delete(locator, **options)
-        if change is not None:
-            self.journal.changed(kind, self.name, change, queue, uow, persistent, msg_id)
+        if change is not None and self._journaling:
+            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), persistent, msg_id)
         if self.faults is not None:
             self.faults("delete", self.name, False)
         return change
@@ -151,14 +176,14 @@ class StructureAccess:
         *,
         kind: ChangeKind,
         queue: str | None = None,
-        uow: bytes | None = None,
+        uow: UowRef = None,
         **options: Any,
     ) -> Change | None:
         if self.faults is not None:
             self.faults("update", self.name, True)
         change = self.conn.update(locator, **options)
-        if change is not None:
-            self.journal.changed(kind, self.name, change, queue, uow, None, None)
+        if change is not None and self._journaling:
+            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), None, None)
         if self.faults is not None:
             self.faults("update", self.name, False)
         return change
@@ -175,8 +200,8 @@ class StructureAccess:
         if self.faults is not None:
             self.faults("move_entries", self.name, True)
         result = self.conn.move_entries(moves, **options)
-        if result.seqs:
-            self.journal.bulk_changed(kind, self.name, result, uow, meanings)
+        if result.seqs and self._journaling:
+            self._journal.bulk_changed(kind, self.name, result, uow, meanings)
         if self.faults is not None:
             self.faults("move_entries", self.name, False)
         return result
@@ -193,8 +218,8 @@ class StructureAccess:
         if self.faults is not None:
             self.faults("delete_entries", self.name, True)
         result = self.conn.delete_entries(entry_ids, **options)
-        if result.seqs:
-            self.journal.bulk_changed(kind, self.name, result, uow, meanings)
+        if result.seqs and self._journaling:
+            self._journal.bulk_changed(kind, self.name, result, uow, meanings)
         if self.faults is not None:
             self.faults("delete_entries", self.name, False)
         return result
@@ -205,7 +230,8 @@ class StructureAccess:
         if self.faults is not None:
             self.faults("set_list_controls", self.name, True)
         seq = self.conn.set_list_controls(list_number, **options)
-        self.journal.changed(kind, self.name, seq, queue, None, None, None)
+        if self._journaling:
+            self._journal.changed(kind, self.name, seq, queue, None, None, None)
         if self.faults is not None:
             self.faults("set_list_controls", self.name, False)
         return seq

@@ -96,9 +96,17 @@ class Stamps:
             stamp = self.stamp()
         return self._qm_byte + stamp.to_bytes(8, "big") + self._nonce
 
-    def uow_id(self) -> bytes:
-        """A new 8-byte UOW id: the manager id, then the high 7 bytes of a stamp."""
-        value = self.stamp() >> 8
+    @property
+    def nonce(self) -> bytes:
+        """Three random bytes that tell this incarnation's ids from any earlier one's."""
+        return self._nonce
+
+    def uow_id(self, stamp: int | None = None) -> bytes:
+        """A new 8-byte UOW id: the manager id, then the high 7 bytes of a stamp.
+
+        Pass a stamp just taken (a put's) to save a clock reading.
+        """
+        value = (self.stamp() if stamp is None else stamp) >> 8
         with self._lock:
             if value <= self._last_uow:
                 value = self._last_uow + 1

@@ -94,6 +94,8 @@ class QueueManager:
         self.journal = journal or NO_JOURNAL
         self._faults = faults
         self._name_bytes = name.encode()
+        self._msg_id_prefix = b"CSQ " + self._name_bytes[:4].ljust(4)
+        self._msg_id_suffix = bytes((qm_id,)) + self.stamps.nonce + b"\x00" * 4
         self._lock = threading.RLock()
         self._closed = False
         self._active: dict[int, UnitOfWork] = {}
@@ -361,31 +363,22 @@ class QueueManager:
             return found
 
     def _new_msg_id(self, stamp: int) -> bytes:
-        """A message id like MQ's: 'CSQ ', the name's first 4 characters, a stamp."""
-        return (
-            b"CSQ "
-            + self._name_bytes[:4].ljust(4)
-            + stamp.to_bytes(8, "big")
-            + bytes((self.qm_id,))
-            + self.stamps.entry_id(stamp)[9:12]
-            + b"\x00" * 4
-        )
+        """A message id like MQ's: 'CSQ ', the name's first 4 characters, a stamp, then
+        the manager id and the incarnation nonce (unique across the group)."""
+        return self._msg_id_prefix + stamp.to_bytes(8, "big") + self._msg_id_suffix
 
     # -- units of work ------------------------------------------------------------------------
 
     def unit_of_work(self) -> UnitOfWork:
         """Begin a unit of work owned by the calling thread (one at a time per thread)."""
         self._check_open()
+        # Only the calling thread reads or writes its own slot, so no lock is needed.
         ident = threading.get_ident()
-        with self._lock:
-            current = self._active.get(ident)
-            if current is not None and current.state is not UowState.ENDED:
-                raise mq_error(
-                    MQReason.UOW_IN_PROGRESS, "this thread has a unit of work in progress"
-                )
-            uow = UnitOfWork(self, ident)
-            self._active[ident] = uow
-            return uow
+        current = self._active.get(ident)
+        if current is not None and current.state is not UowState.ENDED:
+            raise mq_error(MQReason.UOW_IN_PROGRESS, "this thread has a unit of work in progress")
+        uow = self._active[ident] = UnitOfWork(self, ident)
+        return uow
 
     def _check_unit(self, uow: UnitOfWork) -> None:
         if not isinstance(uow, UnitOfWork) or uow.manager is not self:
@@ -393,11 +386,12 @@ class QueueManager:
         uow.check_usable(for_operation=True)
 
     def _unit_ended(self, uow: UnitOfWork) -> None:
-        with self._lock:
-            if uow.owner is not None and self._active.get(uow.owner) is uow:
-                del self._active[uow.owner]
-            if uow.has_id:
+        owner = uow.owner
+        if owner is None:  # a unit recovered at restart, resolved
+            with self._lock:
                 self._recovered.pop(uow.uow_id, None)
+        elif self._active.get(owner) is uow:
+            del self._active[owner]
 
     def indoubt(self, qmgr: str | None = None) -> list[InDoubtUnit]:
         """Units of work of ``qmgr`` (default: this manager) waiting for their owner."""

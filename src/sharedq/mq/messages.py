@@ -90,7 +90,6 @@ def expiry_tenths(expiry: float | None) -> int:
 
 def encode(
     body: bytes,
-    *,
     priority: int,
     persistent: bool,
     msg_id: bytes,
@@ -124,6 +123,7 @@ class Decoded:
     __slots__ = (
         "body_offset",
         "correl_id",
+        "expires_at",
         "expiry_tenths",
         "msg_id",
         "persistent",
@@ -151,12 +151,10 @@ class Decoded:
         start = _HEADER.size
         self.body_offset = start + name_length
         self.qm_name = data[start : self.body_offset].decode()
-
-    @property
-    def expires_at(self) -> float | None:
-        if self.expiry_tenths == _UNLIMITED:
-            return None
-        return stamp_seconds(self.stamp) + float(self.expiry_tenths) / 10
+        tenths = self.expiry_tenths
+        self.expires_at: float | None = (
+            None if tenths == _UNLIMITED else stamp_seconds(self.stamp) + tenths / 10
+        )
 
     def expired(self, now: float) -> bool:
         deadline = self.expires_at
@@ -178,19 +176,20 @@ def to_message(
     truncated = max_length is not None and length > max_length
     if truncated:
         body = body[:max_length]
+    # Positional: this runs once per get, and keywords cost more than the rest of it.
     return Message(
-        body=body,
-        priority=h.priority,
-        persistent=h.persistent,
-        msg_id=h.msg_id,
-        correl_id=h.correl_id,
-        expiry=None if h.expiry_tenths == _UNLIMITED else h.expiry_tenths / 10,
-        put_time=stamp_seconds(h.stamp),
-        put_qmgr=h.qm_name,
-        backout_count=min(version, MAX_BACKOUT_COUNT),
-        data_length=length,
-        truncated=truncated,
-        token=token,
+        body,
+        h.priority,
+        h.persistent,
+        h.msg_id,
+        h.correl_id,
+        None if h.expiry_tenths == _UNLIMITED else h.expiry_tenths / 10,
+        stamp_seconds(h.stamp),
+        h.qm_name,
+        version if version < MAX_BACKOUT_COUNT else MAX_BACKOUT_COUNT,
+        length,
+        truncated,
+        token,
     )
 
 

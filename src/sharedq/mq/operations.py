@@ -86,8 +86,8 @@ def put(
     """Put a message; every argument is checked before anything is written."""
     if uow is not None:
         mgr._check_unit(uow)
-    if not isinstance(body, bytes):
-        if isinstance(body, bytearray | memoryview):
+    if type(body) is not bytes:
+        if isinstance(body, bytes | bytearray | memoryview):
             body = bytes(body)
         else:
             raise mq_error(MQReason.BAD_ARGUMENT, f"a message body is bytes, not {type(body)}")
@@ -101,9 +101,14 @@ def put(
     elif not isinstance(persistent, bool):
         raise mq_error(MQReason.PERSISTENCE_ERROR, f"persistent {persistent!r} is not a bool")
     tenths = m.expiry_tenths(expiry)
-    given_msg_id = m.check_id(msg_id, "msg_id", MQReason.MD_ERROR)
-    correl = m.check_id(correl_id, "correl_id", MQReason.MD_ERROR) or m.NO_ID
-    _check_put_allowed(queue, len(body))
+    given_msg_id = None if msg_id is None else m.check_id(msg_id, "msg_id", MQReason.MD_ERROR)
+    correl = (
+        m.NO_ID
+        if correl_id is None
+        else m.check_id(correl_id, "correl_id", MQReason.MD_ERROR) or m.NO_ID
+    )
+    if definition.put_inhibited or len(body) > queue.max_body:
+        _check_put_allowed(queue, len(body))
 
     stamps = mgr.stamps
     stamp = stamps.stamp()
@@ -113,18 +118,10 @@ def put(
     entry_id = stamps.entry_id(stamp)
     ukey = keys.uncommitted_key(priority, stamp, mgr.qm_id)
     data = m.encode(
-        body,
-        priority=priority,
-        persistent=persistent,
-        msg_id=ident,
-        correl_id=correl,
-        stamp=stamp,
-        expiry=tenths,
-        qm_id=mgr.qm_id,
-        qm_name=mgr._name_bytes,
+        body, priority, persistent, ident, correl, stamp, tenths, mgr.qm_id, mgr._name_bytes
     )
     adjunct = m.encode_adjunct(queue.put_list, ident, correl)
-    uow_id = uow.uow_id if uow is not None else stamps.uow_id()
+    uow_id = uow.uow_id if uow is not None else stamps.uow_id(stamp)
     version = int.from_bytes(uow_id, "big")
     acc = queue.acc
     while True:
@@ -183,16 +180,18 @@ def put(
             # The uncommitted entry stays; recovery deletes it (the put never happened).
             raise from_cf(error, f"put to {queue.name}") from error
     return m.Message(
-        body=body,
-        priority=priority,
-        persistent=persistent,
-        msg_id=ident,
-        correl_id=correl,
-        expiry=None if expiry is None else tenths / 10,
-        put_time=stamp_seconds(stamp),
-        put_qmgr=mgr.name,
-        data_length=len(body),
-        token=entry_id,
+        body,
+        priority,
+        persistent,
+        ident,
+        correl,
+        None if expiry is None else tenths / 10,
+        stamp_seconds(stamp),
+        mgr.name,
+        0,
+        len(body),
+        False,
+        entry_id,
     )
 
 
@@ -221,13 +220,18 @@ class GetRequest:
         if_persistent: bool,
     ) -> None:
         self.uow = uow
+        self.max_length = max_length
+        self.accept_truncated = bool(accept_truncated)
+        self.if_persistent = bool(if_persistent)
+        if msg_id is None and correl_id is None and max_length is None:
+            # The common get: first in order, whole message.  Nothing else to check.
+            self.msg_id = self.correl_id = self.index_key = None
+            self.both = False
+            return
         self.msg_id = _selector(m.check_id(msg_id, "msg_id", MQReason.MSG_ID_ERROR))
         self.correl_id = _selector(m.check_id(correl_id, "correl_id", MQReason.CORREL_ID_ERROR))
         if max_length is not None and (type(max_length) is not int or max_length < 0):
             raise mq_error(MQReason.BAD_ARGUMENT, f"max_length {max_length!r} is not valid")
-        self.max_length = max_length
-        self.accept_truncated = bool(accept_truncated)
-        self.if_persistent = bool(if_persistent)
         self.both = self.msg_id is not None and self.correl_id is not None
         self.index_key = self._index_key(queue)
 
@@ -320,7 +324,7 @@ def _attempt(mgr: QueueManager, queue: QueueState, request: GetRequest) -> m.Mes
                     expect_authority=queue.authority,
                     kind=ChangeKind.GET,
                     queue=queue.name,
-                    uow=uow.uow_id if uow is not None else None,
+                    uow=uow,
                 )
                 entry = None if change is None else change.entry
                 if entry is None:

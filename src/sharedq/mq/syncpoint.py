@@ -34,7 +34,7 @@ from sharedq.cf import (
     StructureFull,
 )
 from sharedq.mq import descriptors as d
-from sharedq.mq.access import StructureAccess
+from sharedq.mq.access import StructureAccess, UowRef
 from sharedq.mq.definitions import QueueState
 from sharedq.mq.errors import MQReason, from_cf, mq_error
 from sharedq.mq.journal import ChangeKind, EntryMeaning
@@ -117,6 +117,16 @@ def backout_move(trop: Trop) -> BulkMove:
 
 def commit(uow: UnitOfWork) -> None:
     try:
+        structures = uow.structures
+        if uow.state is UowState.ACTIVE and len(structures) == 1:
+            # The common case, one operation: no list of operations to build.
+            (per_structure,) = structures.values()
+            if len(per_structure) == 1:
+                (trqs,) = per_structure.values()
+                if len(trqs.trops) == 1:
+                    _commit_one(trqs.trops[0], uow)
+                    _ended(uow)
+                    return
         if uow.state is UowState.PREPARED:
             if uow.descriptors is not None:
                 _set_status(uow, d.Status.IN_COMMIT)
@@ -128,7 +138,7 @@ def commit(uow: UnitOfWork) -> None:
             if not trops:
                 _ended(uow)
             elif len(trops) == 1:
-                _commit_one(trops[0], uow.uow_id)
+                _commit_one(trops[0], uow)
                 _ended(uow)
             else:
                 commit_begin(uow)
@@ -190,15 +200,9 @@ def commit_queue(trqs: Trqs, uow_id: bytes) -> None:
         )
 
 
-def _commit_one(trop: Trop, uow_id: bytes) -> None:
+def _commit_one(trop: Trop, uow_id: UowRef) -> None:
     """A one-operation commit: one atomic request."""
     queue = trop.trqs.queue
-    meaning = {
-        "queue": queue.name,
-        "uow": uow_id,
-        "persistent": trop.persistent,
-        "msg_id": trop.msg_id,
-    }
     if trop.kind is TropKind.PUT:
         queue.acc.move(
             ById(trop.entry_id, queue.put_list),
@@ -207,14 +211,20 @@ def _commit_one(trop: Trop, uow_id: bytes) -> None:
             new_secondary_key=UNCHANGED if trop.secondary is None else trop.secondary,
             set_version=0,
             kind=ChangeKind.COMMIT_PUTS,
-            **meaning,  # type: ignore[arg-type]
+            queue=queue.name,
+            uow=uow_id,
+            persistent=trop.persistent,
+            msg_id=trop.msg_id,
         )
     else:
         where = queue.get_list if trop.kind is TropKind.GET else queue.put_list
         queue.acc.delete(
             ById(trop.entry_id, where),
             kind=ChangeKind.COMMIT_GETS,
-            **meaning,  # type: ignore[arg-type]
+            queue=queue.name,
+            uow=uow_id,
+            persistent=trop.persistent,
+            msg_id=trop.msg_id,
         )
 
 
@@ -237,7 +247,7 @@ def _backout(uow: UnitOfWork) -> None:
         trops = _all_trops(uow)
         acting = [t for t in trops if t is not uow.marked]
         if len(acting) == 1 and len(uow.structures) == 1:
-            _backout_one(acting[0], uow.uow_id, mgr.clock.time())
+            _backout_one(acting[0], uow, mgr.clock.time())
             _after_backout(uow)
             return
         if acting:
@@ -294,7 +304,7 @@ def backout_queue(trqs: Trqs, uow_id: bytes, now: float, skip: Trop | None = Non
         )
 
 
-def _backout_one(trop: Trop, uow_id: bytes, now: float) -> None:
+def _backout_one(trop: Trop, uow_id: UowRef, now: float) -> None:
     queue = trop.trqs.queue
     meaning = {
         "queue": queue.name,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from enum import Enum, IntEnum
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sortedcontainers import SortedKeyList
 
@@ -151,6 +151,19 @@ class Trqs:
         return sorted(self.trops, key=_by_committed_key)
 
 
+def _syncpoint() -> Any:
+    """The syncpoint module (it imports this one, so it is imported late, once)."""
+    global _SYNCPOINT
+    if _SYNCPOINT is None:
+        from sharedq.mq import syncpoint
+
+        _SYNCPOINT = syncpoint
+    return _SYNCPOINT
+
+
+_SYNCPOINT: Any = None
+
+
 class UowState(Enum):
     """Where a unit of work is (``ethr_State``, §6.1, plus its end)."""
 
@@ -257,31 +270,23 @@ class UnitOfWork:
 
     def commit(self) -> None:
         """Commit: puts become visible to every manager, gotten messages are removed."""
-        from sharedq.mq import syncpoint
-
         self.check_usable(for_operation=False)
-        syncpoint.commit(self)
+        _syncpoint().commit(self)
 
     def backout(self) -> None:
         """Back out: puts vanish, gotten messages return to their place, count + 1."""
-        from sharedq.mq import syncpoint
-
         self.check_usable(for_operation=False)
-        syncpoint.backout(self)
+        _syncpoint().backout(self)
 
     def prepare(self) -> None:
         """Phase 1 of two-phase commit: the outcome survives this manager's failure."""
-        from sharedq.mq import syncpoint
-
         self.check_usable(for_operation=False)
-        syncpoint.prepare(self)
+        _syncpoint().prepare(self)
 
     def mark_skip_backout(self, message: Message) -> None:
         """Keep this gotten message out of a backout (at most one per unit of work)."""
-        from sharedq.mq import syncpoint
-
         self.check_usable(for_operation=True)
-        syncpoint.mark_skip_backout(self, message.token)
+        _syncpoint().mark_skip_backout(self, message.token)
 
     @property
     def active(self) -> bool:
