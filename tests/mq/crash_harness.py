@@ -33,7 +33,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from sharedq.cf import HIGHEST_KEY, LOWEST_KEY, CouplingFacility, UserState, open_facility
-from sharedq.mq import NoMessageAvailable, QueueManager, directory, keys, structure_params
+from sharedq.mq import (
+    NoMessageAvailable,
+    QueueManager,
+    SimulatedFailure,
+    directory,
+    keys,
+    structure_params,
+)
 from sharedq.mq.messages import Decoded
 from tests.mq.faults import CrashAt
 
@@ -44,6 +51,7 @@ APP = "CRASHAPP"
 QUEUES = {"CQ1": APP, "CQ2": APP, "CQ3": ADMIN}
 VICTIM, VICTIM_ID = "VICTIM", 1
 PEER, PEER_ID = "PEER", 2
+PEER2, PEER2_ID = "PEER2", 3
 SETUP, SETUP_ID = "SETUP", 9
 
 
@@ -163,15 +171,30 @@ def run_workload(qm: QueueManager, scenario: Scenario, record: Recorder) -> None
 
 
 def recover_and_check(
-    facility: CouplingFacility, scenario: Scenario, lines: Sequence[str]
+    facility: CouplingFacility,
+    scenario: Scenario,
+    lines: Sequence[str],
+    peer_faults: CrashAt | None = None,
 ) -> dict[str, Any]:
     """Recover the victim (peer, then the victim's restart), then count everything.
 
-    Raises ``AssertionError`` describing the first discrepancy; returns a summary.
+    With ``peer_faults`` the peer may die too while recovering; a second peer then
+    recovers both (rolling recovery).  Raises ``AssertionError`` describing the first
+    discrepancy; returns a summary.
     """
-    with QueueManager(facility, PEER, PEER_ID, admin=ADMIN, structures=[APP]) as peer:
+    try:
+        peer = QueueManager(
+            facility, PEER, PEER_ID, admin=ADMIN, structures=[APP], faults=peer_faults
+        )
         peer.declare_failed(VICTIM)
         peer.recover(VICTIM)
+        peer.close()
+    except SimulatedFailure:
+        with QueueManager(facility, PEER2, PEER2_ID, admin=ADMIN, structures=[APP]) as other:
+            other.declare_failed(PEER)
+            other.declare_failed(VICTIM)  # if the peer died before it could
+            other.recover(VICTIM)
+            other.recover(PEER)
     restarted = QueueManager(facility, VICTIM, VICTIM_ID, admin=ADMIN, structures=[APP])
     with restarted:
         for unit in restarted.indoubt():
@@ -196,7 +219,7 @@ def _inventory(qm: QueueManager) -> Counter[str]:
     for structure, acc in qm._structures.items():
         for user in acc.conn.users():
             assert user.state is UserState.ACTIVE, f"failed user {user.name} in {structure}"
-        for owner in (VICTIM_ID, PEER_ID, SETUP_ID):
+        for owner in (VICTIM_ID, PEER_ID, PEER2_ID, SETUP_ID):
             lists = directory.read_manager_lists(acc, owner)
             if lists is not None:
                 left = list(acc.conn.scan(lists.get_list, LOWEST_KEY, HIGHEST_KEY))

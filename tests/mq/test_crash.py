@@ -73,6 +73,27 @@ def test_victim_killed_at_every_request(seed: int) -> None:
     assert outcomes["uncertain"] > total // 2  # most points fall inside some unit
 
 
+@pytest.mark.parametrize("victim_point", [85, 119, 262, 300, 333])
+def test_peer_killed_at_every_request_of_its_recovery(victim_point: int) -> None:
+    """Rolling recovery: the peer dies at each point of its recovery in turn; a second
+    peer recovers both, and the count still holds.  The victim's points (seed 11) leave
+    a multi-structure unit "in commit" part-done (85), a single-structure one likewise
+    (119), a multi-structure descriptor set half written (262), a unit in "begin
+    commit" (300), and one "in commit" with its first queue done (333)."""
+    scenario = Scenario.generate(11)
+    lines, facility = _run(scenario, CrashAt(victim_point))
+    counter = CrashAt()
+    recover_and_check(facility, scenario, lines, peer_faults=counter)
+    total = counter.points
+    assert total > 10
+    for k in range(1, total + 1):
+        lines, facility = _run(scenario, CrashAt(victim_point))
+        try:
+            recover_and_check(facility, scenario, lines, peer_faults=CrashAt(k))
+        except AssertionError as error:
+            raise AssertionError(f"peer killed at {k}/{total}: {error}") from None
+
+
 def test_workload_without_a_crash_counts_right() -> None:
     scenario = Scenario.generate(5)
     lines, facility = _run(scenario, CrashAt(None))

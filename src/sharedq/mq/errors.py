@@ -29,6 +29,7 @@ class MQReason(IntEnum):
     EXPIRY_ERROR = 2013
     GET_INHIBITED = 2016
     HCONN_ERROR = 2018
+    MAX_CONNS_LIMIT_REACHED = 2025
     MD_ERROR = 2026
     MSG_TOO_BIG_FOR_Q = 2030
     MSG_TOO_BIG_FOR_Q_MGR = 2031
@@ -123,8 +124,9 @@ class ConnectionBroken(MQError):
 
 
 class ConfigurationError(MQError):
-    """The queue-sharing group's directory refuses the request: a manager id or name
-    in use by another, a structure not connected, no free list header (2058, 2345, 2904)."""
+    """The queue-sharing group refuses the request: a manager id or name in use by
+    another (or running already), a structure not connected, no free list header, 32
+    users on a structure (2058, 2345, 2904, 2025)."""
 
 
 class RecoveryInProgress(MQError):
@@ -162,6 +164,7 @@ _CLASS_OF: dict[MQReason, type[MQError]] = {
     MQReason.HCONN_ERROR: ConnectionBroken,
     MQReason.CF_STRUC_FAILED: ConnectionBroken,
     MQReason.Q_MGR_NAME_ERROR: ConfigurationError,
+    MQReason.MAX_CONNS_LIMIT_REACHED: ConfigurationError,
     MQReason.CF_NOT_AVAILABLE: ConfigurationError,
     MQReason.NO_FREE_LIST: ConfigurationError,
     MQReason.CF_STRUC_LIST_HDR_IN_USE: RecoveryInProgress,
@@ -187,6 +190,10 @@ def from_cf(error: cfe.CFError, detail: str = "") -> MQError:
         reason = MQReason.STORAGE_NOT_AVAILABLE
     elif isinstance(error, cfe.NotConnected):
         reason = MQReason.CONNECTION_BROKEN
+    elif error.reason is cfe.CFReason.USER_ACTIVE:
+        reason = MQReason.Q_MGR_NAME_ERROR  # a manager of that name is running
+    elif error.reason is cfe.CFReason.TOO_MANY_USERS:
+        reason = MQReason.MAX_CONNS_LIMIT_REACHED
     elif isinstance(error, cfe.StoreError):
         reason = MQReason.CF_STRUC_FAILED
     else:

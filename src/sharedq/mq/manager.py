@@ -212,7 +212,8 @@ class QueueManager:
         with self._lock:
             if self._closed:
                 return
-            active = [u for u in self._active.values() if u.state is UowState.ACTIVE]
+            units = list(self._active.values())  # one C call: safe against other threads
+        active = [u for u in units if u.state is UowState.ACTIVE]
         for uow in active:
             with contextlib.suppress(Exception):
                 syncpoint.backout(uow)
@@ -462,7 +463,12 @@ class QueueManager:
                 raise mq_error(MQReason.Q_MGR_NAME_ERROR, "a manager does not recover itself")
             ids = {v: k for k, v in directory.managers(self.admin).items()}
             if qmgr not in ids:
-                return report  # it never got as far as registering: nothing to do
+                # It died before it registered: it has no work, only its connections.
+                for acc in self._structures.values():
+                    for user in acc.users():
+                        if user.name == qmgr and user.state is UserState.FAILED:
+                            acc.cleanup_user(user.user_id)
+                return report
             for acc in self._structures.values():
                 recovery.recover_structure(self, acc, ids[qmgr], qmgr, report, owner=False)
         return report
