@@ -370,3 +370,45 @@ def test_expired_message_goes_to_expiry_list(qm: QueueManager, clock) -> None:
     assert [m.body for m in qm.expired_messages()] == [b"short", b"long"]  # key order
     assert qm.purge_expired() == 2
     assert expiry_list(qm, APP) == []
+
+
+def test_commit_redrives_bulk_requests(make_qm: MakeManager) -> None:
+    """C3: a commit's bulk move stops at the structure's budget and is redriven from
+    the first entry not processed; every entry moves exactly once."""
+    from tests.mq.test_journal import Recording
+
+    journal = Recording()
+    qm = make_qm(1, journal=journal)
+    qm.define_queue("Q", structure=APP, max_depth=10_000)
+    q = qm.open("Q")
+    uow = qm.unit_of_work()
+    for i in range(1100):
+        q.put(b"%04d" % i, uow=uow)
+    journal.records.clear()
+    uow.commit()
+    moves = [r for r in journal.records if r["kind"].value == "commit-puts"]
+    assert [len(r["seqs"]) for r in moves] == [1024, 76]
+    assert len(committed(qm, "Q")) == 1100
+
+
+def test_commit_without_room_for_descriptors_backs_out(make_qm: MakeManager) -> None:
+    """No room in the administrative structure for the descriptors: BACKED_OUT (2003),
+    and the unit is backed out."""
+    from sharedq.mq import BackedOut, StorageFull
+
+    qm = make_qm(1)
+    qm.define_queue("Q", structure=APP)
+    qm.define_queue("FILLER", max_depth=100_000)  # in the administrative structure
+    q, filler = qm.open("Q"), qm.open("FILLER")
+    q.put(b"old")
+    with pytest.raises(StorageFull):
+        while True:
+            filler.put(b"x" * 200)
+    uow = qm.unit_of_work()
+    q.put(b"new", uow=uow)
+    q.get(uow=uow)
+    with pytest.raises(BackedOut) as caught:
+        uow.commit()
+    assert caught.value.reason_code == 2003
+    assert put_list(qm, "Q") == [("C", b"old")]
+    assert q.get().backout_count == 1
