@@ -15,7 +15,7 @@ Nothing here translates errors: callers know what a failure means to them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from sharedq.cf import (
@@ -67,7 +67,9 @@ class StructureAccess:
     """A manager's connection to one structure, with its structure number.
 
     Change requests take ``kind`` and what the change concerns (queue, unit of work,
-    persistence, message id), which they pass on to the journal.
+    persistence, message id), which they pass on to the journal.  ``write``, ``move``
+    and ``delete`` are spelled out rather than routed through one helper as the bulk
+    requests are: they are every put's and get's path, where a call level shows.
     """
 
     __slots__ = ("_journal", "_journaling", "conn", "faults", "name", "number")
@@ -197,14 +199,9 @@ class StructureAccess:
         meanings: Sequence[EntryMeaning],
         **options: Any,
     ) -> BulkResult:
-        if self.faults is not None:
-            self.faults("move_entries", self.name, True)
-        result = self.conn.move_entries(moves, **options)
-        if result.seqs and self._journaling:
-            self._journal.bulk_changed(kind, self.name, result, uow, meanings)
-        if self.faults is not None:
-            self.faults("move_entries", self.name, False)
-        return result
+        return self._bulk(
+            "move_entries", self.conn.move_entries, moves, kind, uow, meanings, options
+        )
 
     def delete_entries(
         self,
@@ -215,13 +212,27 @@ class StructureAccess:
         meanings: Sequence[EntryMeaning],
         **options: Any,
     ) -> BulkResult:
+        return self._bulk(
+            "delete_entries", self.conn.delete_entries, entry_ids, kind, uow, meanings, options
+        )
+
+    def _bulk(
+        self,
+        request: str,
+        call: Callable[..., BulkResult],
+        items: Sequence[Any],
+        kind: ChangeKind,
+        uow: bytes | None,
+        meanings: Sequence[EntryMeaning],
+        options: dict[str, Any],
+    ) -> BulkResult:
         if self.faults is not None:
-            self.faults("delete_entries", self.name, True)
-        result = self.conn.delete_entries(entry_ids, **options)
+            self.faults(request, self.name, True)
+        result = call(items, **options)
         if result.seqs and self._journaling:
             self._journal.bulk_changed(kind, self.name, result, uow, meanings)
         if self.faults is not None:
-            self.faults("delete_entries", self.name, False)
+            self.faults(request, self.name, False)
         return result
 
     def set_list_controls(

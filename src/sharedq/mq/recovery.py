@@ -145,11 +145,11 @@ def _recover_claimed(
                 d.delete_muse(mgr.admin, record.uow_id, record.muse.entry_id)
             continue
         get_list, queues = record.ops(number)
-        if outcome is d.Status.IN_COMMIT:
-            _forward_commit(acc, record.uow_id, get_list, queues)
+        committing = outcome is d.Status.IN_COMMIT
+        _forward(acc, record.uow_id, get_list, queues, commit=committing)
+        if committing:
             report.committed += 1
         else:
-            _forward_abort(acc, record.uow_id, get_list, queues)
             report.backed_out += 1
         d.delete_record_structure(mgr.admin, record, number)
     if lists is not None:
@@ -207,50 +207,20 @@ def _where(acc: StructureAccess, entry_id: bytes) -> ListEntry | None:
         return None
 
 
-def _forward_commit(
-    acc: StructureAccess, uow_id: bytes, get_list: int | None, queues: list[d.QueueRecord]
+def _forward(
+    acc: StructureAccess,
+    uow_id: bytes,
+    get_list: int | None,
+    queues: list[d.QueueRecord],
+    *,
+    commit: bool,
 ) -> None:
-    for queue in queues:
-        moves: list[BulkMove] = []
-        move_meanings: list[EntryMeaning] = []
-        deletes: list[bytes] = []
-        delete_meanings: list[EntryMeaning] = []
-        for op in queue.ops:
-            entry = _where(acc, op.entry_id)
-            if entry is None:
-                continue
-            meaning = EntryMeaning(op.entry_id, None, op.persistent, op.msg_id)
-            if op.kind is TropKind.PUT:
-                if entry.list_number == queue.put_list and keys.is_uncommitted(entry.key):
-                    moves.append(
-                        BulkMove(
-                            op.entry_id,
-                            queue.put_list,
-                            new_key=keys.committed_form(op.key),
-                            new_secondary_key=op.secondary
-                            if op.secondary is not None
-                            else entry.secondary_key,
-                            set_version=0,
-                            from_list=queue.put_list,
-                        )
-                    )
-                    move_meanings.append(meaning)
-            elif op.kind is TropKind.OWN_GET:
-                if entry.list_number == queue.put_list and keys.is_uncommitted(entry.key):
-                    deletes.append(op.entry_id)
-                    delete_meanings.append(meaning)
-            elif entry.list_number == get_list:
-                deletes.append(op.entry_id)
-                delete_meanings.append(meaning)
-        if moves:
-            bulk_move(acc, moves, move_meanings, kind=ChangeKind.COMMIT_PUTS, uow_id=uow_id)
-        if deletes:
-            bulk_delete(acc, deletes, delete_meanings, kind=ChangeKind.COMMIT_GETS, uow_id=uow_id)
+    """Carry out a unit's commit (or backout) in one structure, from its descriptors.
 
-
-def _forward_abort(
-    acc: StructureAccess, uow_id: bytes, get_list: int | None, queues: list[d.QueueRecord]
-) -> None:
+    Each entry is looked at first and changed only if it is still where the unit left
+    it: an uncommitted put on its put list, a gotten message on the get list.  So a
+    recovery interrupted part-way can be run again by anyone.
+    """
     for queue in queues:
         moves: list[BulkMove] = []
         move_meanings: list[EntryMeaning] = []
@@ -262,26 +232,51 @@ def _forward_abort(
                 continue
             meaning = EntryMeaning(op.entry_id, None, op.persistent, op.msg_id)
             if op.kind is not TropKind.GET:
-                if entry.list_number == queue.put_list and keys.is_uncommitted(entry.key):
+                if entry.list_number != queue.put_list or not keys.is_uncommitted(entry.key):
+                    continue
+                if commit and op.kind is TropKind.PUT:
+                    secondary = entry.secondary_key if op.secondary is None else op.secondary
+                    moves.append(
+                        BulkMove(
+                            op.entry_id,
+                            queue.put_list,
+                            new_key=keys.committed_form(op.key),
+                            new_secondary_key=secondary,
+                            set_version=0,
+                            from_list=queue.put_list,
+                        )
+                    )
+                    move_meanings.append(meaning)
+                else:  # a put backed out, or the unit's own put it got
                     deletes.append(op.entry_id)
                     delete_meanings.append(meaning)
-            elif entry.list_number == get_list and get_list is not None:
-                moves.append(
-                    BulkMove(
-                        op.entry_id, queue.put_list, increment_version=True, from_list=get_list
+            elif get_list is not None and entry.list_number == get_list:
+                if commit:
+                    deletes.append(op.entry_id)
+                    delete_meanings.append(meaning)
+                else:
+                    moves.append(
+                        BulkMove(
+                            op.entry_id, queue.put_list, increment_version=True, from_list=get_list
+                        )
                     )
-                )
-                move_meanings.append(meaning)
-        if deletes:
-            bulk_delete(acc, deletes, delete_meanings, kind=ChangeKind.BACKOUT_PUTS, uow_id=uow_id)
+                    move_meanings.append(meaning)
         if moves:
             bulk_move(
                 acc,
                 moves,
                 move_meanings,
-                kind=ChangeKind.BACKOUT_GETS,
+                kind=ChangeKind.COMMIT_PUTS if commit else ChangeKind.BACKOUT_GETS,
                 uow_id=uow_id,
-                ignore_limit=True,
+                ignore_limit=not commit,
+            )
+        if deletes:
+            bulk_delete(
+                acc,
+                deletes,
+                delete_meanings,
+                kind=ChangeKind.COMMIT_GETS if commit else ChangeKind.BACKOUT_PUTS,
+                uow_id=uow_id,
             )
 
 
