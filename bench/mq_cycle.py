@@ -32,6 +32,7 @@ so that a busy moment on a shared machine does not decide a ratio.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import sys
 import time
@@ -42,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.harness import Report, parse_args, rate
 from sharedq.cf import CouplingFacility, open_facility
-from sharedq.mq import QueueManager, structure_params
+from sharedq.mq import QueueExists, QueueManager, structure_params
 
 SIZES = {"100b": 100, "4k": 4096}
 #: Cycles in one timed round, for sharedq and the baselines alike.
@@ -93,7 +94,7 @@ def sharedq_runner(
     facility = open_facility(url)
     prepare_group(facility, len(body), 20_000)
     qm = QueueManager(facility, f"BENCH{qm_id}", qm_id, admin=ADMIN)
-    if QUEUE not in qm.queue_names():
+    with contextlib.suppress(QueueExists):  # another process may define it first
         qm.define_queue(QUEUE, max_depth=1_000_000)
 
     def close() -> None:
@@ -216,7 +217,7 @@ def redis_figures(report: Report, url: str, n: int, rounds: int, processes: list
 
 def _process_worker(
     url: str, qm_id: int, n: int, start: float, results: multiprocessing.Queue
-) -> None:  # type: ignore[type-arg]
+) -> None:
     ours, close = sharedq_runner(url, b"x" * 100, qm_id)
     ours(50)
     while time.time() < start:
@@ -229,7 +230,7 @@ def _process_worker(
 
 def aggregate_rate(url: str, processes: int, n: int) -> float:
     """Cycles per second of ``processes`` managers, each in its own process, together."""
-    results: multiprocessing.Queue = multiprocessing.Queue()  # type: ignore[type-arg]
+    results: multiprocessing.Queue = multiprocessing.Queue()
     start = time.time() + 2.0
     workers = [
         multiprocessing.Process(target=_process_worker, args=(url, 10 + i, n, start, results))

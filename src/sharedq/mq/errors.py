@@ -34,7 +34,6 @@ class MQReason(IntEnum):
     MSG_TOO_BIG_FOR_Q = 2030
     MSG_TOO_BIG_FOR_Q_MGR = 2031
     NO_MSG_AVAILABLE = 2033
-    OPTIONS_ERROR = 2046
     PERSISTENCE_ERROR = 2047
     PRIORITY_ERROR = 2050
     PUT_INHIBITED = 2051
@@ -147,7 +146,6 @@ _CLASS_OF: dict[MQReason, type[MQError]] = {
     MQReason.TRUNCATED_MSG_FAILED: Truncated,
     MQReason.EXPIRY_ERROR: InvalidArgument,
     MQReason.MD_ERROR: InvalidArgument,
-    MQReason.OPTIONS_ERROR: InvalidArgument,
     MQReason.PERSISTENCE_ERROR: InvalidArgument,
     MQReason.PRIORITY_ERROR: InvalidArgument,
     MQReason.MSG_ID_ERROR: InvalidArgument,
