@@ -94,8 +94,12 @@ class QueueManager:
         self.journal = journal or NO_JOURNAL
         self._faults = faults
         self._name_bytes = name.encode()
+        # A generated message id is like MQ's: 'CSQ ', the name's first 4 characters,
+        # the put's stamp, then the manager id and incarnation nonce (unique in the
+        # group); an entry id is the manager id, the stamp and the nonce.
         self._msg_id_prefix = b"CSQ " + self._name_bytes[:4].ljust(4)
         self._msg_id_suffix = bytes((qm_id,)) + self.stamps.nonce + b"\x00" * 4
+        self._entry_id_prefix = bytes((qm_id,))
         self._lock = threading.RLock()
         self._closed = False
         self._active: dict[int, UnitOfWork] = {}
@@ -362,11 +366,6 @@ class QueueManager:
             if found is None:
                 found = self._dispatchers[acc.name] = EventDispatcher(acc)
             return found
-
-    def _new_msg_id(self, stamp: int) -> bytes:
-        """A message id like MQ's: 'CSQ ', the name's first 4 characters, a stamp, then
-        the manager id and the incarnation nonce (unique across the group)."""
-        return self._msg_id_prefix + stamp.to_bytes(8, "big") + self._msg_id_suffix
 
     # -- units of work ------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ NO_ID = b"\x00" * ID_LENGTH
 #: The most backouts a get reports; the version number itself keeps counting (p[265]).
 MAX_BACKOUT_COUNT = 255
 #: Expiry value meaning "never" (MQ's MQEI_UNLIMITED), in the header.
-_UNLIMITED = 0xFFFFFFFF
+UNLIMITED = _UNLIMITED = 0xFFFFFFFF
 #: The longest queue-manager name, as MQ's MQ_Q_MGR_NAME_LENGTH.
 MAX_QM_NAME = 48
 

@@ -100,7 +100,7 @@ def put(
         persistent = definition.default_persistent
     elif not isinstance(persistent, bool):
         raise mq_error(MQReason.PERSISTENCE_ERROR, f"persistent {persistent!r} is not a bool")
-    tenths = m.expiry_tenths(expiry)
+    tenths = m.UNLIMITED if expiry is None else m.expiry_tenths(expiry)
     given_msg_id = None if msg_id is None else m.check_id(msg_id, "msg_id", MQReason.MD_ERROR)
     correl = (
         m.NO_ID
@@ -112,10 +112,11 @@ def put(
 
     stamps = mgr.stamps
     stamp = stamps.stamp()
+    stamp_bytes = stamp.to_bytes(8, "big")
     if given_msg_id is None or given_msg_id == m.NO_ID:
-        given_msg_id = mgr._new_msg_id(stamp)
+        given_msg_id = mgr._msg_id_prefix + stamp_bytes + mgr._msg_id_suffix
     ident: bytes = given_msg_id
-    entry_id = stamps.entry_id(stamp)
+    entry_id = mgr._entry_id_prefix + stamp_bytes + stamps.nonce
     ukey = keys.uncommitted_key(priority, stamp, mgr.qm_id)
     data = m.encode(
         body, priority, persistent, ident, correl, stamp, tenths, mgr.qm_id, mgr._name_bytes
