@@ -255,10 +255,6 @@ class GetRequest:
             f"queue {queue.name} is not indexed by correlation id (index: {index.value})",
         )
 
-    @property
-    def in_syncpoint(self) -> bool:
-        return self.uow is not None
-
 
 def _selector(value: bytes | None) -> bytes | None:
     """An all-zero id selects nothing, as MQMI_NONE and MQCI_NONE do."""
