@@ -1,0 +1,94 @@
+"""Shared queue managers: MQ-style queues shared through list structures.
+
+The semantics of US 6,862,595 (IBM's shared queues in a coupling facility) on the
+``sharedq.cf`` interface, so they run on every backend.  Queue managers of a
+queue-sharing group put to and get from shared queues kept in list structures, in and
+out of units of work, with two-phase commit, browse, get-wait, indexed queues, and
+recovery of a failed manager's units of work by its peers.  See
+``docs/queue-manager.md``.
+
+::
+
+    from sharedq.cf import StructureParams, open_facility
+    from sharedq.mq import QueueManager, structure_params
+
+    facility = open_facility("memory://")
+    facility.create(structure_params("QSGADMIN"))
+    with QueueManager(facility, "QM1", 1, admin="QSGADMIN") as qm:
+        qm.define_queue("ORDERS", max_depth=1000)
+        orders = qm.open("ORDERS")
+        orders.put(b"hello", priority=5)
+        with qm.unit_of_work() as uow:
+            message = orders.get(uow=uow, wait=1.0)
+"""
+
+from sharedq.mq.access import FaultHook, SimulatedFailure
+from sharedq.mq.browse import Browser
+from sharedq.mq.clock import Clock, ManualClock, SystemClock
+from sharedq.mq.definitions import DepthEvents, IndexType, QueueDefinition
+from sharedq.mq.errors import (
+    BackedOut,
+    ConfigurationError,
+    ConnectionBroken,
+    Inhibited,
+    InvalidArgument,
+    MessageTooBig,
+    MQError,
+    MQReason,
+    NoMessageAvailable,
+    QueueExists,
+    QueueFull,
+    RecoveryInProgress,
+    StorageFull,
+    Truncated,
+    UnknownQueue,
+    UowError,
+)
+from sharedq.mq.journal import ChangeKind, EntryMeaning, Journal
+from sharedq.mq.manager import InDoubtUnit, QueueManager
+from sharedq.mq.messages import ID_LENGTH, NO_ID, Message
+from sharedq.mq.queue import Queue
+from sharedq.mq.recovery import RecoveryReport
+from sharedq.mq.sizing import structure_params
+from sharedq.mq.uow import UnitOfWork, UowState
+
+__all__ = [
+    "ID_LENGTH",
+    "NO_ID",
+    "BackedOut",
+    "Browser",
+    "ChangeKind",
+    "Clock",
+    "ConfigurationError",
+    "ConnectionBroken",
+    "DepthEvents",
+    "EntryMeaning",
+    "FaultHook",
+    "InDoubtUnit",
+    "IndexType",
+    "Inhibited",
+    "InvalidArgument",
+    "Journal",
+    "MQError",
+    "MQReason",
+    "ManualClock",
+    "Message",
+    "MessageTooBig",
+    "NoMessageAvailable",
+    "Queue",
+    "QueueDefinition",
+    "QueueExists",
+    "QueueFull",
+    "QueueManager",
+    "RecoveryInProgress",
+    "RecoveryReport",
+    "SimulatedFailure",
+    "StorageFull",
+    "SystemClock",
+    "Truncated",
+    "UnitOfWork",
+    "UnknownQueue",
+    "UowError",
+    "UowState",
+    "structure_params",
+]

@@ -1,0 +1,296 @@
+"""The one door through which the queue manager reaches a structure.
+
+:class:`StructureAccess` wraps a manager's connection to one structure.  Every request
+the queue manager makes goes through it, which gives two things one place to live:
+
+* the journal seam (:mod:`sharedq.mq.journal`): after each request that changed the
+  structure, the manager's journal is told what changed and what it meant;
+* fault injection: a hook called before and after every request.  The crash tests
+  make it raise :class:`SimulatedFailure` (or kill the process) at a chosen request,
+  which leaves the manager exactly as a real failure would between two requests:
+  the structure holds what the requests so far did, and nothing else.
+
+Nothing here translates errors: callers know what a failure means to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol
+
+from sharedq.cf import (
+    BulkMove,
+    BulkResult,
+    Change,
+    ListEntry,
+    ListInfo,
+    ListStructure,
+    Locator,
+    MonitorEvent,
+    MonitorSpec,
+    Registration,
+    UserInfo,
+)
+from sharedq.mq.journal import ChangeKind, EntryMeaning, Journal
+from sharedq.mq.messages import entry_facts
+
+
+class SimulatedFailure(BaseException):
+    """Raised by a test's fault hook to stop a manager dead between two requests.
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception``
+    clause in the manager runs clean-up a dead process could not have run.
+    """
+
+
+class HasUowId(Protocol):
+    """A unit of work, whose id is made only when asked for (it may never be)."""
+
+    @property
+    def uow_id(self) -> bytes: ...
+
+
+UowRef = bytes | HasUowId | None
+
+
+def _uow_id(uow: UowRef) -> bytes | None:
+    return uow if uow is None or type(uow) is bytes else uow.uow_id  # type: ignore[union-attr]
+
+
+class FaultHook(Protocol):
+    """Called with ``(request name, structure name, before)`` around every request."""
+
+    def __call__(self, request: str, structure: str, before: bool) -> None: ...
+
+
+class StructureAccess:
+    """A manager's connection to one structure, with its structure number.
+
+    Change requests take ``kind`` and what the change concerns (queue, unit of work,
+    persistence, message id), which they pass on to the journal.  ``write``, ``move``
+    and ``delete`` are spelled out rather than routed through one helper as the bulk
+    requests are: they are every put's and get's path, where a call level shows.
+    """
+
+    __slots__ = ("_journal", "_journaling", "conn", "faults", "name", "number")
+
+    def __init__(
+        self,
+        conn: ListStructure,
+        number: int,
+        journal: Journal,
+        faults: FaultHook | None = None,
+    ) -> None:
+        self.conn = conn
+        self.name = conn.structure_name
+        self.number = number
+        self.journal = journal
+        self.faults = faults
+
+    @property
+    def journal(self) -> Journal:
+        return self._journal
+
+    @journal.setter
+    def journal(self, journal: Journal) -> None:
+        self._journal = journal
+        # The default journal records nothing: skip the calls (the hot path's sake).
+        self._journaling = type(journal) is not Journal
+
+    def __repr__(self) -> str:
+        return f"<StructureAccess {self.name!r} #{self.number} user={self.conn.user_id}>"
+
+    @property
+    def user_id(self) -> int:
+        return self.conn.user_id
+
+    # -- changes ------------------------------------------------------------------------
+
+    def write(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes,
+        *,
+        kind: ChangeKind,
+        queue: str | None = None,
+        uow: UowRef = None,
+        persistent: bool | None = None,
+        msg_id: bytes | None = None,
+        **options: Any,
+    ) -> Change:
+        if self.faults is not None:
+            self.faults("write", self.name, True)
+        change = self.conn.write(list_number, key, data, **options)
+        if self._journaling:
+            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), persistent, msg_id)
+        if self.faults is not None:
+            self.faults("write", self.name, False)
+        return change
+
+    def move(
+        self,
+        locator: Locator,
+        to_list: int,
+        *,
+        kind: ChangeKind,
+        queue: str | None = None,
+        uow: UowRef = None,
+        persistent: bool | None = None,
+        msg_id: bytes | None = None,
+        **options: Any,
+    ) -> Change | None:
+        if self.faults is not None:
+            self.faults("move", self.name, True)
+        change = self.conn.move(locator, to_list, **options)
+        if change is not None and self._journaling:
+            if persistent is None and kind is ChangeKind.GET:
+                # A get learns what it took only from the entry it moved.
+                persistent, msg_id = entry_facts(change.entry.data)
+            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), persistent, msg_id)
+        if self.faults is not None:
+            self.faults("move", self.name, False)
+        return change
+
+    def delete(
+        self,
+        locator: Locator,
+        *,
+        kind: ChangeKind,
+        queue: str | None = None,
+        uow: UowRef = None,
+        persistent: bool | None = None,
+        msg_id: bytes | None = None,
+        **options: Any,
+    ) -> Change | None:
+        if self.faults is not None:
+            self.faults("delete", self.name, True)
+        change = self.conn.delete(locator, **options)
+        if change is not None and self._journaling:
+            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), persistent, msg_id)
+        if self.faults is not None:
+            self.faults("delete", self.name, False)
+        return change
+
+    def update(
+        self,
+        locator: Locator,
+        *,
+        kind: ChangeKind,
+        queue: str | None = None,
+        uow: UowRef = None,
+        **options: Any,
+    ) -> Change | None:
+        if self.faults is not None:
+            self.faults("update", self.name, True)
+        change = self.conn.update(locator, **options)
+        if change is not None and self._journaling:
+            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), None, None)
+        if self.faults is not None:
+            self.faults("update", self.name, False)
+        return change
+
+    def move_entries(
+        self,
+        moves: Sequence[BulkMove],
+        *,
+        kind: ChangeKind,
+        uow: bytes | None,
+        meanings: Sequence[EntryMeaning],
+        **options: Any,
+    ) -> BulkResult:
+        return self._bulk(
+            "move_entries", self.conn.move_entries, moves, kind, uow, meanings, options
+        )
+
+    def delete_entries(
+        self,
+        entry_ids: Sequence[bytes],
+        *,
+        kind: ChangeKind,
+        uow: bytes | None,
+        meanings: Sequence[EntryMeaning],
+        **options: Any,
+    ) -> BulkResult:
+        return self._bulk(
+            "delete_entries", self.conn.delete_entries, entry_ids, kind, uow, meanings, options
+        )
+
+    def _bulk(
+        self,
+        request: str,
+        call: Callable[..., BulkResult],
+        items: Sequence[Any],
+        kind: ChangeKind,
+        uow: bytes | None,
+        meanings: Sequence[EntryMeaning],
+        options: dict[str, Any],
+    ) -> BulkResult:
+        if self.faults is not None:
+            self.faults(request, self.name, True)
+        result = call(items, **options)
+        if result.seqs and self._journaling:
+            self._journal.bulk_changed(kind, self.name, result, uow, meanings)
+        if self.faults is not None:
+            self.faults(request, self.name, False)
+        return result
+
+    def set_list_controls(
+        self, list_number: int, *, kind: ChangeKind, queue: str | None = None, **options: Any
+    ) -> int:
+        if self.faults is not None:
+            self.faults("set_list_controls", self.name, True)
+        seq = self.conn.set_list_controls(list_number, **options)
+        if self._journaling:
+            self._journal.changed(kind, self.name, seq, queue, None, None, None)
+        if self.faults is not None:
+            self.faults("set_list_controls", self.name, False)
+        return seq
+
+    # -- reads, monitors and users: no change to journal, but still fault points ---------
+
+    def _point(self, request: str) -> None:
+        if self.faults is not None:
+            self.faults(request, self.name, True)
+
+    def read(self, locator: Locator) -> ListEntry | None:
+        self._point("read")
+        return self.conn.read(locator)
+
+    def scan(
+        self, list_number: int, low: bytes, high: bytes, *, with_data: bool = True
+    ) -> Iterator[ListEntry]:
+        self._point("scan")
+        return self.conn.scan(list_number, low, high, with_data=with_data)
+
+    def list_info(self, list_number: int) -> ListInfo:
+        self._point("list_info")
+        return self.conn.list_info(list_number)
+
+    def register_monitor(self, spec: MonitorSpec) -> Registration:
+        self._point("register_monitor")
+        return self.conn.register_monitor(spec)
+
+    def stop_monitor(self, monitor_id: int) -> int:
+        self._point("stop_monitor")
+        return self.conn.stop_monitor(monitor_id)
+
+    def wait_events(self, timeout: float | None) -> list[MonitorEvent]:
+        self._point("wait_events")
+        return self.conn.wait_events(timeout)
+
+    def users(self) -> list[UserInfo]:
+        self._point("users")
+        return self.conn.users()
+
+    def mark_failed(self, user_id: int) -> int:
+        self._point("mark_failed")
+        return self.conn.mark_failed(user_id)
+
+    def cleanup_user(self, user_id: int) -> int:
+        self._point("cleanup_user")
+        return self.conn.cleanup_user(user_id)
+
+    def disconnect(self) -> None:
+        if self.conn.connected:
+            self.conn.disconnect()

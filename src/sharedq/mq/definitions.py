@@ -1,0 +1,240 @@
+"""Shared queue definitions: kept in each put list's control entry, the LHQC.
+
+A queue's attributes live in its LHQC (list-header queue controls), the entry with key
+X'FF'x16 on its put list (p[118]).  Every manager caches them with the list's
+*authority* value as it read it, and passes that authority on every put and get
+(``expect_authority``).  Changing a queue follows the patent's protocol (p[119]):
+read the authority, then the LHQC, rewrite the LHQC on condition that the authority
+is unchanged, and increment the authority in the same request.  Every other manager's
+next put or get then fails its authority comparison, re-reads the LHQC and acts on
+what it finds, so put-inhibiting a queue on one manager is honoured by all.
+
+The queue's list limit is its maximum depth plus one, for the LHQC (p[258]).
+
+Depth-event settings (``DepthEvents``) are kept in the definition for a later issue;
+nothing acts on them yet.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import asdict, dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+import msgpack
+
+from sharedq.cf import AuthorityMismatch, ById
+from sharedq.mq import keys
+from sharedq.mq.access import StructureAccess
+from sharedq.mq.errors import MQReason, mq_error
+from sharedq.mq.journal import ChangeKind
+
+#: MQ's largest MAXDEPTH.
+MAX_DEPTH_LIMIT = 999_999_999
+#: MQ's default MAXDEPTH for a local queue.
+DEFAULT_MAX_DEPTH = 5000
+#: MQ object names: up to 48 of these characters.
+_NAME = re.compile(r"^[A-Za-z0-9._/%]{1,48}$")
+
+
+class IndexType(Enum):
+    """What a shared queue is indexed by (MQ's INDXTYPE): gets by that id are direct."""
+
+    NONE = "none"
+    MSG_ID = "msg-id"
+    CORREL_ID = "correl-id"
+
+
+@dataclass(frozen=True)
+class DepthEvents:
+    """Queue depth event settings (MQ's QDEPTHHI/QDEPTHLO/QDPMAXEV...), kept for later."""
+
+    high_limit: int = 80
+    low_limit: int = 20
+    high_enabled: bool = False
+    low_enabled: bool = False
+    full_enabled: bool = True
+
+
+@dataclass(frozen=True)
+class QueueDefinition:
+    """A shared queue's definition, as every manager of the group sees it.
+
+    ``max_message_length`` of ``None`` means as long as a list entry of the queue's
+    structure can hold.
+    """
+
+    name: str
+    structure: str
+    max_depth: int = DEFAULT_MAX_DEPTH
+    index: IndexType = IndexType.NONE
+    max_message_length: int | None = None
+    put_inhibited: bool = False
+    get_inhibited: bool = False
+    default_priority: int = 0
+    default_persistent: bool = False
+    description: str = ""
+    depth_events: DepthEvents = field(default_factory=DepthEvents)
+
+    def check(self) -> None:
+        """``InvalidArgument`` unless every attribute is valid."""
+        bad = MQReason.BAD_ARGUMENT
+        if not isinstance(self.name, str) or not _NAME.match(self.name):
+            raise mq_error(bad, f"queue name {self.name!r}: 1-48 of A-Z a-z 0-9 . / _ %")
+        if not _int_in(self.max_depth, 0, MAX_DEPTH_LIMIT):
+            raise mq_error(bad, f"max_depth {self.max_depth!r} must be 0..{MAX_DEPTH_LIMIT}")
+        if not isinstance(self.index, IndexType):
+            raise mq_error(bad, f"index {self.index!r} must be an IndexType")
+        if self.max_message_length is not None and not _int_in(self.max_message_length, 0, 1 << 20):
+            raise mq_error(bad, f"max_message_length {self.max_message_length!r} is not valid")
+        if not _int_in(self.default_priority, 0, 9):
+            raise mq_error(MQReason.PRIORITY_ERROR, "default_priority must be 0..9")
+        events = self.depth_events
+        if not (_int_in(events.high_limit, 0, 100) and _int_in(events.low_limit, 0, 100)):
+            raise mq_error(bad, "depth event limits are percentages, 0..100")
+        for flag in (self.put_inhibited, self.get_inhibited, self.default_persistent):
+            if not isinstance(flag, bool):
+                raise mq_error(bad, f"{flag!r} is not a bool")
+
+    def encode(self) -> bytes:
+        value = asdict(self)
+        value["index"] = self.index.value
+        packed: bytes = msgpack.packb(value, use_bin_type=True)
+        return packed
+
+    @classmethod
+    def decode(cls, data: bytes) -> QueueDefinition:
+        value: dict[str, Any] = msgpack.unpackb(data, raw=False)
+        value["index"] = IndexType(value["index"])
+        value["depth_events"] = DepthEvents(**value["depth_events"])
+        return cls(**value)
+
+
+def _int_in(value: object, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+class QueueState:
+    """A manager's view of one shared queue: where it is, and its cached definition.
+
+    ``authority`` is the list authority the cached definition was read under; puts and
+    gets pass it, and a mismatch makes them call :meth:`refresh`.
+    """
+
+    __slots__ = (
+        "_entry_limit",
+        "_lock",
+        "acc",
+        "authority",
+        "definition",
+        "expiry_list",
+        "get_list",
+        "index",
+        "lhqc_id",
+        "max_body",
+        "name",
+        "put_list",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        acc: StructureAccess,
+        put_list: int,
+        get_list: int,
+        expiry_list: int,
+        entry_body_limit: int,
+    ) -> None:
+        self.name = name
+        self.acc = acc
+        self.put_list = put_list
+        self.get_list = get_list
+        self.expiry_list = expiry_list
+        self.lhqc_id = keys.lhqc_id(put_list)
+        self._lock = threading.Lock()
+        self.authority = -1
+        self.definition = QueueDefinition(name, acc.name)
+        self.index = IndexType.NONE
+        self.max_body = entry_body_limit
+        self._entry_limit = entry_body_limit
+        self.refresh()
+
+    def refresh(self) -> QueueDefinition:
+        """Re-read the authority, then the LHQC: never a stale LHQC under a new authority."""
+        with self._lock:
+            info = self.acc.list_info(self.put_list)
+            entry = self.acc.read(ById(self.lhqc_id, self.put_list))
+            if entry is None:  # pragma: no cover - ById raises rather than finds nothing
+                raise mq_error(MQReason.UNKNOWN_OBJECT_NAME, f"queue {self.name} has no LHQC")
+            definition = QueueDefinition.decode(entry.data)
+            self.definition = definition
+            self.index = definition.index
+            limit = self._entry_limit
+            if definition.max_message_length is not None:
+                limit = min(limit, definition.max_message_length)
+            self.max_body = limit
+            self.authority = info.authority
+            if info.limit != definition.max_depth + 1:
+                # An alter that died between rewriting the LHQC and setting the limit.
+                self.acc.set_list_controls(
+                    self.put_list,
+                    limit=definition.max_depth + 1,
+                    kind=ChangeKind.DEFINITION,
+                    queue=self.name,
+                )
+            return definition
+
+    def revalidate(self) -> QueueDefinition:
+        """Re-read the definition only if the authority moved since it was read.
+
+        A manager that saw the queue inhibited must not go on refusing from its cache:
+        a refusal is decided only after checking the structure.
+        """
+        if self.acc.list_info(self.put_list).authority != self.authority:
+            return self.refresh()
+        return self.definition
+
+    def alter(self, **changes: Any) -> QueueDefinition:
+        """Change attributes with the LHQC protocol; returns the new definition."""
+        for _ in range(100):
+            current = self.refresh()
+            altered = replace(current, **changes)
+            altered.check()
+            try:
+                self.acc.update(
+                    ById(self.lhqc_id, self.put_list),
+                    data=altered.encode(),
+                    expect_authority=self.authority,
+                    increment_authority=True,
+                    kind=ChangeKind.DEFINITION,
+                    queue=self.name,
+                )
+            except AuthorityMismatch:
+                continue
+            if altered.max_depth != current.max_depth:
+                self.acc.set_list_controls(
+                    self.put_list,
+                    limit=altered.max_depth + 1,
+                    kind=ChangeKind.DEFINITION,
+                    queue=self.name,
+                )
+            self.refresh()
+            return altered
+        raise mq_error(MQReason.UNEXPECTED_ERROR, f"queue {self.name} kept changing under alter")
+
+
+def create_lhqc(acc: StructureAccess, definition: QueueDefinition, put_list: int) -> None:
+    """Write a new queue's LHQC and set its list limit (its list is freshly claimed)."""
+    acc.write(
+        put_list,
+        keys.LHQC_KEY,
+        definition.encode(),
+        entry_id=keys.lhqc_id(put_list),
+        kind=ChangeKind.DEFINITION,
+        queue=definition.name,
+    )
+    acc.set_list_controls(
+        put_list, limit=definition.max_depth + 1, kind=ChangeKind.DEFINITION, queue=definition.name
+    )

@@ -1,0 +1,113 @@
+"""The journal seam: what the queue manager tells a recovery log about each change.
+
+Every structure request the queue manager makes goes through
+:class:`sharedq.mq.access.StructureAccess`; after each request that changed the
+structure, it calls the manager's :class:`Journal` with the change (the ``Change``,
+``BulkResult`` or sequence number the structure returned) and what the change meant:
+its :class:`ChangeKind`, the queue, the unit of work, the message's persistence and
+its message id.  The default journal does nothing.
+
+A recovery log (a later issue: "every change to a recoverable object is logged before
+its request returns to the caller; nonpersistent messages are not logged") subclasses
+:class:`Journal`, writes a record in :meth:`Journal.changed` and
+:meth:`Journal.bulk_changed`, and skips the records whose ``persistent`` is ``False``.
+Because the seam is called after the change and before the manager's call returns to
+the application, logging there meets that rule.  A journal method that raises fails
+the request's caller (the change stays made; the log is then behind the structure,
+which is the log's problem to report).
+
+:meth:`Journal.begin_commit_outcome` is the other half: at restart, a unit of work
+whose descriptors say "begin commit" is decided by the owner's private log (p[308]).
+With no log, the answer is ``None`` and the unit of work is backed out (presumed
+abort): its commit never returned to the application, so either outcome keeps the
+promise made to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from typing import NamedTuple
+
+from sharedq.cf import BulkResult, Change
+
+
+class ChangeKind(Enum):
+    """What a change to a structure meant to the queue manager."""
+
+    #: A put wrote a message with its uncommitted key (in or out of syncpoint).
+    PUT = "put"
+    #: Sync last message: an out-of-syncpoint put took its committed key.
+    SYNC_PUT = "sync-put"
+    #: A get moved a committed message to the manager's get list (a read).
+    GET = "get"
+    #: Sync last message: an out-of-syncpoint get deleted the message from the get list.
+    SYNC_GET = "sync-get"
+    #: Backout last message: a get's message went back to its put list (not counted).
+    BACKOUT_LAST = "backout-last"
+    #: Expire last message: a gotten message went to the manager's expiry list.
+    EXPIRE = "expire"
+    #: Commit: uncommitted puts took their committed keys (bulk move).
+    COMMIT_PUTS = "commit-puts"
+    #: Commit: gotten messages (and the UOW's own puts it got) were deleted (bulk delete).
+    COMMIT_GETS = "commit-gets"
+    #: Backout: the UOW's uncommitted puts were deleted (bulk delete).
+    BACKOUT_PUTS = "backout-puts"
+    #: Backout: gotten messages went back to their put lists, backout count + 1 (an
+    #: unlock, in CQS terms).
+    BACKOUT_GETS = "backout-gets"
+    #: A UOW descriptor or MUSE was written, updated or deleted.
+    DESCRIPTOR = "descriptor"
+    #: A queue was defined or altered (LHQC, list limit).
+    DEFINITION = "definition"
+    #: Control entries: list claims, the group directory, recovery claims.
+    CONTROL = "control"
+    #: Expired messages were purged from an expiry list.
+    PURGE = "purge"
+
+
+class EntryMeaning(NamedTuple):
+    """What one entry of a bulk request is: aligned with the request's entries."""
+
+    entry_id: bytes
+    queue: str | None
+    persistent: bool | None
+    msg_id: bytes | None
+
+
+class Journal:
+    """Receives every change the queue manager makes; this default records nothing."""
+
+    def changed(
+        self,
+        kind: ChangeKind,
+        structure: str,
+        result: Change | int,
+        queue: str | None,
+        uow_id: bytes | None,
+        persistent: bool | None,
+        msg_id: bytes | None,
+    ) -> None:
+        """One single-entry change (or list-controls change, whose result is its seq)."""
+
+    def bulk_changed(
+        self,
+        kind: ChangeKind,
+        structure: str,
+        result: BulkResult,
+        uow_id: bytes | None,
+        entries: Sequence[EntryMeaning],
+    ) -> None:
+        """A bulk move or delete; ``entries`` is aligned with the request, and
+        ``result`` says how far it got (possibly not all the way)."""
+
+    def begin_commit_outcome(self, qm_name: str, uow_id: bytes) -> bool | None:
+        """At restart: did the owner's log commit this "begin commit" UOW?
+
+        ``True`` commit, ``False`` back out, ``None`` not known (backed out).
+        """
+        return None
+
+
+#: The journal a manager uses when none is given.
+NO_JOURNAL = Journal()

@@ -1,0 +1,219 @@
+"""Messages: what an application puts and gets, and how a list entry holds one.
+
+A message's list entry carries, in its data, a fixed header (persistence, priority,
+ids, put stamp, expiry, putting manager) followed by the body; its adjunct carries the
+put list it belongs to and its two ids.  The adjunct is what recovery reads to return
+a message from a failed manager's get list to the queue it came from, and what a get
+by both ids checks the second id against (gap O6); the secondary key, the id the
+queue is indexed by, is assigned only at commit (p[127]), so the adjunct is where the
+id waits until then (gap O7: secondary key and adjunct are separate fields).
+
+The backout count is not in the data: it is the entry's version number, which every
+move from a get list back to a put list increments (p[264], p[265]).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from sharedq.mq.clock import stamp_seconds
+from sharedq.mq.errors import MQReason, mq_error
+
+#: Bytes in a message id and a correlation id (MQ's MQBYTE24).
+ID_LENGTH = 24
+#: An id of all zeros: "none", as MQ's MQMI_NONE / MQCI_NONE.
+NO_ID = b"\x00" * ID_LENGTH
+#: The most backouts a get reports; the version number itself keeps counting (p[265]).
+MAX_BACKOUT_COUNT = 255
+#: Expiry value meaning "never" (MQ's MQEI_UNLIMITED), in the header.
+UNLIMITED = _UNLIMITED = 0xFFFFFFFF
+#: The longest queue-manager name, as MQ's MQ_Q_MGR_NAME_LENGTH.
+MAX_QM_NAME = 48
+
+# version, flags, priority, putting qm id, put stamp, expiry (tenths), msg id, correl id,
+# putting qm name length; the name and the body follow.
+_HEADER = struct.Struct(">BBBBQI24s24sB")
+_FORMAT = 1
+_PERSISTENT = 0x01
+# put list number, msg id, correl id
+_ADJUNCT = struct.Struct(">H24s24s")
+
+
+@dataclass(slots=True)
+class Message:
+    """A message as an application sees it.
+
+    ``expiry`` is the lifetime the putter gave, in seconds (``None``: never); the
+    message may be discarded once ``put_time + expiry`` has passed.  ``put_time`` is
+    the time of day, in seconds since the epoch, that the putting manager stamped it
+    with.  ``backout_count`` says how many times a get of it was backed out (at most
+    255).  When a get accepted truncation, ``body`` is cut to the length asked for and
+    ``data_length`` is the full length.
+    """
+
+    body: bytes
+    priority: int = 0
+    persistent: bool = False
+    msg_id: bytes = NO_ID
+    correl_id: bytes = NO_ID
+    expiry: float | None = None
+    put_time: float = 0.0
+    put_qmgr: str = ""
+    backout_count: int = 0
+    data_length: int = 0
+    truncated: bool = False
+    #: Identifies the get that returned this message, for mark-skip-backout.
+    token: bytes = field(default=b"", repr=False, compare=False)
+
+    @property
+    def expires_at(self) -> float | None:
+        """The time of day after which the message may be discarded, or ``None``."""
+        return None if self.expiry is None else self.put_time + self.expiry
+
+
+def header_length(qm_name: str) -> int:
+    return _HEADER.size + len(qm_name.encode())
+
+
+def expiry_tenths(expiry: float | None) -> int:
+    """A lifetime in seconds as the header holds it; ``InvalidArgument`` if not valid."""
+    if expiry is None:
+        return _UNLIMITED
+    if isinstance(expiry, bool) or not isinstance(expiry, int | float) or not expiry > 0:
+        raise mq_error(MQReason.EXPIRY_ERROR, f"expiry {expiry!r} must be a positive number")
+    tenths = max(1, round(expiry * 10))
+    if tenths >= _UNLIMITED:
+        raise mq_error(MQReason.EXPIRY_ERROR, f"expiry {expiry!r} seconds is too long")
+    return tenths
+
+
+def encode(
+    body: bytes,
+    priority: int,
+    persistent: bool,
+    msg_id: bytes,
+    correl_id: bytes,
+    stamp: int,
+    expiry: int,
+    qm_id: int,
+    qm_name: bytes,
+) -> bytes:
+    """The data of a message's list entry.  ``expiry`` is in tenths (or unlimited)."""
+    return (
+        _HEADER.pack(
+            _FORMAT,
+            _PERSISTENT if persistent else 0,
+            priority,
+            qm_id,
+            stamp,
+            expiry,
+            msg_id,
+            correl_id,
+            len(qm_name),
+        )
+        + qm_name
+        + body
+    )
+
+
+class Decoded:
+    """The header fields of a message entry, decoded without copying the body."""
+
+    __slots__ = (
+        "body_offset",
+        "correl_id",
+        "expires_at",
+        "expiry_tenths",
+        "msg_id",
+        "persistent",
+        "priority",
+        "qm_id",
+        "qm_name",
+        "stamp",
+    )
+
+    def __init__(self, data: bytes) -> None:
+        (
+            fmt,
+            flags,
+            self.priority,
+            self.qm_id,
+            self.stamp,
+            self.expiry_tenths,
+            self.msg_id,
+            self.correl_id,
+            name_length,
+        ) = _HEADER.unpack_from(data)
+        if fmt != _FORMAT:
+            raise mq_error(MQReason.UNEXPECTED_ERROR, f"unknown message format {fmt}")
+        self.persistent = bool(flags & _PERSISTENT)
+        start = _HEADER.size
+        self.body_offset = start + name_length
+        self.qm_name = data[start : self.body_offset].decode()
+        tenths = self.expiry_tenths
+        self.expires_at: float | None = (
+            None if tenths == _UNLIMITED else stamp_seconds(self.stamp) + tenths / 10
+        )
+
+    def expired(self, now: float) -> bool:
+        deadline = self.expires_at
+        return deadline is not None and now >= deadline
+
+
+def to_message(
+    data: bytes,
+    version: int,
+    token: bytes,
+    *,
+    max_length: int | None = None,
+    header: Decoded | None = None,
+) -> Message:
+    """The application's view of a message entry, cut to ``max_length`` if given."""
+    h = header if header is not None else Decoded(data)
+    body = data[h.body_offset :]
+    length = len(body)
+    truncated = max_length is not None and length > max_length
+    if truncated:
+        body = body[:max_length]
+    # Positional: this runs once per get, and keywords cost more than the rest of it.
+    return Message(
+        body,
+        h.priority,
+        h.persistent,
+        h.msg_id,
+        h.correl_id,
+        None if h.expiry_tenths == _UNLIMITED else h.expiry_tenths / 10,
+        stamp_seconds(h.stamp),
+        h.qm_name,
+        version if version < MAX_BACKOUT_COUNT else MAX_BACKOUT_COUNT,
+        length,
+        truncated,
+        token,
+    )
+
+
+def entry_facts(data: bytes) -> tuple[bool, bytes]:
+    """``(persistent, msg id)`` of a message entry, for a journal that must know them."""
+    flags = data[1]
+    start = 16  # after format, flags, priority, qm id, stamp, expiry
+    return bool(flags & _PERSISTENT), data[start : start + ID_LENGTH]
+
+
+def encode_adjunct(put_list: int, msg_id: bytes, correl_id: bytes) -> bytes:
+    return _ADJUNCT.pack(put_list, msg_id, correl_id)
+
+
+def decode_adjunct(adjunct: bytes) -> tuple[int, bytes, bytes]:
+    """``(put list, msg id, correl id)`` of a message entry's adjunct."""
+    put_list, msg_id, correl_id = _ADJUNCT.unpack_from(adjunct)
+    return put_list, msg_id, correl_id
+
+
+def check_id(value: bytes | None, what: str, reason: MQReason) -> bytes | None:
+    """An id as given, padded to 24 bytes, or ``None``; ``InvalidArgument`` if bad."""
+    if value is None:
+        return None
+    if not isinstance(value, bytes) or len(value) > ID_LENGTH:
+        raise mq_error(reason, f"{what} must be at most {ID_LENGTH} bytes, not {value!r}")
+    return value.ljust(ID_LENGTH, b"\x00")

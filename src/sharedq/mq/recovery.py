@@ -1,0 +1,319 @@
+"""Peer recovery and restart: finishing a failed manager's units of work (§5.21).
+
+A manager that fails leaves, in each structure it used, uncommitted puts (keys X'F6',
+version = the UOW id, whose first byte is the manager's id), gotten messages on its
+get list, and in the administrative structure the descriptors of the units that were
+committing, backing out or prepared.  Recovery is per structure, by a peer connected
+to it, or by the manager itself when it restarts:
+
+1. *claim* the structure's recovery of that manager (a control entry; a recoverer
+   that fails leaves its claim to be taken over: rolling recovery);
+2. *descriptors*: a unit "in commit" is committed, one "in abort" backed out, from its
+   descriptors.  "Begin commit" and "in prepare" belong to the owner (p[308]): a peer
+   leaves them, with their puts and gets, in doubt; the restarting owner asks its
+   journal how a "begin commit" ended (with no log: backed out) and keeps "in
+   prepare" units in doubt until resolved.  A descriptor set cut short by the writer's
+   failure (gap U3) means the unit never got past writing it, so it is backed out; the
+   first recoverer to see that changes its status to "in abort" (version-compared),
+   so that every structure's recoverer decides alike;
+3. *in flight* (gap U4): every other uncommitted put of that manager is deleted and
+   every other message on its get list goes back to the put list its adjunct names,
+   backout count + 1, whatever the queue's depth;
+4. delete the descriptors done with (the MUSE after the last structure's), release
+   the claim, and (a peer) clean up the failed user's connection.
+
+Every step is idempotent: entries are inspected before they are moved or deleted, so
+a recovery that is itself interrupted can be run again by anyone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from sharedq.cf import (
+    BulkMove,
+    ById,
+    ListEntry,
+    NoSuchEntry,
+    UserState,
+)
+from sharedq.mq import descriptors as d
+from sharedq.mq import directory, keys
+from sharedq.mq import messages as m
+from sharedq.mq.access import StructureAccess
+from sharedq.mq.errors import MQReason, mq_error
+from sharedq.mq.journal import ChangeKind, EntryMeaning
+from sharedq.mq.syncpoint import bulk_delete, bulk_move
+from sharedq.mq.uow import TropKind
+
+if TYPE_CHECKING:
+    from sharedq.mq.manager import QueueManager
+
+
+@dataclass
+class RecoveryReport:
+    """What a recovery did, for operators and tests."""
+
+    manager: str
+    structures: list[str] = field(default_factory=list)
+    committed: int = 0
+    backed_out: int = 0
+    puts_deleted: int = 0
+    gets_returned: int = 0
+    #: UOW ids left for the owner: "begin commit" and "in prepare" units.
+    in_doubt: list[bytes] = field(default_factory=list)
+    #: Structures another active manager was recovering (or the failed one was active).
+    skipped: list[str] = field(default_factory=list)
+
+
+def is_active(acc: StructureAccess, name: str) -> bool:
+    """Whether a user of that name is connected and active on the structure."""
+    return any(u.name == name and u.state is UserState.ACTIVE for u in acc.users())
+
+
+def recover_structure(
+    mgr: QueueManager,
+    acc: StructureAccess,
+    failed_id: int,
+    failed_name: str,
+    report: RecoveryReport,
+    *,
+    owner: bool,
+    wait: float = 0.0,
+) -> list[d.UowRecord]:
+    """Recover one structure for a failed manager (or for ourselves at restart).
+
+    Returns the records of units left in doubt there (for the owner to rebuild).
+    """
+    names = directory.managers(mgr.admin)
+
+    def holder_active(holder: int) -> bool:
+        return holder in names and is_active(acc, names[holder])
+
+    deadline = time.monotonic() + wait
+    while not directory.take_recovery_claim(acc, failed_id, mgr.qm_id, holder_active):
+        if time.monotonic() >= deadline:
+            if owner:
+                raise mq_error(
+                    MQReason.CF_STRUC_LIST_HDR_IN_USE,
+                    f"a peer is recovering {failed_name} in structure {acc.name}",
+                )
+            report.skipped.append(acc.name)
+            return []
+        time.sleep(0.01)
+    try:
+        if not owner and is_active(acc, failed_name):
+            report.skipped.append(acc.name)  # it came back while we claimed
+            return []
+        left = _recover_claimed(mgr, acc, failed_id, failed_name, report, owner=owner)
+        if not owner:
+            for user in acc.users():
+                if user.name == failed_name and user.state is UserState.FAILED:
+                    acc.cleanup_user(user.user_id)
+        report.structures.append(acc.name)
+        return left
+    finally:
+        directory.release_recovery_claim(acc, failed_id, mgr.qm_id)
+
+
+def _recover_claimed(
+    mgr: QueueManager,
+    acc: StructureAccess,
+    failed_id: int,
+    failed_name: str,
+    report: RecoveryReport,
+    *,
+    owner: bool,
+) -> list[d.UowRecord]:
+    number = acc.number
+    admin_lists = directory.read_manager_lists(mgr.admin, failed_id)
+    lists = directory.read_manager_lists(acc, failed_id)
+    descriptor_list = admin_lists.descriptor_list if admin_lists is not None else None
+    records = d.load(mgr.admin, descriptor_list) if descriptor_list is not None else {}
+    kept: list[d.UowRecord] = []
+    for record in records.values():
+        outcome = _decide(mgr, record, failed_name, owner=owner)
+        if outcome is None:
+            kept.append(record)
+            if record.uow_id not in report.in_doubt:
+                report.in_doubt.append(record.uow_id)
+            continue
+        if number not in record.parts:
+            if record.muse is not None and not record.parts:
+                d.delete_muse(mgr.admin, record.uow_id, record.muse.entry_id)
+            continue
+        get_list, queues = record.ops(number)
+        committing = outcome is d.Status.IN_COMMIT
+        _forward(acc, record.uow_id, get_list, queues, commit=committing)
+        if committing:
+            report.committed += 1
+        else:
+            report.backed_out += 1
+        d.delete_record_structure(mgr.admin, record, number)
+    if lists is not None:
+        excluded_uows = {r.uow_id for r in kept}
+        excluded_entries = {op.entry_id for r in kept for q in r.ops(number)[1] for op in q.ops}
+        report.puts_deleted += _sweep_puts(acc, failed_id, excluded_uows)
+        report.gets_returned += _sweep_gets(acc, lists.get_list, excluded_entries)
+    return kept
+
+
+def _decide(
+    mgr: QueueManager, record: d.UowRecord, failed_name: str, *, owner: bool
+) -> d.Status | None:
+    """``IN_COMMIT`` or ``IN_ABORT`` to carry out, or ``None`` to leave in doubt."""
+    for _ in range(10):
+        status = record.status()
+        if status is None or status.peer_recoverable:
+            return status or d.Status.IN_ABORT
+        entry = record.status_entry()
+        assert entry is not None
+        if not record.is_complete():
+            target = d.Status.IN_ABORT
+        elif not owner or status is d.Status.IN_PREPARE:
+            return None
+        else:
+            outcome = mgr.journal.begin_commit_outcome(failed_name, record.uow_id)
+            target = d.Status.IN_COMMIT if outcome else d.Status.IN_ABORT
+        if d.change_status(mgr.admin, entry, target):
+            _set_entry_status(record, entry, target)
+            return target
+        # Someone changed it first: read again and follow them.
+        reread = _where(mgr.admin, entry.entry_id)
+        if reread is None:
+            return d.Status.IN_ABORT
+        _set_entry_status(record, reread, None)
+    raise mq_error(MQReason.UNEXPECTED_ERROR, f"unit {record.uow_id.hex()} kept changing")
+
+
+def _set_entry_status(record: d.UowRecord, entry: ListEntry, status: d.Status | None) -> None:
+    """Keep the in-memory record in step with a status entry just changed or re-read."""
+    if status is not None:
+        entry = entry._replace(adjunct=bytes((status,)), version=entry.version + 1)
+    if record.muse is not None and record.muse.entry_id == entry.entry_id:
+        record.muse = entry
+        return
+    for per in record.parts.values():
+        if 0 in per and per[0].entry_id == entry.entry_id:
+            per[0] = entry
+
+
+def _where(acc: StructureAccess, entry_id: bytes) -> ListEntry | None:
+    try:
+        return acc.read(ById(entry_id))
+    except NoSuchEntry:
+        return None
+
+
+def _forward(
+    acc: StructureAccess,
+    uow_id: bytes,
+    get_list: int | None,
+    queues: list[d.QueueRecord],
+    *,
+    commit: bool,
+) -> None:
+    """Carry out a unit's commit (or backout) in one structure, from its descriptors.
+
+    Each entry is looked at first and changed only if it is still where the unit left
+    it: an uncommitted put on its put list, a gotten message on the get list.  So a
+    recovery interrupted part-way can be run again by anyone.
+    """
+    for queue in queues:
+        moves: list[BulkMove] = []
+        move_meanings: list[EntryMeaning] = []
+        deletes: list[bytes] = []
+        delete_meanings: list[EntryMeaning] = []
+        for op in queue.ops:
+            entry = _where(acc, op.entry_id)
+            if entry is None:
+                continue
+            meaning = EntryMeaning(op.entry_id, None, op.persistent, op.msg_id)
+            if op.kind is not TropKind.GET:
+                if entry.list_number != queue.put_list or not keys.is_uncommitted(entry.key):
+                    continue
+                if commit and op.kind is TropKind.PUT:
+                    secondary = entry.secondary_key if op.secondary is None else op.secondary
+                    moves.append(
+                        BulkMove(
+                            op.entry_id,
+                            queue.put_list,
+                            new_key=keys.committed_form(op.key),
+                            new_secondary_key=secondary,
+                            set_version=0,
+                            from_list=queue.put_list,
+                        )
+                    )
+                    move_meanings.append(meaning)
+                else:  # a put backed out, or the unit's own put it got
+                    deletes.append(op.entry_id)
+                    delete_meanings.append(meaning)
+            elif get_list is not None and entry.list_number == get_list:
+                if commit:
+                    deletes.append(op.entry_id)
+                    delete_meanings.append(meaning)
+                else:
+                    moves.append(
+                        BulkMove(
+                            op.entry_id, queue.put_list, increment_version=True, from_list=get_list
+                        )
+                    )
+                    move_meanings.append(meaning)
+        if moves:
+            bulk_move(
+                acc,
+                moves,
+                move_meanings,
+                kind=ChangeKind.COMMIT_PUTS if commit else ChangeKind.BACKOUT_GETS,
+                uow_id=uow_id,
+                ignore_limit=not commit,
+            )
+        if deletes:
+            bulk_delete(
+                acc,
+                deletes,
+                delete_meanings,
+                kind=ChangeKind.COMMIT_GETS if commit else ChangeKind.BACKOUT_PUTS,
+                uow_id=uow_id,
+            )
+
+
+def _sweep_puts(acc: StructureAccess, failed_id: int, excluded: set[bytes]) -> int:
+    """Delete the failed manager's uncommitted puts of units nobody will finish."""
+    count = 0
+    for number, claim in directory.claims(acc).items():
+        if claim.get("use") != directory.USE_QUEUE:
+            continue
+        doomed: list[bytes] = []
+        meanings: list[EntryMeaning] = []
+        for entry in acc.scan(number, keys.UNCOMMITTED_LOW, keys.UNCOMMITTED_HIGH):
+            uow_id = entry.version.to_bytes(8, "big")
+            if uow_id[0] != failed_id or uow_id in excluded:
+                continue
+            persistent, msg_id = m.entry_facts(entry.data)
+            doomed.append(entry.entry_id)
+            meanings.append(EntryMeaning(entry.entry_id, claim.get("name"), persistent, msg_id))
+        if doomed:
+            bulk_delete(acc, doomed, meanings, kind=ChangeKind.BACKOUT_PUTS, uow_id=None)
+            count += len(doomed)
+    return count
+
+
+def _sweep_gets(acc: StructureAccess, get_list: int, excluded: set[bytes]) -> int:
+    """Return every other message on the failed manager's get list to its put list."""
+    moves: list[BulkMove] = []
+    meanings: list[EntryMeaning] = []
+    for entry in acc.scan(get_list, keys.COMMITTED_LOW, b"\xff" * 16):
+        if entry.entry_id in excluded:
+            continue
+        put_list = m.decode_adjunct(entry.adjunct)[0]
+        persistent, msg_id = m.entry_facts(entry.data)
+        moves.append(BulkMove(entry.entry_id, put_list, increment_version=True, from_list=get_list))
+        meanings.append(EntryMeaning(entry.entry_id, None, persistent, msg_id))
+    if moves:
+        bulk_move(
+            acc, moves, meanings, kind=ChangeKind.BACKOUT_GETS, uow_id=None, ignore_limit=True
+        )
+    return len(moves)

@@ -1,0 +1,50 @@
+"""Sizing a structure for shared queues.
+
+A structure's lists are list 0 (the control list), one put list per queue, and per
+manager that connects a get list and an expiry list (and, in the administrative
+structure, a descriptor list).  Its entries are the messages (one entry each, plus one
+LHQC per queue), the control entries, and the descriptors of units of work in
+progress (one 4 KiB part per about fifty operations).
+"""
+
+from __future__ import annotations
+
+from sharedq.cf import StructureParams
+from sharedq.cf.params import DEFAULT_EMC_PERCENT
+
+
+def structure_params(
+    name: str,
+    *,
+    queues: int = 32,
+    managers: int = 8,
+    messages: int = 10_000,
+    message_bytes: int = 1024,
+    element_size: int = 256,
+    emc_percent: int = DEFAULT_EMC_PERCENT,
+    growth: float = 1.0,
+) -> StructureParams:
+    """Parameters for a structure holding ``queues`` queues of ``messages`` messages in
+    all (of ``message_bytes`` bytes each, on average) for up to ``managers`` managers.
+    """
+    lists = 1 + queues + 3 * managers
+    header = 120  # message header and a manager name
+    elements_per_message = -(-(message_bytes + header) // element_size)
+    control = 4 * managers + 2 * queues + 600
+    descriptors = max(64, messages // 16)
+    entries = messages + queues + control + descriptors
+    elements = (
+        messages * elements_per_message
+        + control
+        + descriptors * -(-4096 // element_size)
+        + queues * 2
+    )
+    return StructureParams.for_capacity(
+        name,
+        list_count=lists,
+        entries=entries,
+        elements=elements,
+        element_size=element_size,
+        emc_percent=emc_percent,
+        growth=growth,
+    )

@@ -1,0 +1,52 @@
+"""Helpers for looking at what a queue's lists hold, straight from the structure."""
+
+from __future__ import annotations
+
+from sharedq.cf import HIGHEST_KEY, LOWEST_KEY
+from sharedq.mq import QueueManager, keys
+from sharedq.mq.messages import Decoded
+
+
+def _body(data: bytes) -> bytes:
+    return data[Decoded(data).body_offset :]
+
+
+def put_list(qm: QueueManager, queue: str) -> list[tuple[str, bytes]]:
+    """The put list, head to tail: ("C", body) committed, ("U", body) uncommitted."""
+    state = qm._state(queue)
+    found = []
+    for entry in state.acc.conn.scan(state.put_list, LOWEST_KEY, HIGHEST_KEY):
+        if entry.key == keys.LHQC_KEY:
+            continue
+        found.append(("C" if keys.is_committed(entry.key) else "U", _body(entry.data)))
+    return found
+
+
+def committed(qm: QueueManager, queue: str) -> list[bytes]:
+    return [body for kind, body in put_list(qm, queue) if kind == "C"]
+
+
+def versions(qm: QueueManager, queue: str) -> dict[bytes, int]:
+    """Body -> entry version, for the committed messages of a put list."""
+    state = qm._state(queue)
+    return {
+        _body(e.data): e.version
+        for e in state.acc.conn.scan(state.put_list, keys.COMMITTED_LOW, keys.COMMITTED_HIGH)
+    }
+
+
+def get_list(qm: QueueManager, structure: str, of: QueueManager | None = None) -> list[bytes]:
+    """The bodies on a manager's get list (``of``'s, read through ``qm``)."""
+    acc = qm._structures[structure]
+    lists = (of or qm)._lists[structure]
+    return [_body(e.data) for e in acc.conn.scan(lists.get_list, LOWEST_KEY, HIGHEST_KEY)]
+
+
+def expiry_list(qm: QueueManager, structure: str) -> list[bytes]:
+    acc = qm._structures[structure]
+    lists = qm._lists[structure]
+    return [_body(e.data) for e in acc.conn.scan(lists.expiry_list, LOWEST_KEY, HIGHEST_KEY)]
+
+
+def descriptor_count(qm: QueueManager) -> int:
+    return len(list(qm.admin.conn.scan(qm.descriptor_list, LOWEST_KEY, HIGHEST_KEY)))

@@ -1,0 +1,162 @@
+"""Get with wait (§5.10, S4-S6): woken by a commit or backout, not by polling."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from sharedq.mq import IndexType, Message, NoMessageAvailable
+from tests.mq.conftest import APP, MakeManager
+
+
+class Waiter(threading.Thread):
+    """Runs one get in a thread and keeps what it returned or raised."""
+
+    def __init__(self, get: Callable[[], Message]) -> None:
+        super().__init__(daemon=True)
+        self._get = get
+        self.result: Message | BaseException | None = None
+        self.elapsed = 0.0
+
+    def run(self) -> None:
+        started = time.monotonic()
+        try:
+            self.result = self._get()
+        except BaseException as error:  # handed to the test
+            self.result = error
+        self.elapsed = time.monotonic() - started
+
+
+class Counting:
+    """A fault hook that only counts the requests a manager makes."""
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+
+    def __call__(self, request: str, structure: str, before: bool) -> None:
+        if before:
+            self.requests.append(request)
+
+
+def _settle() -> None:
+    time.sleep(0.1)  # let the waiter find nothing and go to sleep
+
+
+def test_commit_wakes_a_waiting_get(make_qm: MakeManager) -> None:
+    """S4: the waiter is woken by another manager's commit."""
+    qm1, qm2 = make_qm(1), make_qm(2)
+    qm1.define_queue("Q", structure=APP)
+    waiter = Waiter(lambda: qm2.open("Q").get(wait=10))
+    waiter.start()
+    _settle()
+    with qm1.unit_of_work() as uow:
+        qm1.open("Q").put(b"wake", uow=uow)
+    waiter.join(5)
+    assert isinstance(waiter.result, Message) and waiter.result.body == b"wake"
+    assert waiter.elapsed < 5
+
+
+def test_uncommitted_put_does_not_wake(make_qm: MakeManager) -> None:
+    qm1, qm2 = make_qm(1), make_qm(2)
+    qm1.define_queue("Q", structure=APP)
+    waiter = Waiter(lambda: qm2.open("Q").get(wait=0.4))
+    waiter.start()
+    uow = qm1.unit_of_work()
+    qm1.open("Q").put(b"pending", uow=uow)
+    waiter.join(5)
+    assert isinstance(waiter.result, NoMessageAvailable)
+    assert waiter.elapsed >= 0.35
+    uow.backout()
+
+
+def test_backout_of_a_get_wakes_a_waiter(make_qm: MakeManager) -> None:
+    qm1, qm2 = make_qm(1), make_qm(2)
+    qm1.define_queue("Q", structure=APP)
+    qm1.open("Q").put(b"only")
+    uow = qm1.unit_of_work()
+    qm1.open("Q").get(uow=uow)
+    waiter = Waiter(lambda: qm2.open("Q").get(wait=10))
+    waiter.start()
+    _settle()
+    uow.backout()
+    waiter.join(5)
+    assert isinstance(waiter.result, Message) and waiter.result.backout_count == 1
+
+
+def test_waiting_does_not_poll(make_qm: MakeManager) -> None:
+    """A wait that times out makes a handful of requests, however long it waits."""
+    counting = Counting()
+    qm = make_qm(1, faults=counting)
+    qm.define_queue("Q", structure=APP)
+    queue = qm.open("Q")
+    counting.requests.clear()
+    with pytest.raises(NoMessageAvailable):
+        queue.get(wait=0.5)
+    assert counting.requests == ["move", "register_monitor", "wait_events", "stop_monitor"]
+
+
+def test_indexed_wait_wakes_only_for_its_id(make_qm: MakeManager) -> None:
+    """S5: a get by correl id X sleeps through a commit of Y, wakes on a commit of X."""
+    qm1, qm2 = make_qm(1), make_qm(2)
+    qm1.define_queue("Q", structure=APP, index=IndexType.CORREL_ID)
+    waiter = Waiter(lambda: qm2.open("Q").get(correl_id=b"X", wait=10))
+    waiter.start()
+    _settle()
+    qm1.open("Q").put(b"for Y", correl_id=b"Y")
+    uow = qm1.unit_of_work()
+    qm1.open("Q").put(b"for X, uncommitted", correl_id=b"X", uow=uow)
+    time.sleep(0.2)
+    assert waiter.result is None
+    uow.commit()
+    waiter.join(5)
+    assert isinstance(waiter.result, Message) and waiter.result.body == b"for X, uncommitted"
+
+
+def test_commit_between_failed_get_and_monitor_is_not_missed(make_qm: MakeManager) -> None:
+    """S6: a message committed just before the monitor starts is found at once."""
+    qm2 = make_qm(2)
+    qm2.define_queue("Q", structure=APP)
+    other = qm2.open("Q")
+
+    def race(request: str, structure: str, before: bool) -> None:
+        if request == "register_monitor" and before and not raced:
+            raced.append(True)
+            other.put(b"raced")
+
+    raced: list[bool] = []
+    qm1 = make_qm(1, faults=race)
+    started = time.monotonic()
+    assert qm1.open("Q").get(wait=10).body == b"raced"
+    assert time.monotonic() - started < 5
+
+
+def test_threads_of_one_manager_wait_on_different_queues(make_qm: MakeManager) -> None:
+    """One manager's events are shared out to the right waiting threads."""
+    qm1, qm2 = make_qm(1), make_qm(2)
+    for name in ("QA", "QB", "QC"):
+        qm1.define_queue(name, structure=APP)
+    waiters = {name: Waiter(lambda n=name: qm2.open(n).get(wait=10)) for name in ("QA", "QB")}
+    short = Waiter(lambda: qm2.open("QC").get(wait=0.2))
+    for waiter in (*waiters.values(), short):
+        waiter.start()
+    _settle()
+    short.join(5)
+    assert isinstance(short.result, NoMessageAvailable)
+    qm1.open("QB").put(b"b")
+    waiters["QB"].join(5)
+    assert isinstance(waiters["QB"].result, Message) and waiters["QB"].result.body == b"b"
+    qm1.open("QA").put(b"a")
+    waiters["QA"].join(5)
+    assert isinstance(waiters["QA"].result, Message) and waiters["QA"].result.body == b"a"
+
+
+def test_wait_timeout(make_qm: MakeManager) -> None:
+    qm = make_qm(1)
+    qm.define_queue("Q", structure=APP)
+    started = time.monotonic()
+    with pytest.raises(NoMessageAvailable):
+        qm.open("Q").get(wait=0.2)
+    assert 0.15 <= time.monotonic() - started < 3
