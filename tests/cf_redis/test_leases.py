@@ -132,10 +132,10 @@ def test_a_paused_process_finds_itself_failed_when_it_resumes(
 
 def test_a_live_connection_keeps_its_lease(redis_server: RedisServer) -> None:
     redis_server.flush()
-    with RedisFacility.from_url(redis_server.url, lease_seconds=0.5) as fac:
+    with RedisFacility.from_url(redis_server.url, lease_seconds=1.0) as fac:
         fac.create(StructureParams.for_capacity("QSG2", list_count=2, entries=5, elements=5))
         conn = fac.connect("QSG2", "QM1")
-        time.sleep(2.0)  # four leases: renewed all along
+        time.sleep(3.0)  # three leases: renewed all along
         assert conn.connected
         assert [u.state for u in conn.users()] == [UserState.ACTIVE]
         conn.write(0, bytes(16))
