@@ -2,7 +2,8 @@
 
 Tests get real servers they may kill (SIGKILL, as a crash would) and start again, never
 a stand-in.  A missing ``redis-server`` binary is an error, not a reason to skip: the
-README's test command installs it (Debian package ``redis-server``).
+README's test command installs it (Debian package ``redis-server``).  The environment
+variable ``SHAREDQ_REDIS_SERVER`` names another binary to use.
 """
 
 from __future__ import annotations

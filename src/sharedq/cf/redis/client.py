@@ -204,7 +204,14 @@ class RedisClient:
             raise translate(exc, self.where) from None
 
     def block(self, key: str, seconds: float) -> None:
-        """Wait up to ``seconds`` for an entry on stream ``key`` (it is not consumed)."""
+        """Wait up to ``seconds`` for an entry on stream ``key`` (it is not consumed).
+
+        Never longer than half the socket timeout (a URL may set it short), so that a
+        quiet stream is not mistaken for a dead server.
+        """
+        timeout = self.redis.connection_pool.connection_kwargs.get("socket_timeout")
+        if timeout:
+            seconds = min(seconds, timeout / 2)
         milliseconds = max(1, int(seconds * 1000))
         self.command("XREAD", "COUNT", 1, "BLOCK", milliseconds, "STREAMS", key, "0-0", key=key)
 
