@@ -113,7 +113,11 @@ class RedisServer:
         self.process = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
-        self._wait_until_up()
+        try:
+            self._wait_until_up()
+        except BaseException:
+            self.stop()  # nothing left behind by a server that did not come up
+            raise
         return self
 
     def _tls_options(self) -> list[str]:
@@ -134,9 +138,9 @@ class RedisServer:
             if self.ping():
                 return
             time.sleep(0.02)
-        tail = self._log_tail()
-        self.kill()
-        raise RuntimeError(f"redis-server did not answer within {START_TIMEOUT}s: {tail}")
+        raise RuntimeError(
+            f"redis-server did not answer within {START_TIMEOUT}s: {self._log_tail()}"
+        )
 
     def ping(self) -> bool:
         """Whether the server answers (any reply, even NOAUTH, means it is up)."""
@@ -245,6 +249,14 @@ class RedisCluster:
         return self.nodes[0].url
 
     def start(self) -> RedisCluster:
+        try:
+            self._start()
+        except BaseException:
+            self.stop()  # no node left running by a cluster that did not come up
+            raise
+        return self
+
+    def _start(self) -> None:
         for node in self.nodes:
             node.start()
         for epoch, (node, (first, last)) in enumerate(zip(self.nodes, self.ranges, strict=True)):
@@ -257,7 +269,6 @@ class RedisCluster:
             if time.monotonic() > deadline:
                 raise RuntimeError("the test cluster did not come up")
             time.sleep(0.05)
-        return self
 
     def _ready(self, node: RedisServer) -> bool:
         info = node.command("CLUSTER", "INFO")
