@@ -51,13 +51,10 @@ def open_backend(backend: str, request: pytest.FixtureRequest) -> Iterator[OpenF
         for fac in opened:
             fac.close()
         opened.clear()
-        if server is None:
-            fac: CouplingFacility = MemoryFacility()
-        else:
+        if server is not None:
             server.flush()
-            fac = RedisFacility.from_url(server.url)
-        opened.append(fac)
-        return fac
+        opened.append(MemoryFacility() if server is None else RedisFacility.from_url(server.url))
+        return opened[-1]
 
     try:
         yield open_one

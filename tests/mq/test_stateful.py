@@ -228,9 +228,12 @@ class SharedQueues(RuleBasedStateMachine):
 
 
 def test_shared_queues_match_the_model(backend: str, open_backend: OpenFacility) -> None:
-    machine = type("SharedQueuesOn" + backend.title(), (SharedQueues,), {})
-    machine.open_facility = staticmethod(open_backend)  # type: ignore[assignment]
-    examples = settings.default.max_examples
+    machine = type(
+        "SharedQueuesOn" + backend.title(),
+        (SharedQueues,),
+        {"open_facility": staticmethod(open_backend)},
+    )
+    examples = settings().max_examples
     if backend == "redis":
         examples = max(1, examples // REDIS_SHARE)
     tuned = settings(max_examples=examples)
