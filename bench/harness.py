@@ -78,11 +78,8 @@ def redis_url(given: str | None) -> Iterator[str]:
         return
     from tests.redis_server import RedisServer
 
-    server = RedisServer().start()
-    try:
+    with RedisServer() as server:
         yield server.url
-    finally:
-        server.stop()
 
 
 class Report:

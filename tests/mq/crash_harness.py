@@ -192,80 +192,72 @@ def run_workload(qm: QueueManager, scenario: Scenario, record: Recorder) -> None
     A held unit runs in a thread of its own (a thread has one unit of work at a time),
     which stays until the workload ends, so that no later thread inherits its id.
     """
-    rng = random.Random(scenario.seed + 1)
+    work = _Workload(qm, scenario, random.Random(scenario.seed + 1), record)
     release = threading.Event()
     try:
         for n, unit in enumerate(scenario.units):
             if unit.end == "oos":
-                _out_of_syncpoint(qm, scenario, n, unit, rng, record)
+                work.out_of_syncpoint(n, unit)
             elif unit.end.startswith("hold"):
-                work = partial(_unit, qm, scenario, n, unit, rng, record)
-                _in_own_thread(work, release)
+                _in_own_thread(partial(work.unit, n, unit), release)
             else:
-                _unit(qm, scenario, n, unit, rng, record)
+                work.unit(n, unit)
     finally:
         release.set()
 
 
-def _out_of_syncpoint(
-    qm: QueueManager,
-    scenario: Scenario,
-    n: int,
-    unit: Unit,
-    rng: random.Random,
-    record: Recorder,
-) -> None:
-    kind, name = unit.ops[0]
-    queue = qm.open(name)
-    if kind == "put":
-        body = scenario.body(n, 0)
-        record(u=n, op="oos-put-start", body=body.decode())
-        queue.put(body, priority=rng.randint(0, 9), persistent=rng.random() < 0.5)
-        record(u=n, op="oos-put", body=body.decode())
-        return
-    record(u=n, op="oos-get-start")
-    try:
-        got = queue.get()
-    except NoMessageAvailable:
-        record(u=n, op="oos-none")
-    else:
-        record(u=n, op="oos-get", body=got.body.decode())
+@dataclass
+class _Workload:
+    qm: QueueManager
+    scenario: Scenario
+    rng: random.Random
+    record: Recorder
 
-
-def _unit(
-    qm: QueueManager,
-    scenario: Scenario,
-    n: int,
-    unit: Unit,
-    rng: random.Random,
-    record: Recorder,
-) -> None:
-    record(u=n, op="begin")
-    uow = qm.unit_of_work()
-    for k, (kind, name) in enumerate(unit.ops):
-        queue = qm.open(name)
+    def out_of_syncpoint(self, n: int, unit: Unit) -> None:
+        kind, name = unit.ops[0]
+        queue = self.qm.open(name)
         if kind == "put":
-            body = scenario.body(n, k)
-            queue.put(body, uow=uow, priority=rng.randint(0, 9), persistent=rng.random() < 0.5)
-            record(u=n, op="put", body=body.decode())
-        else:
-            try:
-                got = queue.get(uow=uow)
-            except NoMessageAvailable:
-                continue
-            record(u=n, op="get", body=got.body.decode())
-    record(u=n, op="ending", uow=uow.uow_id.hex())
-    if unit.end not in ("commit", "backout"):
-        uow.prepare()
-        record(u=n, op="prepare")
-        if unit.end.startswith("hold"):
+            body = self.scenario.body(n, 0)
+            self.record(u=n, op="oos-put-start", body=body.decode())
+            queue.put(body, priority=self.rng.randint(0, 9), persistent=self.rng.random() < 0.5)
+            self.record(u=n, op="oos-put", body=body.decode())
             return
-    if unit.end.endswith("commit"):
-        uow.commit()
-        record(u=n, op="commit")
-    else:
-        uow.backout()
-        record(u=n, op="backout")
+        self.record(u=n, op="oos-get-start")
+        try:
+            got = queue.get()
+        except NoMessageAvailable:
+            self.record(u=n, op="oos-none")
+        else:
+            self.record(u=n, op="oos-get", body=got.body.decode())
+
+    def unit(self, n: int, unit: Unit) -> None:
+        record, rng = self.record, self.rng
+        record(u=n, op="begin")
+        uow = self.qm.unit_of_work()
+        for k, (kind, name) in enumerate(unit.ops):
+            queue = self.qm.open(name)
+            if kind == "put":
+                body = self.scenario.body(n, k)
+                queue.put(body, uow=uow, priority=rng.randint(0, 9), persistent=rng.random() < 0.5)
+                record(u=n, op="put", body=body.decode())
+            else:
+                try:
+                    got = queue.get(uow=uow)
+                except NoMessageAvailable:
+                    continue
+                record(u=n, op="get", body=got.body.decode())
+        record(u=n, op="ending", uow=uow.uow_id.hex())
+        if unit.end not in ("commit", "backout"):
+            uow.prepare()
+            record(u=n, op="prepare")
+            if unit.end.startswith("hold"):
+                return
+        if unit.end.endswith("commit"):
+            uow.commit()
+            record(u=n, op="commit")
+        else:
+            uow.backout()
+            record(u=n, op="backout")
 
 
 def _in_own_thread(work: Callable[[], None], release: threading.Event) -> None:

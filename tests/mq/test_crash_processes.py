@@ -79,11 +79,8 @@ _groups = itertools.count(1)
 @pytest.fixture(scope="module")
 def server() -> Iterator[RedisServer]:
     """A private server for this module: its processes never touch the session's."""
-    started = RedisServer().start()
-    try:
+    with RedisServer() as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture(scope="module")
