@@ -4,7 +4,9 @@ structure that goes."""
 
 from __future__ import annotations
 
-from sharedq.cf import ById, ListStructure, StructureParams
+import pytest
+
+from sharedq.cf import ById, CFReason, ListStructure, ServerUnsuitable, StructureParams
 from sharedq.cf.redis import RedisFacility
 from tests.redis_server import RedisServer
 
@@ -56,3 +58,20 @@ def test_entry_data_is_kept_apart_and_goes_with_its_entry(redis_server: RedisSer
         conn.disconnect()
         facility.delete("QSG1")
         assert redis_server.command("KEYS", "sq:{QSG1}:*") == []
+
+
+def test_a_structure_kept_in_another_format_is_refused_not_misread(
+    redis_server: RedisServer,
+) -> None:
+    """A structure an older sharedq made (entry data inside the records, no format
+    mark) on a server that persisted it: connecting says so; deleting it works."""
+    redis_server.flush()
+    with RedisFacility.from_url(redis_server.url) as facility:
+        facility.create(StructureParams.for_capacity("QSG1", list_count=2, entries=5, elements=5))
+        redis_server.command("HDEL", "sq:{QSG1}:m", "fmt")
+        with pytest.raises(ServerUnsuitable) as caught:
+            facility.connect("QSG1", "QM1")
+        assert caught.value.reason is CFReason.SERVER_UNSUITABLE
+        assert "format 1, not 2" in str(caught.value)
+        facility.delete("QSG1")
+        assert not facility.exists("QSG1")
