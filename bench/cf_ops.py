@@ -18,15 +18,14 @@ import argparse
 import multiprocessing
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sortedcontainers import SortedDict
 
-from bench.harness import Report, best_rate, best_rates_in_turns, parse_args
+from bench.harness import Report, best_rate, best_rates_in_turns, parse_args, redis_url
 from sharedq.cf import ById, Compare, CouplingFacility, Head, ListStructure, StructureParams
 from sharedq.cf.memory import MemoryFacility
 from sharedq.cf.redis import RedisFacility
@@ -131,21 +130,6 @@ def sortedcontainers_cycle_rate(n: int) -> float:
 
 
 # -- redis -------------------------------------------------------------------------------
-
-
-@contextmanager
-def redis_url(given: str | None) -> Iterator[str]:
-    """The server to measure on: ``--redis-url``, or a private one for this run."""
-    if given:
-        yield given
-        return
-    from tests.redis_server import RedisServer
-
-    server = RedisServer().start()
-    try:
-        yield server.url
-    finally:
-        server.stop()
 
 
 def redis_figures(report: Report, url: str, n: int, rounds: int) -> None:

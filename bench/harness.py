@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -67,6 +69,19 @@ def best_rates_in_turns(
     return best
 
 
+@contextmanager
+def redis_url(given: str | None) -> Iterator[str]:
+    """The server to measure on: the one given, or a private one for this run (the
+    tests' ``redis-server`` wrapper: its own port and directory, no persistence)."""
+    if given:
+        yield given
+        return
+    from tests.redis_server import RedisServer
+
+    with RedisServer() as server:
+        yield server.url
+
+
 class Report:
     """Figures of one benchmark run, printed as a table and written as flat JSON."""
 
@@ -75,6 +90,8 @@ class Report:
         self.figures: dict[str, float | int | str | bool] = {
             "quick": quick,
             "python": platform.python_version(),
+            # What the benchmark, its baselines and any server shared.
+            "cpus": os.cpu_count() or 0,
         }
         self.rows: list[tuple[str, str, str]] = []
 

@@ -3,7 +3,7 @@
 The cycle is what a consuming application does per message: a put out of syncpoint
 (the two-phase put: write uncommitted, then sync to the committed key), a get in
 syncpoint (the head moves to the manager's get list), and a commit (the message is
-deleted).  It is measured with 100-byte and 4 KiB bodies.
+deleted).  It is measured with 100-byte and 4 KiB bodies, on both backends.
 
 Memory backend.  Baseline: persist-queue's ``SQLiteAckQueue`` put -> get -> ack of the
 same body, in its least durable mode: an in-memory SQLite database (``path=":memory:"``,
@@ -19,13 +19,25 @@ round therefore starts from a fresh queue and runs the same number of cycles
 every 1,000 acks inside the timed loop, the maintenance its maintainers ask users to
 do; ``memory_ratio_vs_persistqueue_cleared`` compares against that.
 
-Redis backend (``--redis URL``, once the Redis backend is available): the same cycle
-through ``open_facility(URL)``, against raw redis-py ``LPUSH`` + ``RPOP`` of the same
-body on one connection (``redis_ratio_vs_lpush_rpop``), and aggregate cycles per second
-with 1, 2 and 4 managers in separate processes (``--processes``).  Without ``--redis``
-those figures are not measured and not reported.
+Redis backend: a private ``redis-server`` started for the run (no persistence), or the
+server of ``--redis URL``.  The sharedq cycle is four requests, each one function call
+and one round trip: put = write + sync move, get = move, commit = delete (a unit with
+one operation commits in one request).  Baselines, on the facility's own client (same
+URL, hiredis parser, RESP2, one connection), LPUSH then RPOP of the same body:
 
-Rounds of sharedq and of the baseline alternate, and each figure is the best round,
+* ``redis_ratio_vs_lpush_rpop`` (the issue's figure): LPUSH/RPOP through the redis-py
+  client API (``Redis.lpush``/``Redis.rpop``), as an application calls them;
+* ``redis_ratio_vs_lpush_rpop_same_path``: the same two commands over the lean
+  connection path the backend itself uses (no redis-py command bookkeeping), which is
+  the fairer comparison of what the server and the round trips cost.
+
+``redis_server_us_per_request_*`` is the server's own time per sharedq function call
+during the sharedq rounds (``INFO commandstats``).  Then aggregate cycles per second
+with 1, 2 and 4 managers in separate processes (``--processes``), all on one shared
+queue, each process with its own facility and connection, started together and run for
+the same time.  Everything shares the machine's cores with the server.
+
+Rounds of sharedq and of the baselines alternate, and each figure is the best round,
 so that a busy moment on a shared machine does not decide a ratio.
 """
 
@@ -37,27 +49,41 @@ import multiprocessing
 import sys
 import time
 from collections.abc import Callable
+from multiprocessing.queues import Queue
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import Report, parse_args, rate
+from bench.harness import Report, best_rates_in_turns, parse_args, rate, redis_url
 from sharedq.cf import CouplingFacility, open_facility
+from sharedq.cf.redis import RedisFacility
 from sharedq.mq import QueueExists, QueueManager, structure_params
 
 SIZES = {"100b": 100, "4k": 4096}
-#: Cycles in one timed round, for sharedq and the baselines alike.
+#: Cycles in one timed round on memory, for sharedq and persist-queue alike.
 ROUND = 10_000
+#: Cycles in one timed round on Redis (quick, full), and rounds.
+REDIS_ROUND = (2_000, 10_000)
+REDIS_ROUNDS = (3, 6)
+#: Seconds the manager processes run together (quick, full).
+AGGREGATE_SECONDS = (1.5, 5.0)
 ADMIN = "BENCHADM"
 QUEUE = "BENCH.Q"
 DURABILITY = (
     "none on either side: sharedq memory backend (structures in process memory) vs "
     "persist-queue SQLiteAckQueue(':memory:', auto_commit=True) (in-memory SQLite)"
 )
+BASELINE_CLIENT = (
+    "the backend's own redis-py client: same URL and settings, hiredis parser, RESP2, "
+    "one connection"
+)
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--redis", metavar="URL", help="also measure on this Redis server")
+    parser.add_argument(
+        "--redis", metavar="URL", help="measure on this Redis server (default: a private one)"
+    )
     parser.add_argument(
         "--processes", default="1,2,4", help="manager processes for the aggregate (Redis)"
     )
@@ -88,14 +114,17 @@ def cycler(qm: QueueManager, body: bytes) -> Callable[[int], None]:
     return cycles
 
 
-def sharedq_runner(
-    url: str, body: bytes, qm_id: int = 1
-) -> tuple[Callable[[int], None], Callable[[], None]]:
-    facility = open_facility(url)
-    prepare_group(facility, len(body), 20_000)
+def start_manager(facility: CouplingFacility, body_bytes: int, qm_id: int = 1) -> QueueManager:
+    prepare_group(facility, body_bytes, 20_000)
     qm = QueueManager(facility, f"BENCH{qm_id}", qm_id, admin=ADMIN)
     with contextlib.suppress(QueueExists):  # another process may define it first
         qm.define_queue(QUEUE, max_depth=1_000_000)
+    return qm
+
+
+def sharedq_runner(url: str, body: bytes) -> tuple[Callable[[int], None], Callable[[], None]]:
+    facility = open_facility(url)
+    qm = start_manager(facility, len(body))
 
     def close() -> None:
         qm.close()
@@ -116,22 +145,6 @@ def persistqueue_runner(body: bytes, *, clear_every: int | None = None) -> Calla
             ack(get())
             if clear_every is not None and i % clear_every == 0:
                 queue.clear_acked_data()
-
-    return cycles
-
-
-def lpush_rpop_runner(url: str, body: bytes) -> Callable[[int], None]:
-    import redis
-
-    client = redis.Redis.from_url(url)
-    key = "sharedq-bench:lpush-rpop"
-    client.delete(key)
-
-    def cycles(n: int) -> None:
-        lpush, rpop = client.lpush, client.rpop
-        for _ in range(n):
-            lpush(key, body)
-            rpop(key)
 
     return cycles
 
@@ -192,66 +205,152 @@ def memory_figures(report: Report, n: int, rounds: int) -> None:
     report.add("cycles_per_round", n)
 
 
-def redis_figures(report: Report, url: str, n: int, rounds: int, processes: list[int]) -> None:
-    ratios = []
-    for label, size in SIZES.items():
-        body = b"x" * size
-        ours, close = sharedq_runner(url, body)
-        try:
-            mine, baseline = duel(ours, lpush_rpop_runner(url, body), n, rounds)
-        finally:
-            close()
-        ratios.append(mine / baseline)
-        report.add(f"redis_cycles_per_s_{label}", mine, "cycles/s")
-        report.add(f"redis_lpush_rpop_per_s_{label}", baseline, "cycles/s")
-        report.add(f"redis_ratio_vs_lpush_rpop_{label}", mine / baseline, "x")
-    report.add("redis_ratio_vs_lpush_rpop", min(ratios), "x", "target >= 0.4 (smaller of both)")
+# -- Redis ---------------------------------------------------------------------------------
+
+
+def _fcall_totals(facility: RedisFacility) -> tuple[int, int]:
+    """The server's function calls so far and the microseconds they took."""
+    stats: dict[str, Any] = facility.client.redis.info("commandstats")
+    fcall = stats.get("cmdstat_fcall", {})
+    return int(fcall.get("calls", 0)), int(fcall.get("usec", 0))
+
+
+def redis_figures(report: Report, url: str, quick: bool, processes: list[int]) -> None:
+    n, rounds = REDIS_ROUND[not quick], REDIS_ROUNDS[not quick]
+    report.add("redis_cycles_per_round", n)
+    ratios: list[tuple[float, float]] = []
+    with RedisFacility.from_url(url) as facility:
+        for label, size in SIZES.items():
+            ratios.append(redis_size_figures(report, facility, label, b"x" * size, n, rounds))
+    report.add(
+        "redis_ratio_vs_lpush_rpop",
+        min(api for api, _ in ratios),
+        "",
+        "target >= 0.4 (smaller of both sizes; baseline: redis-py client API)",
+    )
+    report.add(
+        "redis_ratio_vs_lpush_rpop_same_path",
+        min(lane for _, lane in ratios),
+        "",
+        "baseline over the backend's own connection path",
+    )
+    report.add("redis_baseline_client", BASELINE_CLIENT)
+    seconds = AGGREGATE_SECONDS[not quick]
     for count in processes:
+        plural = "manager" if count == 1 else "managers"
         report.add(
-            f"redis_aggregate_cycles_per_s_{count}_managers",
-            aggregate_rate(url, count, n),
+            f"redis_aggregate_cycles_per_s_{count}_{plural}",
+            aggregate_rate(url, count, seconds),
             "cycles/s",
-            "100-byte bodies",
+            f"{count} {plural} in processes of their own, one shared queue, 100-byte bodies",
         )
 
 
-def _process_worker(
-    url: str, qm_id: int, n: int, start: float, results: multiprocessing.Queue
+def redis_size_figures(
+    report: Report, facility: RedisFacility, label: str, body: bytes, n: int, rounds: int
+) -> tuple[float, float]:
+    """The cycle and both baselines with one body size; returns both ratios."""
+    if facility.exists(ADMIN):  # left by an earlier size, or run on a given server
+        facility.delete(ADMIN, force=True)
+    qm = start_manager(facility, len(body))
+    ours = cycler(qm, body)
+    public, lane = facility.client.redis, facility.client.command
+    baseline_key = "sharedq:bench:lpush-rpop"
+
+    def sharedq() -> None:
+        ours(n)
+
+    def lpush_rpop() -> None:
+        # The redis-py client API, as an application calls it.
+        for _ in range(n):
+            public.lpush(baseline_key, body)
+            public.rpop(baseline_key)
+
+    def lpush_rpop_same_path() -> None:
+        # The same commands over the backend's own per-thread connection path.
+        for _ in range(n):
+            lane("LPUSH", baseline_key, body)
+            lane("RPOP", baseline_key)
+
+    ours(500)
+    calls, usec = _fcall_totals(facility)
+    best = best_rates_in_turns(
+        n, {"ours": sharedq, "api": lpush_rpop, "lane": lpush_rpop_same_path}, rounds
+    )
+    calls_after, usec_after = _fcall_totals(facility)
+    qm.close()
+    facility.delete(ADMIN, force=True)
+    report.add(
+        f"redis_cycles_per_s_{label}",
+        best["ours"],
+        "cycles/s",
+        "put -> get -> commit: 4 requests, 4 round trips",
+    )
+    report.add(
+        f"redis_lpush_rpop_per_s_{label}", best["api"], "pairs/s", "LPUSH + RPOP, redis-py API"
+    )
+    report.add(
+        f"redis_lpush_rpop_same_path_per_s_{label}",
+        best["lane"],
+        "pairs/s",
+        "LPUSH + RPOP, the backend's connection path",
+    )
+    api, same_path = best["ours"] / best["api"], best["ours"] / best["lane"]
+    report.add(f"redis_ratio_vs_lpush_rpop_{label}", api)
+    report.add(f"redis_ratio_vs_lpush_rpop_same_path_{label}", same_path)
+    report.add(
+        f"redis_server_us_per_request_{label}",
+        (usec_after - usec) / max(1, calls_after - calls),
+        "us",
+        "server time of one sharedq function call",
+    )
+    return api, same_path
+
+
+def _manager_process(
+    url: str, qm_id: int, start: float, seconds: float, counts: Queue[int]
 ) -> None:
-    ours, close = sharedq_runner(url, b"x" * 100, qm_id)
-    ours(50)
-    while time.time() < start:
-        time.sleep(0.001)
-    began = time.perf_counter()
-    ours(n)
-    results.put((n, time.perf_counter() - began))
-    close()
+    """One manager in a process of its own: cycles until the common end, then its count."""
+    with open_facility(url) as facility:
+        qm = start_manager(facility, 100, qm_id)
+        cycles = cycler(qm, b"x" * 100)
+        cycles(50)
+        while time.time() < start:
+            time.sleep(0.001)
+        done = 0
+        while time.time() < start + seconds:
+            cycles(50)
+            done += 50
+        counts.put(done)
+        qm.close()
 
 
-def aggregate_rate(url: str, processes: int, n: int) -> float:
+def aggregate_rate(url: str, processes: int, seconds: float) -> float:
     """Cycles per second of ``processes`` managers, each in its own process, together."""
-    results: multiprocessing.Queue = multiprocessing.Queue()
-    start = time.time() + 2.0
+    with open_facility(url) as facility:  # the group, before the managers race for it
+        start_manager(facility, 100, 9).close()
+    context = multiprocessing.get_context("spawn")
+    counts: Queue[int] = context.Queue()
+    start = time.time() + 2.0  # after every process has started and connected
     workers = [
-        multiprocessing.Process(target=_process_worker, args=(url, 10 + i, n, start, results))
+        context.Process(target=_manager_process, args=(url, 10 + i, start, seconds, counts))
         for i in range(processes)
     ]
     for worker in workers:
         worker.start()
-    done = [results.get(timeout=600) for _ in workers]
+    total = sum(counts.get(timeout=300) for _ in workers)
     for worker in workers:
-        worker.join()
-    return sum(count for count, _ in done) / max(elapsed for _, elapsed in done)
+        worker.join(timeout=60)
+    return total / seconds
 
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0] if __doc__ else "mq cycle", _options)
-    n, rounds = ROUND, (2 if args.quick else 5)
     report = Report("sharedq.mq message cycle", args.quick)
-    memory_figures(report, n, rounds)
-    if args.redis:
-        counts = [int(c) for c in args.processes.split(",") if c]
-        redis_figures(report, args.redis, n, rounds, counts)
+    memory_figures(report, ROUND, 2 if args.quick else 5)
+    counts = [int(c) for c in args.processes.split(",") if c]
+    with redis_url(args.redis) as url:
+        redis_figures(report, url, args.quick, counts)
     report.emit(args.json)
 
 

@@ -26,11 +26,8 @@ settings.load_profile(os.getenv("HYPOTHESIS_PROFILE", "default"))
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     """A private redis-server shared by the session; flush it if a test needs it empty."""
-    server = RedisServer().start()
-    try:
+    with RedisServer() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -68,6 +68,12 @@ class RedisServer:
         state = "running" if self.running else "stopped"
         return f"<RedisServer port={self.port} {state}>"
 
+    def __enter__(self) -> RedisServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     @property
     def url(self) -> str:
         """``redis://`` URL of database 0, with the password if the server has one."""

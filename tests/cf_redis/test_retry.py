@@ -87,6 +87,7 @@ def test_a_delete_and_a_bulk_move_whose_replies_were_lost(
     proxy.drop_next_reply()
     deleted = conn.delete(ById(ids[0]))
     assert deleted is not None and deleted.entry.entry_id == ids[0]
+    assert deleted.entry.data == b"0"  # the first attempt's reply, data and all
     proxy.drop_next_reply()
     result = conn.move_entries([BulkMove(i, 2, increment_version=True) for i in ids[1:]])
     assert proxy.dropped == 2

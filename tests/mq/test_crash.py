@@ -4,13 +4,12 @@ For each point ``k`` of the workload (every structure request, before it runs an
 for changes, after), a fresh group runs the scenario with the victim stopped dead at
 ``k``; a peer declares it failed and recovers it, the victim restarts and resolves
 what is left, and :func:`recover_and_check` counts every message.  The same
-scenarios run with managers in separate processes on a shared backend through the
-harness's worker entry point.
+scenarios run with managers in separate processes on Redis, killed with SIGKILL, in
+``test_crash_processes.py``.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import signal
 import subprocess
@@ -19,58 +18,36 @@ from pathlib import Path
 
 import pytest
 
-from sharedq.cf.memory import MemoryFacility
-from sharedq.mq import QueueManager, SimulatedFailure
 from tests.mq.crash_harness import (
-    ADMIN,
     APP,
-    VICTIM,
-    VICTIM_ID,
-    Recorder,
     Scenario,
+    count_points,
     recover_and_check,
-    run_workload,
-    setup_group,
+    run_in_process,
 )
 from tests.mq.faults import CrashAt
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(scenario: Scenario, crash: CrashAt) -> tuple[list[str], MemoryFacility]:
-    facility = MemoryFacility()
-    setup_group(facility, scenario)
-    stream = io.StringIO()
-    try:
-        victim = QueueManager(
-            facility, VICTIM, VICTIM_ID, admin=ADMIN, structures=[APP], faults=crash
-        )
-        run_workload(victim, scenario, Recorder(stream))
-    except SimulatedFailure:
-        pass
-    return stream.getvalue().splitlines(), facility
-
-
-def _points(scenario: Scenario) -> int:
-    counter = CrashAt()
-    _lines, _ = _run(scenario, counter)
-    return counter.points
-
-
-@pytest.mark.parametrize("seed", [11, 12, 13])
-def test_victim_killed_at_every_request(seed: int) -> None:
-    scenario = Scenario.generate(seed)
-    total = _points(scenario)
+@pytest.mark.parametrize(("seed", "held"), [(11, 0), (12, 0), (13, 0), (21, 2)])
+def test_victim_killed_at_every_request(seed: int, held: int) -> None:
+    """With ``held`` units prepared and left in doubt before the crash: each stays in
+    doubt through peer recovery and ends as the coordinator decides at restart."""
+    scenario = Scenario.generate(seed, held=held)
+    total = count_points(scenario)
     assert total > 100
-    outcomes = {"uncertain": 0}
+    outcomes = {"uncertain": 0, "decided": 0}
     for k in range(1, total + 1):
-        lines, facility = _run(scenario, CrashAt(k))
+        lines, facility = run_in_process(scenario, CrashAt(k))
         try:
             verdict = recover_and_check(facility, scenario, lines)
         except AssertionError as error:
             raise AssertionError(f"seed {seed}, killed at point {k}/{total}: {error}") from None
         outcomes["uncertain"] += bool(verdict["uncertain"])
+        outcomes["decided"] += len(verdict["decided"])
     assert outcomes["uncertain"] > total // 2  # most points fall inside some unit
+    assert outcomes["decided"] > (total * held) // 2  # held units were in doubt
 
 
 @pytest.mark.parametrize("victim_point", [85, 119, 262, 300, 333])
@@ -81,13 +58,13 @@ def test_peer_killed_at_every_request_of_its_recovery(victim_point: int) -> None
     (119), a multi-structure descriptor set half written (262), a unit in "begin
     commit" (300), and one "in commit" with its first queue done (333)."""
     scenario = Scenario.generate(11)
-    lines, facility = _run(scenario, CrashAt(victim_point))
+    lines, facility = run_in_process(scenario, CrashAt(victim_point))
     counter = CrashAt()
     recover_and_check(facility, scenario, lines, peer_faults=counter)
     total = counter.points
     assert total > 10
     for k in range(1, total + 1):
-        lines, facility = _run(scenario, CrashAt(victim_point))
+        lines, facility = run_in_process(scenario, CrashAt(victim_point))
         try:
             recover_and_check(facility, scenario, lines, peer_faults=CrashAt(k))
         except AssertionError as error:
@@ -96,7 +73,7 @@ def test_peer_killed_at_every_request_of_its_recovery(victim_point: int) -> None
 
 def test_workload_without_a_crash_counts_right() -> None:
     scenario = Scenario.generate(5)
-    lines, facility = _run(scenario, CrashAt(None))
+    lines, facility = run_in_process(scenario, CrashAt(None))
     verdict = recover_and_check(facility, scenario, lines)
     assert verdict["uncertain"] == []
 
@@ -104,7 +81,7 @@ def test_workload_without_a_crash_counts_right() -> None:
 def test_check_catches_a_lost_message() -> None:
     """The count is not vacuous: a message deleted behind the managers' backs fails it."""
     scenario = Scenario.generate(6)
-    lines, facility = _run(scenario, CrashAt(None))
+    lines, facility = run_in_process(scenario, CrashAt(None))
     with facility.connect(APP, "VANDAL") as vandal:
         from sharedq.mq import keys
 

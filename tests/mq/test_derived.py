@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharedq.cf import StructureParams
-from sharedq.cf.memory import MemoryFacility
+from sharedq.cf import CouplingFacility, StructureParams
 from sharedq.mq import (
     IndexType,
     Inhibited,
@@ -229,9 +228,10 @@ def test_backout_count_from_version_capped_at_255(qm: QueueManager) -> None:
 
 
 @pytest.mark.parametrize(("element_size", "fits"), [(256, 65_280), (4096, 65_536)])
-def test_largest_message_an_entry_holds(element_size: int, fits: int) -> None:
+def test_largest_message_an_entry_holds(
+    facility: CouplingFacility, element_size: int, fits: int
+) -> None:
     """E4/E5: 255 elements of 256 bytes, or 16 of 4096; the header counts too."""
-    facility = MemoryFacility()
     facility.create(
         StructureParams.for_capacity(
             "BIG",
@@ -372,23 +372,39 @@ def test_expired_message_goes_to_expiry_list(qm: QueueManager, clock) -> None:
     assert expiry_list(qm, APP) == []
 
 
-def test_commit_redrives_bulk_requests(make_qm: MakeManager) -> None:
+def _bulk_budget(facility: CouplingFacility) -> int:
+    """The backend's default bulk budget: how many entries one bulk request handles
+    when not told (a delete of absent ids, allowed to be missing, changes nothing)."""
+    absent = [n.to_bytes(12, "big") for n in range(1, 5001)]
+    with facility.connect(APP, "PROBE") as probe:
+        result = probe.delete_entries(absent, missing_ok=True)
+    assert result.seqs == () and 0 < result.processed < len(absent)
+    return result.processed
+
+
+def test_commit_redrives_bulk_requests(make_qm: MakeManager, facility: CouplingFacility) -> None:
     """C3: a commit's bulk move stops at the structure's budget and is redriven from
     the first entry not processed; every entry moves exactly once."""
     from tests.mq.test_journal import Recording
 
+    budget = _bulk_budget(facility)
     journal = Recording()
     qm = make_qm(1, journal=journal)
     qm.define_queue("Q", structure=APP, max_depth=10_000)
     q = qm.open("Q")
     uow = qm.unit_of_work()
-    for i in range(1100):
+    total = budget + 76
+    for i in range(total):
         q.put(b"%04d" % i, uow=uow)
     journal.records.clear()
     uow.commit()
     moves = [r for r in journal.records if r["kind"].value == "commit-puts"]
-    assert [len(r["seqs"]) for r in moves] == [1024, 76]
-    assert len(committed(qm, "Q")) == 1100
+    assert [len(r["seqs"]) for r in moves] == [budget, 76]
+    # The redrive is the request's entries from the first one not processed.
+    first, redrive = (r["entries"] for r in moves)
+    assert len(first) == total and redrive == first[budget:]
+    assert len({e.entry_id for e in first}) == total
+    assert committed(qm, "Q") == [b"%04d" % i for i in range(total)]
 
 
 def test_commit_without_room_for_descriptors_backs_out(make_qm: MakeManager) -> None:

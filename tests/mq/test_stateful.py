@@ -12,13 +12,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
-from sharedq.cf.memory import MemoryFacility
+from sharedq.cf import CouplingFacility
 from sharedq.mq import ManualClock, NoMessageAvailable, QueueManager, structure_params
+from tests.mq.conftest import OpenFacility
 
 QUEUES = {"SQA": "SMADM", "SQB": "SMAPP"}
+#: Examples on Redis, as a share of the profile's number (all of them on memory):
+#: every request there is a round trip, and the conformance suite's differential and
+#: stateful tests already hold Redis to memory's behaviour request by request.
+REDIS_SHARE = 4
 
 
 @dataclass
@@ -42,9 +54,12 @@ class ModelUnit:
 
 
 class SharedQueues(RuleBasedStateMachine):
+    #: Opens an empty facility for each example (set by the test).
+    open_facility: OpenFacility
+
     def __init__(self) -> None:
         super().__init__()
-        self.facility = MemoryFacility()
+        self.facility: CouplingFacility = self.open_facility()
         self.facility.create(structure_params("SMADM", queues=4, managers=4, messages=500))
         self.facility.create(structure_params("SMAPP", queues=4, managers=4, messages=500))
         self.clock = ManualClock(tick=0.00001)
@@ -212,4 +227,14 @@ class SharedQueues(RuleBasedStateMachine):
             assert self.managers[0].open(queue).depth() == expected
 
 
-TestSharedQueues = SharedQueues.TestCase
+def test_shared_queues_match_the_model(backend: str, open_backend: OpenFacility) -> None:
+    machine = type(
+        "SharedQueuesOn" + backend.title(),
+        (SharedQueues,),
+        {"open_facility": staticmethod(open_backend)},
+    )
+    examples = settings().max_examples
+    if backend == "redis":
+        examples = max(1, examples // REDIS_SHARE)
+    tuned = settings(max_examples=examples)
+    run_state_machine_as_test(machine, settings=tuned)

@@ -76,21 +76,20 @@ def as_retry(header: bytes) -> bytes:
     return header[:17] + b"1" + header[18:]
 
 
-def entry_of(record: bytes) -> ListEntry:
-    """The entry a packed record holds."""
+def entry_of(record: bytes, data: bytes) -> ListEntry:
+    """The entry a packed record and its data (kept apart on the server) make."""
     entry_id, list_number, key, version, elements, adjunct_len, skey_len = _RECORD.unpack_from(
         record
     )
     skey_at = _HEADER + adjunct_len
-    data_at = skey_at + skey_len
     return _entry(
         (
             entry_id,
             list_number,
             key,
-            record[data_at:],
+            data,
             record[_HEADER:skey_at],
-            record[skey_at:data_at] if skey_len else None,
+            record[skey_at : skey_at + skey_len] if skey_len else None,
             version,
             elements,
         )

@@ -202,10 +202,10 @@ class RedisListStructure(ListStructure):
         return _change((seq, entry))
 
     def read(self, locator: Locator) -> ListEntry | None:
-        record = self._run(
+        reply = self._run(
             scripts.READ, self._key, [self._reader, pack_locator(locator, self._list_count)]
         )
-        return None if record is None else entry_of(record)
+        return None if reply is None else entry_of(*reply)
 
     def move(
         self,
@@ -259,7 +259,7 @@ class RedisListStructure(ListStructure):
         if not_locked:
             args.extend(v.check_locks(not_locked, self._lock_count))
         reply = self._run(scripts.MOVE, self._key, args)
-        return None if reply is None else _change((reply[0], entry_of(reply[1])))
+        return None if reply is None else _change((reply[0], entry_of(reply[1], reply[2])))
 
     def delete(
         self,
@@ -278,7 +278,7 @@ class RedisListStructure(ListStructure):
         if not_locked:
             args.extend(v.check_locks(not_locked, self._lock_count))
         reply = self._run(scripts.DELETE, self._key, args)
-        return None if reply is None else _change((reply[0], entry_of(reply[1])))
+        return None if reply is None else _change((reply[0], entry_of(reply[1], reply[2])))
 
     def update(
         self,
@@ -321,7 +321,7 @@ class RedisListStructure(ListStructure):
                 *locks,
             ],
         )
-        return None if reply is None else _change((reply[0], entry_of(reply[1])))
+        return None if reply is None else _change((reply[0], entry_of(reply[1], reply[2])))
 
     # -- bulk requests ----------------------------------------------------------------
 
@@ -405,12 +405,13 @@ class RedisListStructure(ListStructure):
         self, page: list[bytes], list_number: int, low: bytes, high: bytes, with_data: bool
     ) -> Iterator[ListEntry]:
         # Each page starts after the last member of the one before, so entries present
-        # throughout are returned once however the list changes between pages.
+        # throughout are returned once however the list changes between pages.  A page
+        # is record, data, record, data...
         while True:
-            yield from map(entry_of, page)
-            if len(page) < SCAN_PAGE:
+            yield from map(entry_of, page[::2], page[1::2])
+            if len(page) < 2 * SCAN_PAGE:
                 return
-            after = codec.member_of(page[-1])
+            after = codec.member_of(page[-2])
             page = self._scan_page(list_number, low, high, after, with_data)
 
     # -- list controls and locks ----------------------------------------------------------

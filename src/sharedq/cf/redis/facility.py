@@ -27,6 +27,9 @@ RENEWALS_PER_LEASE = 5
 MAX_SEQUENCE_FLOOR = 2**52
 #: The header of a function called for no particular user.
 _NO_USER = codec.reader_header(0, bytes(16))
+#: How this version keeps a structure (``fmt`` in its meta hash): 2, entry data apart
+#: from the entry records.  Connecting to a structure kept otherwise is refused.
+STORAGE_FORMAT = b"2"
 
 
 def _describe(params: StructureParams, sequence_floor: int) -> str:
@@ -90,6 +93,7 @@ class RedisFacility(CouplingFacility):
                 max_emcs=capacity.max_emcs,
             ),
             b"nu", 0, b"mid", 0,
+            b"fmt", STORAGE_FORMAT,
         ]  # fmt: skip
         reply = self.client.run(scripts.CREATE, keys.meta_key(params.name), [_NO_USER, *fields])
         return codec.stats_of(params.name, params.list_count, params.element_size, reply)
@@ -120,7 +124,7 @@ class RedisFacility(CouplingFacility):
         user_id, token, list_count, element_size, lock_count = self.client.run(
             scripts.ATTACH,
             keys.meta_key(name),
-            [_NO_USER, user_name, os.urandom(8), self.lease_ms],
+            [_NO_USER, user_name, os.urandom(8), self.lease_ms, STORAGE_FORMAT],
         )
         structure = RedisListStructure(
             self,

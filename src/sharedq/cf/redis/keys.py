@@ -10,7 +10,9 @@ Keys (``<n>`` a list number, ``<u>`` a user id):
 ``m``          hash        parameters; packed counters (``c``: seq, entries, elements,
                            EMCs and their maximums) and list controls (``L<n>``); user
                            names (``n<u>``); kept results (``q<u>:<channel>``)
-``e``          hash        entry id -> entry record
+``e``          hash        entry id -> entry record (key, list, version, adjunct...)
+``d``          hash        entry id -> entry data, for entries that have data (kept
+                           apart, so that a move or re-key never copies it)
 ``l:<n>``      sorted set  list ``n``: members key(16) ordinal(8) id(12), all score 0,
                            so that lexicographic order is the list's order
 ``s``          sorted set  secondary-key index: list(2) length(1) key member(36)

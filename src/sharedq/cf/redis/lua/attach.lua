@@ -1,11 +1,17 @@
 -- connect: attach a user by name.  A failed user of that name (or one whose lease
 -- lapsed) is reattached with its id, monitors, events and locks; otherwise the lowest
 -- free id is taken.  Idempotent: resent after a lost reply, it finds its own token.
--- ARGV[2..]: user name, 8 random bytes for the token, lease in milliseconds.
+-- ARGV[2..]: user name, 8 random bytes for the token, lease in milliseconds, the
+-- storage format the client keeps structures in ('fmt' in the meta hash).
 -- Reply: user id, token, list count, element size, lock count.
 local name, lease = ARGV[2], tonumber(ARGV[4])
-local meta = redis.call('HMGET', M, 'inst', 'c', 'lc', 'es', 'lk')
+local meta = redis.call('HMGET', M, 'inst', 'c', 'lc', 'es', 'lk', 'fmt')
 if not meta[1] then fail(NO_SUCH_STRUCTURE, 'no structure ' .. structure_name()) end
+if meta[6] ~= ARGV[5] then
+  fail(SERVER_UNSUITABLE, 'structure ' .. structure_name() .. ' is kept in format '
+    .. (meta[6] or '1') .. ', not ' .. ARGV[5] .. ': it was made by another sharedq version; '
+    .. 'delete it and create it again (the recovery log rebuilds its contents)')
+end
 local token = meta[1] .. ARGV[3]
 local fields = {}
 for u = 1, 32 do fields[u] = 'n' .. u end

@@ -1,4 +1,4 @@
--- delete: delete the located entry; the reply carries it as it was.
+-- delete: delete the located entry; the reply carries it as it was (record, data).
 -- ARGV[2]: packed locator.  ARGV[3]: options (see options()).  ARGV[4..]: lock numbers.
 local done = recorded()
 if done then return done end
@@ -15,11 +15,13 @@ check_version(r, o.expect_version)
 check_conditions(4, #ARGV, list, o.expect_authority, l[LIST_AUTHORITY])
 local seq = c[SEQ] + 1
 local elements = rec_elements(r)
+local data = rec_data(r)
 unplace(r, l[LIST_MONITORS] > 0)
 redis.call('HDEL', E, rec_id(r))
+if elements > 0 then redis.call('HDEL', D, rec_id(r)) end
 c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] - 1, c[ELEMENTS] - elements
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] - elements
 redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l),
-  kept_change(seq, r))
+  kept_change(seq, r, data))
 notify(seq)
-return {seq, r}
+return {seq, r, data}

@@ -17,7 +17,7 @@ if ARGV[2] ~= '1' then
       .. table.concat(active, ', '))
   end
 end
-local keys = {M, E, S, K}
+local keys = {M, E, D, S, K}
 for n = 0, tonumber(lists) - 1 do
   keys[#keys + 1] = list_key(n)
   keys[#keys + 1] = P .. 'w:' .. n

@@ -32,15 +32,16 @@ local moved = moved_rec(r, to, o.key or rec_key(r), ordinal(seq, o.head), versio
 unplace(r, source[LIST_MONITORS] > 0)
 redis.call('HSET', E, rec_id(r), moved)
 place(moved, target[LIST_MONITORS] > 0)
+local data = rec_data(r)
 c[SEQ] = seq
 if to ~= from then
   local elements = rec_elements(r)
   source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
   target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
   redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source),
-    'L' .. to, packed_controls(target), kept_change(seq, moved))
+    'L' .. to, packed_controls(target), kept_change(seq, moved, data))
 else
-  redis.call('HSET', M, 'c', packed_counters(c), kept_change(seq, moved))
+  redis.call('HSET', M, 'c', packed_counters(c), kept_change(seq, moved, data))
 end
 notify(seq)
-return {seq, moved}
+return {seq, moved, data}

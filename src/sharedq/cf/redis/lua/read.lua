@@ -1,5 +1,7 @@
 -- flags: no-writes
--- read: the located entry's record, or nil.
+-- read: the located entry's record and data, or nil.
 -- ARGV[2]: packed locator.
 open()
-return locate_packed(ARGV[2]) or false
+local r = locate_packed(ARGV[2])
+if not r then return false end
+return {r, rec_data(r)}

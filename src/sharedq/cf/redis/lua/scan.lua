@@ -1,7 +1,8 @@
 -- flags: no-writes
 -- scan: one page of a list's entries with keys in [low, high], in list order.
 -- ARGV[2..]: list, low key, high key, the member after which to start ('' from low),
--- page size, with_data ('1').  The client pages on from the last record's member.
+-- page size, with_data ('1').  The reply: record, data ('' without data), record...
+-- The client pages on from the last record's member.
 open()
 local from = '[' .. ARGV[3]
 if ARGV[5] ~= '' then from = '(' .. ARGV[5] end
@@ -11,10 +12,10 @@ if #members == 0 then return {} end
 local ids = {}
 for i, member in ipairs(members) do ids[i] = string.sub(member, 25, 36) end
 local records = redis.call('HMGET', E, unpack(ids))
-if ARGV[7] ~= '1' then
-  for i, r in ipairs(records) do
-    local al, sl = string.byte(r, 48, 49)
-    records[i] = string.sub(r, 1, 49 + al + sl)
-  end
+local data = {}
+if ARGV[7] == '1' then data = redis.call('HMGET', D, unpack(ids)) end
+local reply = {}
+for i, r in ipairs(records) do
+  reply[2 * i - 1], reply[2 * i] = r, data[i] or ''
 end
-return records
+return reply

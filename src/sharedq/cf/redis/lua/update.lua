@@ -24,16 +24,26 @@ end
 local version = new_version(r, o.version, false)
 local seq = c[SEQ] + 1
 local al, sl = string.byte(r, 48, 49)
-local adjunct, data = string.sub(r, 50, 49 + al), string.sub(r, 50 + al + sl)
+local adjunct = string.sub(r, 50, 49 + al)
 if ARGV[5] ~= 'u' then adjunct = string.sub(ARGV[5], 2) end
-if ARGV[4] ~= 'u' then data = string.sub(ARGV[4], 2) end
 local skey = string.sub(r, 50 + al, 49 + al + sl)
 local updated = string.sub(r, 1, 38) .. version .. string.char(elements, #adjunct, #skey)
-  .. adjunct .. skey .. data
+  .. adjunct .. skey
+local data
+if ARGV[4] == 'u' then
+  data = rec_data(r)
+else
+  data = string.sub(ARGV[4], 2)
+  if elements > 0 then
+    redis.call('HSET', D, rec_id(r), data)
+  elseif old > 0 then
+    redis.call('HDEL', D, rec_id(r))
+  end
+end
 redis.call('HSET', E, rec_id(r), updated)
 c[SEQ], c[ELEMENTS] = seq, c[ELEMENTS] + elements - old
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements - old
 if o.increment_authority then l[LIST_AUTHORITY] = l[LIST_AUTHORITY] + 1 end
 redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l),
-  kept_change(seq, updated))
-return {seq, updated}
+  kept_change(seq, updated, data))
+return {seq, updated, data}

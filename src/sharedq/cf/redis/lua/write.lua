@@ -2,7 +2,7 @@
 -- ARGV[2]: list(2) key(16) version(8) flags(1: 1 head, 2 ignore_limit, 4 expect
 -- authority) elements(1) expected authority(8) adjunct length(1) secondary key
 -- length(1) entry id length(1, 0: generate one), then adjunct, secondary key, id.
--- ARGV[3]: data.  ARGV[4..]: lock numbers.
+-- ARGV[3]: data (kept in D when there is any).  ARGV[4..]: lock numbers.
 local done = recorded()
 if done then return done end
 local spec = ARGV[2]
@@ -36,7 +36,7 @@ local seq = c[SEQ] + 1
 local generated = id == ''
 if generated then id = '\0\0\0\0' .. be(seq, 8) end
 local r = make_rec(id, list, key, ordinal(seq, bit.band(flags, 1) ~= 0), version, elements,
-  adjunct, skey, ARGV[3])
+  adjunct, skey)
 -- A generated id is new unless a caller chose one of that shape: HSETNX checks that
 -- and, when it holds, is the first write.
 if generated then
@@ -46,6 +46,7 @@ if generated then
 else
   redis.call('HSET', E, id, r)
 end
+if elements > 0 then redis.call('HSET', D, id, ARGV[3]) end
 c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] + 1, c[ELEMENTS] + elements
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
 redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l), kept_seq(seq))
