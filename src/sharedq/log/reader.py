@@ -154,7 +154,8 @@ class LogReader:
             w for w in self._layout.writers() if selection.writers is None or w in selection.writers
         ]
         listed = {w: self._layout.segments(w) for w in writers}
-        all_sets = self._datasets(strict)
+        seen: set[Path] = set()
+        all_sets = self._datasets(strict, seen)
         covered: dict[str, list[tuple[int, int]]] = {}
         for meta in all_sets:
             covered.setdefault(meta.writer, []).append((meta.first_lsn, meta.last_lsn))
@@ -171,16 +172,17 @@ class LogReader:
                     continue
                 staging.append(records)
         # Any data set written since the listing holds segments that vanished: take it.
-        known = {meta.path for meta in all_sets}
-        for meta in self._datasets(strict):
-            if meta.path not in known:
-                all_sets.append(meta)
+        all_sets.extend(self._datasets(strict, seen))
         datasets = [m for m in all_sets if self._wanted(m, selection)]
         return staging, datasets
 
-    def _datasets(self, strict: bool) -> list[DatasetMeta]:
+    def _datasets(self, strict: bool, seen: set[Path]) -> list[DatasetMeta]:
+        """The data sets not ``seen`` yet (and now seen); unreadable ones are reported."""
         found = []
         for _, path in self._layout.dataset_files():
+            if path in seen:
+                continue
+            seen.add(path)
             meta = self._space.dataset_meta(path)
             if meta is None:
                 if path.exists():
