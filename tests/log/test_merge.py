@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import random
 import threading
@@ -15,7 +16,7 @@ from .conftest import MakeStream, MakeStructure, eid, key
 
 
 def _sorted_by_position(records: list[LogRecord]) -> bool:
-    return all(a.position < b.position for a, b in zip(records, records[1:], strict=False))
+    return all(a.position < b.position for a, b in itertools.pairwise(records))
 
 
 def _server(
@@ -79,7 +80,7 @@ def test_writers_in_threads_merge_into_structure_order(
     assert [r.seq for r in changes] == sorted(s for per in seqs for s in per)
     assert _sorted_by_position(records)
     # and each other record follows the change whose seq it carries
-    for before, record in zip(records, records[1:], strict=False):
+    for before, record in itertools.pairwise(records):
         if record.op == ChangeOp.NONE and before.op != ChangeOp.NONE:
             assert before.seq <= record.seq
 

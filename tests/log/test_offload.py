@@ -126,7 +126,7 @@ def test_a_crash_between_data_set_and_segment_deletion_duplicates_nothing(
     saved = stream.root / "saved"
     shutil.copytree(stream.layout.writer_dir("QM1"), saved, ignore=shutil.ignore_patterns(".lock"))
     w.offload()
-    for first, path in closed[:-1]:
+    for _first, path in closed[:-1]:
         shutil.copy(saved / path.name, path)
     # Then each record is read once
     assert [r.seq for r in stream.records()] == list(range(1, 300))
