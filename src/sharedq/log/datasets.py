@@ -116,11 +116,13 @@ def write_dataset(
     fd = os.open(tmp, os.O_RDONLY)
     try:
         os.fsync(fd)
+        size = os.fstat(fd).st_size
     finally:
         os.close(fd)
     os.replace(tmp, final)
     fsync_dir(layout.datasets)
-    return DatasetMeta(final, writer, first, last, len(records), ranges, final.stat().st_size)
+    # (a purge may remove it at once when all of it is below the retention point)
+    return DatasetMeta(final, writer, first, last, len(records), ranges, size)
 
 
 def read_dataset_meta(path: Path) -> DatasetMeta:

@@ -104,7 +104,10 @@ def offload_segments(
             removed.append(path)
             freed += size
             continue
-        contents = read_segment(path)
+        try:
+            contents = read_segment(path)
+        except FileNotFoundError:
+            continue  # purged meanwhile (all its records were below the retention point)
         if contents.damage is not None:
             damages.append(contents.damage)
             logger.error("offload of a damaged segment: %s", contents.damage)

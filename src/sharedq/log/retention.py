@@ -120,6 +120,7 @@ class LogSpace:
         self._local = threading.local()
         self._size = 0
         self._generation = 0
+        self._handler_failed = False
         self._handler: LogFullHandler | None = None
         # Footers of data sets and ranges of closed segments: both files are immutable,
         # so a (path, size) key stays valid until the file is removed.
@@ -173,8 +174,9 @@ class LogSpace:
     def make_room(self, writer: str, nbytes: int) -> None:
         """Purge, then call the handler and purge again, until ``nbytes`` fit; else LogFull.
 
-        One thread at a time runs this; a thread that waited while another ran the
-        handler does not run it again but re-measures and, if still full, fails.
+        One thread at a time runs this.  A thread that waited while another ran the
+        handler re-measures first; it runs the handler again only if that run made room
+        (the log filled up again since), never after a run that could not.
         """
         seen = self._generation
         with self._full_lock:
@@ -185,7 +187,8 @@ class LogSpace:
             if self.fits(nbytes):
                 return
             handler = self._handler
-            if handler is not None and self._generation == seen:
+            retry = self._generation == seen or not self._handler_failed
+            if handler is not None and retry:
                 self._generation += 1
                 assert self._config.max_bytes is not None
                 event = LogFullEvent(writer, nbytes, self._size, self._config.max_bytes)
@@ -198,6 +201,7 @@ class LogSpace:
                     handler,
                 )
                 self._local.active = True
+                self._handler_failed = True
                 try:
                     handler(event)
                 except Exception as exc:
@@ -207,6 +211,7 @@ class LogSpace:
                     self._local.active = False
                 self.purge()
                 if self.fits(nbytes):
+                    self._handler_failed = False
                     return
             raise self._full(writer, nbytes, "deleting records no longer needed did not make room")
 
@@ -265,12 +270,12 @@ class LogSpace:
         """A closed segment's ranges; ``None`` when it is damaged (kept for the operator)."""
         try:
             size = path.stat().st_size
+            cached = self._range_cache.get((path, size))
+            if cached is not None:
+                return cached
+            contents = read_segment(path)
         except FileNotFoundError:
-            return None
-        cached = self._range_cache.get((path, size))
-        if cached is not None:
-            return cached
-        contents = read_segment(path)
+            return None  # offloaded or purged by another writer meanwhile
         if contents.damage is not None:
             return None
         ranges = seq_ranges(contents.records)
