@@ -44,7 +44,7 @@ def _fill(stream: LogStream, writer: str, count: int, first_seq: int, step: int 
                 entry_id=eid(seq),
                 list_number=n % 4,
                 key=key(seq),
-                data=bytes([0xA0 + n % 16]) * (n * 7 % 90),
+                data=bytes([0xA0 + n % 16]) * (n * 7 % 40),
                 uow=b"U" * 8,
             )
             if n % 10 == 9:
@@ -90,11 +90,11 @@ class Damaged:
             config=LogConfig(**{**SMALL, **ONE_SEGMENT}),
             clock=StepClock(),
         )
-        _fill(self.stream, "QM1", 40, 100)
+        _fill(self.stream, "QM1", 30, 100)
         [(_, self.path)] = self.stream.layout.segments("QM1")
         self.original = self.path.read_bytes()
         self.records = list(self.stream.records())
-        assert len(self.records) == 44
+        assert len(self.records) == 33
         assert _frame_ends(self.original)
 
     def check(self, damaged: bytes) -> None:

@@ -81,25 +81,29 @@ def apply_record(structure: ListStructure, record: LogRecord) -> bool:
                 ignore_limit=True,
             )
         elif op == _MOVE:
+            version = record.version
+            if version is None and record.increment_version:
+                version = _incremented(structure, record, 1)
             structure.move(
                 ById(_req(record.entry_id)),
                 _req(record.list_number),
                 new_key=record.key,
                 new_secondary_key=record.secondary_key if record.set_secondary_key else UNCHANGED,
-                set_version=record.version,
-                increment_version=bool(record.increment_version) and record.version is None,
+                set_version=version,
                 position=Position.HEAD if record.at_head else Position.TAIL,
                 ignore_limit=True,
             )
         elif op == _DELETE:
             structure.delete(ById(_req(record.entry_id)))
         elif op == _UPDATE:
+            version = record.version
+            if version is None and record.increment_version:
+                version = _incremented(structure, record, 1)
             structure.update(
                 ById(_req(record.entry_id)),
                 data=UNCHANGED if record.data is None else record.data,
                 adjunct=UNCHANGED if record.adjunct is None else record.adjunct,
-                set_version=record.version,
-                increment_version=bool(record.increment_version) and record.version is None,
+                set_version=version,
                 increment_authority=bool(record.increment_authority),
             )
         elif op == _CONTROLS:
@@ -253,7 +257,7 @@ class _Fold:
             net.version, net.incs = record.version, 0
         elif record.increment_version:
             if net.version is not None:
-                net.version = (net.version + 1) & MAX_VERSION
+                net.version = min(net.version + 1, MAX_VERSION)  # saturates, as bulk moves do
             else:
                 net.incs += 1
 
@@ -305,11 +309,9 @@ class _Fold:
         version = net.version
         if version is None and net.incs:
             try:
-                current = structure.read(ById(entry_id))
+                version = net.version = _incremented(structure, net.record, net.incs)
             except CFError as exc:
                 raise _failed(net.record, exc) from exc
-            assert current is not None
-            version = net.version = (current.version + net.incs) & MAX_VERSION
         if net.data is None and net.adjunct is None and (version is None or net.placed_at):
             return 0  # nothing in place; a placement will set the version
         try:
@@ -348,6 +350,19 @@ class _Fold:
                 position=position,
                 ignore_limit=True,
             )
+
+
+def _incremented(structure: ListStructure, record: LogRecord, increments: int) -> int:
+    """The entry's version after ``increments`` increments, stopping at the largest.
+
+    A logged increment (a bulk move's ``increment_version``) has no absolute value;
+    replay reads the entry's version and sets the result, saturating at the largest
+    version as ``move_entries`` does.
+    """
+    entry = structure.read(ById(_req(record.entry_id)))
+    if entry is None:  # pragma: no cover - ById raises instead
+        raise _failed(record, "entry not found")
+    return min(entry.version + increments, MAX_VERSION)
 
 
 def _first(item: tuple[int, bytes, _Net]) -> int:
