@@ -16,7 +16,7 @@ therefore pass every message through the same call.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from sharedq.cf.types import UNCHANGED, BulkMove, BulkResult, Change, Position, Unchanged
@@ -39,6 +39,18 @@ INC_AUTHORITY, IGNORE_LIMIT, PAYLOAD = (
 )
 _MESSAGE_FIRST = _I["uow"]
 _FIELD_COUNT = len(FIELD_NAMES)
+#: What a helper checks before writing: what its caller gave.  The entry's fields come
+#: from the structure, which has checked them already (and a failed check here would
+#: cost every append a microsecond or two).
+CALLER_FIELDS = (
+    TYPE,
+    _I["structure"],
+    FROM_LIST,
+    *range(_MESSAGE_FIRST, _MESSAGE_FIRST + 6),
+    PAYLOAD,
+)
+_CONTROL_FIELDS = (*CALLER_FIELDS, SEQ, LIST, LIMIT)
+_EVENT_FIELDS = (*CALLER_FIELDS, SEQ)
 
 
 class MessageInfo(NamedTuple):
@@ -75,7 +87,13 @@ class ChangeLogging(ABC):
 
     @abstractmethod
     def _emit(
-        self, values: list[Any], *, structure: str | None, payload: Any, commit: bool
+        self,
+        values: list[Any],
+        *,
+        structure: str | None,
+        payload: Any,
+        commit: bool,
+        check: Iterable[int],
     ) -> LogPosition:
         """Fill in writer, lsn, time, structure and default seq; write; sync per policy."""
 
@@ -107,7 +125,9 @@ class ChangeLogging(ABC):
         values[ADJUNCT] = entry.adjunct
         values[AT_HEAD] = position is Position.HEAD
         values[IGNORE_LIMIT] = ignore_limit
-        return self._emit(values, structure=structure, payload=payload, commit=commit)
+        return self._emit(
+            values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
+        )
 
     def log_move(
         self,
@@ -140,7 +160,9 @@ class ChangeLogging(ABC):
         values[VERSION] = entry.version
         values[AT_HEAD] = position is Position.HEAD
         values[IGNORE_LIMIT] = ignore_limit
-        return self._emit(values, structure=structure, payload=payload, commit=commit)
+        return self._emit(
+            values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
+        )
 
     def log_delete(
         self,
@@ -162,7 +184,9 @@ class ChangeLogging(ABC):
         values[LIST] = entry.list_number
         values[KEY] = entry.key
         values[VERSION] = entry.version
-        return self._emit(values, structure=structure, payload=payload, commit=commit)
+        return self._emit(
+            values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
+        )
 
     def log_update(
         self,
@@ -192,7 +216,9 @@ class ChangeLogging(ABC):
         if adjunct_changed:
             values[ADJUNCT] = entry.adjunct
         values[INC_AUTHORITY] = increment_authority
-        return self._emit(values, structure=structure, payload=payload, commit=commit)
+        return self._emit(
+            values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
+        )
 
     def log_list_controls(
         self,
@@ -213,7 +239,9 @@ class ChangeLogging(ABC):
         if not isinstance(limit, Unchanged):
             values[LIMIT] = LIMIT_NONE if limit is None else limit
         values[INC_AUTHORITY] = increment_authority
-        return self._emit(values, structure=structure, payload=payload, commit=commit)
+        return self._emit(
+            values, structure=structure, payload=payload, commit=commit, check=_CONTROL_FIELDS
+        )
 
     def log_bulk_move(
         self,
@@ -253,7 +281,13 @@ class ChangeLogging(ABC):
             values[IGNORE_LIMIT] = ignore_limit
             last = number == len(handled) - 1
             positions.append(
-                self._emit(values, structure=structure, payload=None, commit=commit and last)
+                self._emit(
+                    values,
+                    structure=structure,
+                    payload=None,
+                    commit=commit and last,
+                    check=CALLER_FIELDS,
+                )
             )
         return positions
 
@@ -279,7 +313,13 @@ class ChangeLogging(ABC):
             values[ENTRY_ID] = entry_id
             last = number == len(handled) - 1
             positions.append(
-                self._emit(values, structure=structure, payload=None, commit=commit and last)
+                self._emit(
+                    values,
+                    structure=structure,
+                    payload=None,
+                    commit=commit and last,
+                    check=CALLER_FIELDS,
+                )
             )
         return positions
 
@@ -301,7 +341,9 @@ class ChangeLogging(ABC):
         """
         values = blank(record_type, ChangeOp.NONE, message)
         values[SEQ] = seq
-        return self._emit(values, structure=structure, payload=payload, commit=commit)
+        return self._emit(
+            values, structure=structure, payload=payload, commit=commit, check=_EVENT_FIELDS
+        )
 
 
 def _handled(items: Sequence[Any], result: BulkResult) -> list[tuple[int, Any, int]]:

@@ -26,6 +26,7 @@ a prefix of the record, a list of records sorts by plain tuple comparison.
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -380,20 +381,27 @@ _CHECKS: list[tuple[Field, type, int, int, frozenset[int] | None]] = [
 ]
 
 
-def check_values(values: list[Any] | tuple[Any, ...]) -> None:
-    """Raise ``InvalidLogRequest`` unless ``values`` are a storable record.
+#: Every field's index.
+ALL_FIELDS = range(len(FIELDS))
+_REQUIRED = frozenset(index for index, field in enumerate(FIELDS) if not field.nullable)
+
+
+def check_values(values: list[Any] | tuple[Any, ...], indexes: Iterable[int] = ALL_FIELDS) -> None:
+    """Raise ``InvalidLogRequest`` unless ``values`` (at ``indexes``) are storable.
 
     Checked at append time because a value of the wrong type or size would otherwise
     be found only when offload converts it to Parquet, long after the caller left.
     """
     problem = None
-    for index, (field, kind, least, most, codes) in enumerate(_CHECKS):
+    for index in indexes:
         value: Any = values[index]
         if value is None:
-            if not field.nullable:
+            if index in _REQUIRED:
+                field = FIELDS[index]
                 problem = "is required"
                 break
             continue
+        field, kind, least, most, codes = _CHECKS[index]
         if type(value) is not kind:
             problem = f"must be {kind.__name__}, not {type(value).__name__}"
             break

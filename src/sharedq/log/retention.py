@@ -122,6 +122,7 @@ class LogSpace:
         self._generation = 0
         self._handler_failed = False
         self._handler: LogFullHandler | None = None
+        self._max_bytes = config.max_bytes
         # Footers of data sets and ranges of closed segments: both files are immutable,
         # so a (path, size) key stays valid until the file is removed.
         self._meta_cache: dict[tuple[Path, int], DatasetMeta] = {}
@@ -136,8 +137,10 @@ class LogSpace:
         return self._size
 
     def add(self, delta: int) -> None:
-        with self._lock:
-            self._size += delta
+        # No lock: appends call this under their writer's lock only, and a count lost to
+        # a race between writers is corrected by the next measurement (each segment
+        # switch); a lock here would cost every append.
+        self._size += delta
 
     def refresh(self) -> int:
         """Measure the stream's size from its directories (staging and data sets)."""
@@ -159,7 +162,7 @@ class LogSpace:
 
     def fits(self, nbytes: int) -> bool:
         """Whether ``nbytes`` more may be appended now (always, in the handler's thread)."""
-        limit = self._config.max_bytes
+        limit = self._max_bytes
         return limit is None or self._size + nbytes <= limit or self.in_handler
 
     @property

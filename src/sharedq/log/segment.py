@@ -85,8 +85,6 @@ class SegmentFile:
         self.size = size
         #: The last lsn written to it (``first_lsn - 1`` while empty).
         self.last_lsn = first_lsn - 1
-        #: Per structure, the seqs of the records in it.
-        self.ranges: SeqRanges = {}
         #: A failed write could not be undone: nothing more may be appended.
         self.broken = False
 
@@ -128,7 +126,6 @@ class SegmentFile:
         segment = cls(path, contents.first_lsn, fd, size)
         if contents.records:
             segment.last_lsn = contents.records[-1].lsn
-            segment.ranges = seq_ranges(contents.records)
         return segment
 
     def write(self, frame: bytes) -> None:

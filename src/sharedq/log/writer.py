@@ -22,8 +22,10 @@ import fcntl
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TextIO
+
+import msgpack
 
 from sharedq.log.changes import ChangeLogging, blank
 from sharedq.log.codec import FRAME_HEADER_BYTES, MAX_BODY_BYTES, Damage, encode_frame
@@ -33,6 +35,7 @@ from sharedq.log.errors import LogError, LogReason, log_error
 from sharedq.log.layout import Layout, check_writer_name, segment_name, take_ownership
 from sharedq.log.offload import Offloader, OffloadResult, choose_segments, offload_segments
 from sharedq.log.records import (
+    ALL_FIELDS,
     FIELD_NAMES,
     ChangeOp,
     LogPosition,
@@ -97,6 +100,11 @@ class LogWriter(ChangeLogging):
         self._written_lsn = self._next_lsn - 1
         self._durable_lsn = self._written_lsn
         self._staging = self._measure_staging()
+        # Settings read on every append, kept at hand.
+        self._segment_bytes = config.segment_bytes
+        self._high_bytes = config.high_offload_bytes
+        self._sync_each = config.durability.mode is DurabilityMode.EVERY_RECORD
+        self._packer = msgpack.Packer(use_bin_type=True)
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         durability = config.durability
@@ -238,10 +246,18 @@ class LogWriter(ChangeLogging):
             persistent,
             None,
         )
-        return self._emit(values, structure=structure, payload=payload, commit=commit)
+        return self._emit(
+            values, structure=structure, payload=payload, commit=commit, check=ALL_FIELDS
+        )
 
     def _emit(
-        self, values: list[Any], *, structure: str | None, payload: Any, commit: bool
+        self,
+        values: list[Any],
+        *,
+        structure: str | None,
+        payload: Any,
+        commit: bool,
+        check: Iterable[int],
     ) -> LogPosition:
         name = structure if structure is not None else self.structure
         values[_WRITER] = self.name
@@ -256,7 +272,7 @@ class LogWriter(ChangeLogging):
         values[_TIME] = 0
         if defaulted_seq:
             values[_SEQ] = 0
-        check_values(values)
+        check_values(values, check)
         while True:
             with self._lock:
                 if self._closed:
@@ -266,17 +282,16 @@ class LogWriter(ChangeLogging):
                 values[_TIME] = self._clock()
                 if defaulted_seq:
                     values[_SEQ] = self._observed.get(name, 0)
-                frame = encode_frame(values)
-                if len(frame) - FRAME_HEADER_BYTES > MAX_BODY_BYTES:
-                    raise log_error(
-                        LogReason.BAD_RECORD, f"record of {len(frame)} bytes is too large"
-                    )
-                if self._space.fits(len(frame)):
+                frame = encode_frame(values, self._packer)
+                size = len(frame)
+                if size - FRAME_HEADER_BYTES > MAX_BODY_BYTES:
+                    raise log_error(LogReason.BAD_RECORD, f"record of {size} bytes is too large")
+                if self._space.fits(size):
                     offload = self._write_locked(frame, lsn, name, values[_SEQ], op)
                     break
-            self._space.make_room(self.name, len(frame))
+            self._space.make_room(self.name, size)
         position = LogPosition(values[_SEQ], op, self.name, lsn)
-        if commit or self._config.durability.mode is DurabilityMode.EVERY_RECORD:
+        if commit or self._sync_each:
             self._sync_through(lsn)
         if offload:
             self._start_offload()
@@ -285,7 +300,8 @@ class LogWriter(ChangeLogging):
     def _write_locked(self, frame: bytes, lsn: int, structure: str, seq: int, op: int) -> bool:
         """Write a frame to the open segment; return whether an offload should start."""
         active = self._active
-        if active.size + len(frame) > self._config.segment_bytes:
+        size = len(frame)
+        if active.size + size > self._segment_bytes:
             self._roll_locked()  # unless empty: a record larger than a segment goes alone
             active = self._active
         try:
@@ -299,16 +315,11 @@ class LogWriter(ChangeLogging):
         self._next_lsn = lsn + 1
         self._written_lsn = lsn
         active.last_lsn = lsn
-        have = active.ranges.get(structure)
-        if have is None:
-            active.ranges[structure] = (seq, seq)
-        elif seq < have[0] or seq > have[1]:
-            active.ranges[structure] = (min(have[0], seq), max(have[1], seq))
         if op != _NONE and seq > self._observed.get(structure, 0):
             self._observed[structure] = seq
-        self._space.add(len(frame))
-        self._staging += len(frame)
-        if self._staging >= self._config.high_offload_bytes and not self._offload_pending:
+        self._space.add(size)
+        self._staging += size
+        if self._staging >= self._high_bytes and not self._offload_pending:
             self._offload_pending = True
             self._roll_locked()
             return True
