@@ -150,3 +150,18 @@ def test_records_of_several_structures_in_one_data_set(make_stream: MakeStream) 
     over = list(stream.records(structures={"OVERFLOW"}, from_seq=150))
     assert [r.seq for r in over] == list(range(150, 201, 2))
     assert all(isinstance(r, LogRecord) and r.structure == "OVERFLOW" for r in over)
+
+
+def test_last_seq_reads_footers_and_staging(make_stream: MakeStream) -> None:
+    stream = make_stream(staging_bytes=1 << 22, structure="PRIMARY")
+    assert stream.last_seq() == 0
+    with stream.writer("QM1") as w, stream.writer("QM2") as w2:
+        for seq in range(1, 201):
+            _put(w, seq)
+        _put(w, 999, structure="OVERFLOW")
+        w.offload()
+        _put(w2, 250)
+        w2.log_event(RecordType.STATISTICS)
+    assert stream.last_seq() == 250
+    assert stream.last_seq("OVERFLOW") == 999
+    assert stream.last_seq("NONE") == 0

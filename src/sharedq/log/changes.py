@@ -16,7 +16,7 @@ therefore pass every message through the same call.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from sharedq.cf.types import UNCHANGED, BulkMove, BulkResult, Change, Position, Unchanged
@@ -82,6 +82,28 @@ def _skipped(message: MessageInfo | None) -> bool:
     return message is not None and message.persistent is False
 
 
+def _of_entry(
+    record_type: RecordType, op: ChangeOp, change: Change, message: MessageInfo | None
+) -> list[Any]:
+    """Values of a record about one entry, as the change left it (or found it: delete)."""
+    entry = change.entry
+    values = blank(record_type, op, message)
+    values[SEQ] = change.seq
+    values[ENTRY_ID] = entry.entry_id
+    values[LIST] = entry.list_number
+    values[KEY] = entry.key
+    values[VERSION] = entry.version
+    return values
+
+
+def _placed(values: list[Any], change: Change, position: Position, ignore_limit: bool) -> None:
+    """Values of a write or move: where the entry went and its secondary key there."""
+    values[SET_SKEY] = True
+    values[SKEY] = change.entry.secondary_key
+    values[AT_HEAD] = position is Position.HEAD
+    values[IGNORE_LIMIT] = ignore_limit
+
+
 class ChangeLogging(ABC):
     """The record-building helpers of a log writer (mixed into ``LogWriter``)."""
 
@@ -96,6 +118,10 @@ class ChangeLogging(ABC):
         check: Iterable[int],
     ) -> LogPosition:
         """Fill in writer, lsn, time, structure and default seq; write; sync per policy."""
+
+    @abstractmethod
+    def commit(self) -> None:
+        """Make every record appended so far durable."""
 
     def log_write(
         self,
@@ -112,19 +138,10 @@ class ChangeLogging(ABC):
         """Log a ``write``: the whole new entry, so replay recreates it byte for byte."""
         if _skipped(message):
             return None
-        entry = change.entry
-        values = blank(record_type, ChangeOp.WRITE, message)
-        values[SEQ] = change.seq
-        values[ENTRY_ID] = entry.entry_id
-        values[LIST] = entry.list_number
-        values[KEY] = entry.key
-        values[SET_SKEY] = True
-        values[SKEY] = entry.secondary_key
-        values[VERSION] = entry.version
-        values[DATA] = entry.data
-        values[ADJUNCT] = entry.adjunct
-        values[AT_HEAD] = position is Position.HEAD
-        values[IGNORE_LIMIT] = ignore_limit
+        values = _of_entry(record_type, ChangeOp.WRITE, change, message)
+        _placed(values, change, position, ignore_limit)
+        values[DATA] = change.entry.data
+        values[ADJUNCT] = change.entry.adjunct
         return self._emit(
             values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
         )
@@ -148,18 +165,9 @@ class ChangeLogging(ABC):
         """
         if _skipped(message):
             return None
-        entry = change.entry
-        values = blank(record_type, ChangeOp.MOVE, message)
-        values[SEQ] = change.seq
-        values[ENTRY_ID] = entry.entry_id
-        values[LIST] = entry.list_number
+        values = _of_entry(record_type, ChangeOp.MOVE, change, message)
+        _placed(values, change, position, ignore_limit)
         values[FROM_LIST] = from_list
-        values[KEY] = entry.key
-        values[SET_SKEY] = True
-        values[SKEY] = entry.secondary_key
-        values[VERSION] = entry.version
-        values[AT_HEAD] = position is Position.HEAD
-        values[IGNORE_LIMIT] = ignore_limit
         return self._emit(
             values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
         )
@@ -177,13 +185,7 @@ class ChangeLogging(ABC):
         """Log a ``delete``; the entry's list, key and version are kept for tracking."""
         if _skipped(message):
             return None
-        entry = change.entry
-        values = blank(record_type, ChangeOp.DELETE, message)
-        values[SEQ] = change.seq
-        values[ENTRY_ID] = entry.entry_id
-        values[LIST] = entry.list_number
-        values[KEY] = entry.key
-        values[VERSION] = entry.version
+        values = _of_entry(record_type, ChangeOp.DELETE, change, message)
         return self._emit(
             values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
         )
@@ -204,17 +206,11 @@ class ChangeLogging(ABC):
         """Log an ``update``: new data and/or adjunct (as changed), version after it."""
         if _skipped(message):
             return None
-        entry = change.entry
-        values = blank(record_type, ChangeOp.UPDATE, message)
-        values[SEQ] = change.seq
-        values[ENTRY_ID] = entry.entry_id
-        values[LIST] = entry.list_number
-        values[KEY] = entry.key
-        values[VERSION] = entry.version
+        values = _of_entry(record_type, ChangeOp.UPDATE, change, message)
         if data_changed:
-            values[DATA] = entry.data
+            values[DATA] = change.entry.data
         if adjunct_changed:
-            values[ADJUNCT] = entry.adjunct
+            values[ADJUNCT] = change.entry.adjunct
         values[INC_AUTHORITY] = increment_authority
         return self._emit(
             values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
@@ -260,15 +256,8 @@ class ChangeLogging(ABC):
         info for all entries or one per entry of ``moves``.  Entries the result lists as
         missing took no seq and get no record.  Bulk moves go to the tail.
         """
-        positions: list[LogPosition] = []
-        handled = _handled(moves, result)
-        for number, (index, move, seq) in enumerate(handled):
-            info = _message_at(message, index)
-            if _skipped(info):
-                continue
-            values = blank(record_type, ChangeOp.MOVE, info)
-            values[SEQ] = seq
-            values[ENTRY_ID] = move.entry_id
+
+        def fill(values: list[Any], move: BulkMove) -> None:
             values[LIST] = move.to_list
             values[FROM_LIST] = move.from_list
             values[KEY] = move.new_key
@@ -279,17 +268,10 @@ class ChangeLogging(ABC):
             values[INC_VERSION] = move.increment_version or None
             values[AT_HEAD] = False
             values[IGNORE_LIMIT] = ignore_limit
-            last = number == len(handled) - 1
-            positions.append(
-                self._emit(
-                    values,
-                    structure=structure,
-                    payload=None,
-                    commit=commit and last,
-                    check=CALLER_FIELDS,
-                )
-            )
-        return positions
+
+        return self._log_bulk(
+            moves, result, ChangeOp.MOVE, record_type, message, structure, commit, fill
+        )
 
     def log_bulk_delete(
         self,
@@ -302,25 +284,38 @@ class ChangeLogging(ABC):
         commit: bool = False,
     ) -> list[LogPosition]:
         """Log what a ``delete_entries`` request did: one record per entry deleted."""
+        return self._log_bulk(
+            entry_ids, result, ChangeOp.DELETE, record_type, message, structure, commit, None
+        )
+
+    def _log_bulk(
+        self,
+        items: Sequence[Any],
+        result: BulkResult,
+        op: ChangeOp,
+        record_type: RecordType,
+        message: MessageInfo | Sequence[MessageInfo | None] | None,
+        structure: str | None,
+        commit: bool,
+        fill: Callable[[list[Any], Any], None] | None,
+    ) -> list[LogPosition]:
         positions: list[LogPosition] = []
-        handled = _handled(entry_ids, result)
-        for number, (index, entry_id, seq) in enumerate(handled):
+        for index, item, seq in _handled(items, result):
             info = _message_at(message, index)
             if _skipped(info):
                 continue
-            values = blank(record_type, ChangeOp.DELETE, info)
+            values = blank(record_type, op, info)
             values[SEQ] = seq
-            values[ENTRY_ID] = entry_id
-            last = number == len(handled) - 1
+            values[ENTRY_ID] = item.entry_id if isinstance(item, BulkMove) else item
+            if fill is not None:
+                fill(values, item)
             positions.append(
                 self._emit(
-                    values,
-                    structure=structure,
-                    payload=None,
-                    commit=commit and last,
-                    check=CALLER_FIELDS,
+                    values, structure=structure, payload=None, commit=False, check=CALLER_FIELDS
                 )
             )
+        if commit:
+            self.commit()
         return positions
 
     def log_event(

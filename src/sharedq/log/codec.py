@@ -150,74 +150,35 @@ def decode_frames(
     new = tuple.__new__
     end = len(buf)
     pos = start
+    problem: tuple[DamageReason, str] | None = None
     while pos < end:
         if end - pos < FRAME_HEADER_BYTES:
-            return (
-                records,
-                pos,
-                _damage(
-                    path,
-                    pos,
-                    DamageReason.TRUNCATED,
-                    f"{end - pos} bytes of an 8-byte frame header",
-                    records,
-                ),
-            )
+            problem = DamageReason.TRUNCATED, f"{end - pos} bytes of an 8-byte frame header"
+            break
         length, checksum = unpack_header(buf, pos)
         if length == 0 or length > MAX_BODY_BYTES:
-            return (
-                records,
-                pos,
-                _damage(path, pos, DamageReason.BAD_LENGTH, f"length {length}", records),
-            )
+            problem = DamageReason.BAD_LENGTH, f"length {length}"
+            break
         body_end = pos + FRAME_HEADER_BYTES + length
         if body_end > end:
-            return (
-                records,
-                pos,
-                _damage(
-                    path,
-                    pos,
-                    DamageReason.TRUNCATED,
-                    f"frame of {length} bytes, {end - pos - FRAME_HEADER_BYTES} present",
-                    records,
-                ),
-            )
+            present = end - pos - FRAME_HEADER_BYTES
+            problem = DamageReason.TRUNCATED, f"frame of {length} bytes, {present} present"
+            break
         body = buf[pos + FRAME_HEADER_BYTES : body_end]
         if crc(body) != checksum:
-            return (
-                records,
-                pos,
-                _damage(
-                    path,
-                    pos,
-                    DamageReason.BAD_CHECKSUM,
-                    f"CRC-32C {crc(body):#010x}, frame says {checksum:#010x}",
-                    records,
-                ),
-            )
+            detail = f"CRC-32C {crc(body):#010x}, frame says {checksum:#010x}"
+            problem = DamageReason.BAD_CHECKSUM, detail
+            break
         try:
             values = unpackb(body, use_list=False, raw=False)
         except (ValueError, TypeError, msgpack.UnpackException) as exc:  # bad msgpack, utf-8
-            return records, pos, _damage(path, pos, DamageReason.BAD_RECORD, str(exc), records)
+            problem = DamageReason.BAD_RECORD, str(exc)
+            break
         if type(values) is not tuple or len(values) != FIELD_COUNT:
-            return (
-                records,
-                pos,
-                _damage(
-                    path,
-                    pos,
-                    DamageReason.BAD_RECORD,
-                    f"body is not an array of {FIELD_COUNT} fields",
-                    records,
-                ),
-            )
+            problem = DamageReason.BAD_RECORD, f"body is not an array of {FIELD_COUNT} fields"
+            break
         append(new(LogRecord, values))
         pos = body_end
-    return records, pos, None
-
-
-def _damage(
-    path: str, offset: int, reason: DamageReason, detail: str, records: list[LogRecord]
-) -> Damage:
-    return Damage(path, offset, reason, detail, len(records))
+    if problem is None:
+        return records, pos, None
+    return records, pos, Damage(path, pos, problem[0], problem[1], len(records))

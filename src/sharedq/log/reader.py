@@ -139,6 +139,20 @@ class LogReader:
                 index += 1
             buffer.sort()
 
+    def last_seq(self, structure: str) -> int:
+        """The highest seq any record of ``structure`` carries (0 if none).
+
+        Reads data set footers and staging only: no data set is opened.
+        """
+        selection = ReadFilter(structures={structure})
+        staging, datasets = self._sources(selection, strict=False)
+        highest = max((m.ranges[structure][1] for m in datasets), default=0)
+        for records in staging:
+            for record in records:
+                if record.structure == structure and record.seq > highest:
+                    highest = record.seq
+        return highest
+
     # -- sources -------------------------------------------------------------------------
 
     def _sources(

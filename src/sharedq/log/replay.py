@@ -81,29 +81,23 @@ def apply_record(structure: ListStructure, record: LogRecord) -> bool:
                 ignore_limit=True,
             )
         elif op == _MOVE:
-            version = record.version
-            if version is None and record.increment_version:
-                version = _incremented(structure, record, 1)
             structure.move(
                 ById(_req(record.entry_id)),
                 _req(record.list_number),
                 new_key=record.key,
                 new_secondary_key=record.secondary_key if record.set_secondary_key else UNCHANGED,
-                set_version=version,
+                set_version=_version_after(structure, record),
                 position=Position.HEAD if record.at_head else Position.TAIL,
                 ignore_limit=True,
             )
         elif op == _DELETE:
             structure.delete(ById(_req(record.entry_id)))
         elif op == _UPDATE:
-            version = record.version
-            if version is None and record.increment_version:
-                version = _incremented(structure, record, 1)
             structure.update(
                 ById(_req(record.entry_id)),
                 data=UNCHANGED if record.data is None else record.data,
                 adjunct=UNCHANGED if record.adjunct is None else record.adjunct,
-                set_version=version,
+                set_version=_version_after(structure, record),
                 increment_authority=bool(record.increment_authority),
             )
         elif op == _CONTROLS:
@@ -350,6 +344,13 @@ class _Fold:
                 position=position,
                 ignore_limit=True,
             )
+
+
+def _version_after(structure: ListStructure, record: LogRecord) -> int | None:
+    """The version a move or update record sets: its own, or one up from the entry's."""
+    if record.version is None and record.increment_version:
+        return _incremented(structure, record, 1)
+    return record.version
 
 
 def _incremented(structure: ListStructure, record: LogRecord, increments: int) -> int:

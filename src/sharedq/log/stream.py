@@ -172,12 +172,7 @@ class LogStream:
         A structure rebuilt from the log is created with this as its ``sequence_floor``.
         """
         name = structure if structure is not None else self.structure
-        reader = self.reader()
-        highest = 0
-        for batch in reader.batches(ReadFilter(structures={name})):
-            if batch:
-                highest = max(highest, batch[-1].seq)
-        return highest
+        return self.reader().last_seq(name)
 
     # -- deleting ----------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 import msgpack
+import pyarrow as pa
 
 from sharedq.log.changes import ChangeLogging, blank
 from sharedq.log.codec import FRAME_HEADER_BYTES, MAX_BODY_BYTES, Damage, encode_frame
@@ -410,13 +411,19 @@ class LogWriter(ChangeLogging):
                             continue  # purged meanwhile
                 staging = sum(size for _, _, size in closed) + active_size
                 chosen = choose_segments(closed, staging, self._config.low_offload_bytes)
-                result = offload_segments(
-                    self._layout,
-                    self.name,
-                    chosen,
-                    row_group_rows=self._config.row_group_rows,
-                    dataset_bytes=self._config.staging_bytes,
-                )
+                try:
+                    result = offload_segments(
+                        self._layout,
+                        self.name,
+                        chosen,
+                        row_group_rows=self._config.row_group_rows,
+                        dataset_bytes=self._config.staging_bytes,
+                    )
+                except (OSError, pa.ArrowException) as exc:
+                    raise log_error(
+                        LogReason.OFFLOAD_FAILED,
+                        f"writer {self.name}: offload failed, the records stay in staging: {exc}",
+                    ) from exc
                 self._space.add(sum(d.bytes for d in result.datasets) - result.staging_bytes_freed)
                 self.last_offload = result
                 return result
