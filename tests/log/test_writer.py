@@ -124,7 +124,7 @@ def test_a_killed_writer_loses_no_acknowledged_record(tmp_path: Path, durability
     lsns = [r.lsn for r in reader.records()]
     assert lsns[:acknowledged] == list(range(1, acknowledged + 1))
     assert len(lsns) <= acknowledged + 1
-    assert all(d.offset > 0 for d in reader.damage)
+    assert all(d.offset > 0 and d.path.endswith(".seg") for d in reader.damage)
     # and the writer resumes right after the last sound record
     with stream.writer("QM1") as w:
         assert w.last_lsn == len(lsns)
@@ -276,3 +276,18 @@ def test_helpers_record_what_the_change_was(
         None,
         5,
     )
+
+
+def test_a_segment_being_created_at_a_crash_is_never_seen(make_stream: MakeStream) -> None:
+    stream = make_stream()
+    with stream.writer("QM1") as w:
+        _put(w, 1)
+    # A crash while the next segment was being created leaves only a hidden file
+    leftover = stream.layout.writer_dir("QM1") / f".{2:020d}.seg.tmp"
+    leftover.write_bytes(b"SQ")
+    reader = stream.reader()
+    assert [r.seq for r in reader.records()] == [1] and reader.damage == []
+    with stream.writer("QM1") as w:
+        assert not leftover.exists()
+        _put(w, 2)
+    assert [r.seq for r in stream.records()] == [1, 2]

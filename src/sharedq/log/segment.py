@@ -90,11 +90,17 @@ class SegmentFile:
 
     @classmethod
     def create(cls, path: Path, first_lsn: int) -> SegmentFile:
-        """A new, empty segment (just the header); its directory entry is synced."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        """A new, empty segment (just the header); its directory entry is synced.
+
+        The header is written under a hidden name that is then renamed, so that no
+        segment is ever seen without its header, even after a crash.
+        """
+        tmp = path.with_name(f".{path.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         try:
             _write_all(fd, SEGMENT_HEADER)
             _sync(fd)
+            os.rename(tmp, path)
         except BaseException:
             os.close(fd)
             raise

@@ -131,6 +131,8 @@ class LogWriter(ChangeLogging):
 
     def _recover(self) -> SegmentFile:
         """Find where the previous owner stopped; repair and reopen, or start a segment."""
+        for leftover in self._dir.glob(".*.tmp"):  # a segment being created at a crash
+            leftover.unlink(missing_ok=True)
         last_lsn = 0
         own = [(d, p) for d, p in self._layout.dataset_files() if d.writer == self.name]
         if own:
