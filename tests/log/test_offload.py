@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import threading
 
 import pyarrow.parquet as pq
 
@@ -165,3 +166,27 @@ def test_last_seq_reads_footers_and_staging(make_stream: MakeStream) -> None:
     assert stream.last_seq() == 250
     assert stream.last_seq("OVERFLOW") == 999
     assert stream.last_seq("NONE") == 0
+
+
+def test_reads_during_appends_and_offloads_see_each_record_once(make_stream: MakeStream) -> None:
+    # Given a writer appending while its offload thread moves segments to data sets
+    stream = make_stream(background_offload=True, staging_bytes=8192, segment_bytes=1024)
+    w = stream.writer("QM1")
+    done = threading.Event()
+
+    def append() -> None:
+        for seq in range(1, 4001):
+            _put(w, seq)
+        done.set()
+
+    appender = threading.Thread(target=append)
+    appender.start()
+    reads = 0
+    while not done.is_set() or reads < 3:
+        # Then every read sees a gapless, duplicate-free prefix of what was appended
+        lsns = [r.lsn for r in stream.records()]
+        assert lsns == list(range(1, len(lsns) + 1))
+        reads += 1
+    appender.join()
+    w.close()
+    assert [r.seq for r in stream.records()] == list(range(1, 4001))

@@ -173,7 +173,7 @@ class LogReader:
         covered: dict[str, list[tuple[int, int]]] = {}
         for meta in all_sets:
             covered.setdefault(meta.writer, []).append((meta.first_lsn, meta.last_lsn))
-        staging: list[list[LogRecord]] = []
+        read: list[tuple[str, int, list[LogRecord]]] = []
         for writer in writers:
             segments = listed[writer]
             alive = owner_alive(self._layout.writer_dir(writer)) if segments else False
@@ -182,11 +182,18 @@ class LogReader:
                     continue
                 newest_of_live_writer = alive and number == len(segments) - 1
                 records = self._read_segment(path, newest_of_live_writer, strict)
-                if records is None:  # offloaded or purged since listed
-                    continue
-                staging.append(records)
-        # Any data set written since the listing holds segments that vanished: take it.
-        all_sets.extend(self._datasets(strict, seen))
+                if records is not None:  # (None: offloaded or purged since listed)
+                    read.append((writer, first_lsn, records))
+        # A data set written meanwhile holds segments that vanished before they were read,
+        # or were read just before they went: take the data set, drop those segments.
+        for meta in self._datasets(strict, seen):
+            all_sets.append(meta)
+            covered.setdefault(meta.writer, []).append((meta.first_lsn, meta.last_lsn))
+        staging = [
+            records
+            for writer, first_lsn, records in read
+            if not lsn_covered(first_lsn, covered.get(writer, ()))
+        ]
         datasets = [m for m in all_sets if self._wanted(m, selection)]
         return staging, datasets
 
