@@ -140,10 +140,14 @@ def replay(
                 first = record.seq
             last = record.seq
         return ReplayResult(count, count, first, last)
+    source = iter(records)
     while True:
-        chunk = list(islice(changes, window))
-        if not chunk:
+        batch = list(islice(source, window))
+        if not batch:
             break
+        chunk = [r for r in batch if r.op != _NONE and r.structure == name]
+        if not chunk:
+            continue
         count += len(chunk)
         first = chunk[0].seq if first is None else first
         last = chunk[-1].seq
@@ -152,7 +156,7 @@ def replay(
 
 
 class _Net:
-    """One entry's net change over a window."""
+    """One entry's net change over a window (fields unset until the window sets them)."""
 
     __slots__ = (
         "adjunct",
@@ -195,65 +199,90 @@ class _Fold:
         self.nets: dict[bytes, _Net] = {}
         self.limits: dict[int, int | None] = {}
         self.authority: dict[int, int] = {}
+        # The loop runs once per record replayed: locals, no calls on the common paths.
+        nets = self.nets
+        get = nets.get
+        new_net = object.__new__
         for record in records:
-            self._fold(record)
-
-    def _fold(self, record: LogRecord) -> None:
-        op = record.op
-        if op == _CONTROLS:
-            number = _req(record.list_number)
-            if record.limit is not None:
-                self.limits[number] = None if record.limit == LIMIT_NONE else record.limit
-            if record.increment_authority:
-                self.authority[number] = self.authority.get(number, 0) + 1
-            return
-        entry_id = _req(record.entry_id)
-        net = self.nets.get(entry_id)
-        if net is None:
-            net = self.nets[entry_id] = _Net(op != _WRITE, record)
-        elif (op == _WRITE) == net.present:
-            what = "exists already" if op == _WRITE else "was deleted before"
-            raise _failed(record, f"entry {entry_id.hex()} {what} (seq {net.record.seq})")
-        net.record = record
-        if op == _WRITE:
-            net.rewritten = net.existed
-            net.present = True
-            net.list, net.key = record.list_number, record.key
-            net.skey_set = True
-            net.skey = record.secondary_key if record.set_secondary_key else None
-            net.version, net.incs = record.version or 0, 0
-            net.data, net.adjunct = record.data or b"", record.adjunct or b""
-            net.placed_at, net.head = record.seq, bool(record.at_head)
-        elif op == _MOVE:
-            net.list = record.list_number
-            if record.key is not None:
+            op = record.op
+            if op == _CONTROLS:
+                self._controls(record)
+                continue
+            entry_id = record.entry_id
+            if entry_id is None:
+                raise _failed(record, "the record has no entry id")
+            net = get(entry_id)
+            if net is None:
+                if op == _WRITE:  # the common case: a new entry; set each field once
+                    net = nets[entry_id] = new_net(_Net)
+                    net.existed = False
+                    net.present = False
+                else:
+                    net = nets[entry_id] = _Net(True, record)
+            elif (op == _WRITE) == net.present:
+                what = "exists already" if op == _WRITE else "was deleted before"
+                raise _failed(record, f"entry {entry_id.hex()} {what} (seq {net.record.seq})")
+            net.record = record
+            if op == _WRITE:
+                net.rewritten = net.existed
+                net.present = True
+                net.list = record.list_number
                 net.key = record.key
-            if record.set_secondary_key:
-                net.skey_set, net.skey = True, record.secondary_key
-            self._version(net, record)
-            net.placed_at, net.head = record.seq, bool(record.at_head)
-        elif op == _UPDATE:
-            if record.data is not None:
-                net.data = record.data
-            if record.adjunct is not None:
-                net.adjunct = record.adjunct
-            self._version(net, record)
-            if record.increment_authority:
-                number = _req(record.list_number)
-                self.authority[number] = self.authority.get(number, 0) + 1
-        elif op == _DELETE:
-            net.present = False
-            net.placed_at = None
+                net.skey_set = True
+                net.skey = record.secondary_key if record.set_secondary_key else None
+                net.version = record.version or 0
+                net.incs = 0
+                net.data = record.data or b""
+                net.adjunct = record.adjunct or b""
+                net.placed_at = record.seq
+                net.head = bool(record.at_head)
+            elif op == _MOVE:
+                net.list = record.list_number
+                if record.key is not None:
+                    net.key = record.key
+                if record.set_secondary_key:
+                    net.skey_set = True
+                    net.skey = record.secondary_key
+                if record.version is not None:
+                    net.version = record.version
+                    net.incs = 0
+                elif record.increment_version:
+                    self._increment(net)
+                net.placed_at = record.seq
+                net.head = bool(record.at_head)
+            elif op == _DELETE:
+                net.present = False
+                net.placed_at = None
+            elif op == _UPDATE:
+                self._update_record(net, record)
+
+    def _controls(self, record: LogRecord) -> None:
+        number = _req(record.list_number)
+        if record.limit is not None:
+            self.limits[number] = None if record.limit == LIMIT_NONE else record.limit
+        if record.increment_authority:
+            self.authority[number] = self.authority.get(number, 0) + 1
+
+    def _update_record(self, net: _Net, record: LogRecord) -> None:
+        if record.data is not None:
+            net.data = record.data
+        if record.adjunct is not None:
+            net.adjunct = record.adjunct
+        if record.version is not None:
+            net.version = record.version
+            net.incs = 0
+        elif record.increment_version:
+            self._increment(net)
+        if record.increment_authority:
+            number = _req(record.list_number)
+            self.authority[number] = self.authority.get(number, 0) + 1
 
     @staticmethod
-    def _version(net: _Net, record: LogRecord) -> None:
-        if record.version is not None:
-            net.version, net.incs = record.version, 0
-        elif record.increment_version:
-            if net.version is not None:
-                net.version = min(net.version + 1, MAX_VERSION)  # saturates, as bulk moves do
-            else:
-                net.incs += 1
+    def _increment(net: _Net) -> None:
+        if net.version is not None:
+            net.version = min(net.version + 1, MAX_VERSION)  # saturates, as bulk moves do
+        else:
+            net.incs += 1
 
     def apply(self, structure: ListStructure) -> int:
         """Apply the net changes; return the number of requests made."""
