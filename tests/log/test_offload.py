@@ -190,3 +190,16 @@ def test_reads_during_appends_and_offloads_see_each_record_once(make_stream: Mak
     appender.join()
     w.close()
     assert [r.seq for r in stream.records()] == list(range(1, 4001))
+
+
+def test_a_read_can_stop_at_a_point_in_time(make_stream: MakeStream) -> None:
+    stream = make_stream(staging_bytes=1 << 22)
+    with stream.writer("QM1") as w:
+        for seq in range(1, 101):
+            _put(w, seq)
+            if seq == 50:
+                w.offload()
+    records = list(stream.records())
+    cut = records[69].time_us
+    assert list(stream.records(until_time_us=cut)) == records[:70]
+    assert list(stream.records(from_seq=40, until_time_us=cut)) == records[39:70]
