@@ -1,0 +1,267 @@
+"""Log stream throughput, against raw file writes and raw msgpack decoding in the same run.
+
+Appends per durability setting (``every_commit`` with and without commits,
+``interval_ms``, ``every_record``) against ``os.write`` of the same framed bytes (and
+``os.write`` + ``fdatasync`` for ``every_record``); the merged read of four writers'
+staging and of Parquet data sets against ``msgpack.unpackb`` of the same bodies;
+offload against ``pyarrow.parquet.write_table`` of the same table already in memory;
+and structure recovery (read + replay onto a fresh memory structure) against the read
+alone, for a queue workload where most messages are consumed and one where all stay.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import msgpack
+import pyarrow.parquet as pq
+
+from bench.harness import Report, best_rate, parse_args
+from sharedq.cf import Change, ListEntry, StructureParams
+from sharedq.cf.memory import MemoryFacility
+from sharedq.log import Durability, LogConfig, LogRecord, LogStream, MessageInfo, RecordType, replay
+from sharedq.log.codec import FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES
+from sharedq.log.datasets import records_to_table
+from sharedq.log.writer import LogWriter
+
+WRITERS = 4
+#: Message bodies are 200-byte slices of this, each message its own, so that Parquet
+#: cannot shrink them away as it would identical bodies.
+NOISE = os.urandom(1 << 20)
+
+
+def _changes(n: int, consumed: float) -> list[tuple[str, Change]]:
+    """A queue workload of ``n`` changes: put, read to a lock list, and (mostly) delete."""
+    out: list[tuple[str, Change]] = []
+    seq = 0
+    message = 0
+    while len(out) < n:
+        message += 1
+        entry_id = message.to_bytes(12, "big")
+        key = b"\x04" + message.to_bytes(15, "big")
+        at = (message * 211) % (len(NOISE) - 200)
+        data = NOISE[at : at + 200]
+        seq += 1
+        out.append(("put", Change(seq, ListEntry(entry_id, 1, key, data, b"", None, 0, 1))))
+        seq += 1
+        out.append(("read", Change(seq, ListEntry(entry_id, 2, key, data, b"", None, 1, 1))))
+        if (message % 100) < consumed * 100:
+            seq += 1
+            out.append(("delete", Change(seq, ListEntry(entry_id, 2, key, data, b"", None, 1, 1))))
+    return out[:n]
+
+
+def _log(w: LogWriter, kind: str, change: Change, info: MessageInfo) -> None:
+    if kind == "put":
+        w.log_write(change, message=info)
+    elif kind == "read":
+        w.log_move(change, record_type=RecordType.READ, from_list=1, message=info)
+    else:
+        w.log_delete(change, message=info)
+
+
+def _stream(root: Path, **config: object) -> LogStream:
+    if root.exists():
+        shutil.rmtree(root)
+    settings: dict[str, object] = {"staging_bytes": 1 << 30, "segment_bytes": 64 << 20}
+    settings.update(config)
+    return LogStream(root, name="BENCH.LOG", structure="BENCH", config=LogConfig(**settings))  # type: ignore[arg-type]
+
+
+def append_figures(report: Report, base: Path, n: int, n_sync: int) -> None:
+    work = _changes(n, 0.9)
+    info = MessageInfo(uow=b"U" * 8, queue=b"\x01TRANA   IMSA   ", message_id=b"M" * 24)
+
+    def appender(durability: Durability, count: int, commit_every: int) -> Callable[[], None]:
+        def run() -> None:
+            stream = _stream(base / "append", durability=durability)
+            w = stream.writer("QM1")
+            for index, (kind, change) in enumerate(work[:count]):
+                _log(w, kind, change, info)
+                if commit_every and index % commit_every == commit_every - 1:
+                    w.commit()
+            w.close()
+
+        return run
+
+    # The baseline writes the very frames the writer writes, one os.write each.
+    stream = _stream(base / "frames")
+    with stream.writer("QM1") as w:
+        for kind, change in work:
+            _log(w, kind, change, info)
+    [(_, segment)] = stream.layout.segments("QM1")
+    raw = segment.read_bytes()
+    frames, pos = [], SEGMENT_HEADER_BYTES
+    while pos < len(raw):
+        end = pos + FRAME_HEADER_BYTES + int.from_bytes(raw[pos : pos + 4], "little")
+        frames.append(raw[pos:end])
+        pos = end
+
+    def raw_writes(count: int, sync: bool) -> Callable[[], None]:
+        def run() -> None:
+            fd = os.open(base / "raw.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND)
+            try:
+                for frame in frames[:count]:
+                    os.write(fd, frame)
+                    if sync:
+                        os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+        return run
+
+    raw_rate = best_rate(n, raw_writes(n, False), repeats=3)
+    raw_sync_rate = best_rate(n_sync, raw_writes(n_sync, True), repeats=2)
+    report.add("raw_write_per_s", raw_rate, "records/s", "os.write of the same frames")
+    report.add("raw_write_fdatasync_per_s", raw_sync_rate, "records/s", "os.write + fdatasync")
+    cases = [
+        ("every_commit", Durability.every_commit(), n, 0),
+        ("every_commit_10", Durability.every_commit(), n, 10),
+        ("interval_10ms", Durability.interval(10), n, 0),
+        ("every_record", Durability.every_record(), n_sync, 0),
+    ]
+    for name, durability, count, commit_every in cases:
+        rate = best_rate(count, appender(durability, count, commit_every), repeats=2)
+        note = f"commit every {commit_every}" if commit_every else ""
+        report.add(f"append_{name}_per_s", rate, "records/s", note)
+        baseline = raw_sync_rate if name == "every_record" else raw_rate
+        report.add(f"append_{name}_ratio_vs_raw", rate / baseline, "", "vs raw write (+sync)")
+
+
+def _fill(root: Path, n: int, consumed: float, **config: object) -> LogStream:
+    """Four writers logging one structure's changes round robin."""
+    stream = _stream(root, **config)
+    writers = [stream.writer(f"QM{i}") for i in range(WRITERS)]
+    info = MessageInfo(uow=b"U" * 8, queue=b"Q", message_id=b"M" * 24)
+    for index, (kind, change) in enumerate(_changes(n, consumed)):
+        _log(writers[(index // 3) % WRITERS], kind, change, info)
+    for w in writers:
+        w.close()
+    return stream
+
+
+def read_figures(report: Report, base: Path, n: int) -> None:
+    stream = _fill(base / "read", n, 0.9)
+
+    def read() -> None:
+        count = sum(len(batch) for batch in stream.reader().batches())
+        assert count == n, count
+
+    read_rate = best_rate(n, read, repeats=3)
+    bodies = []
+    for _, path in [s for w in stream.layout.writers() for s in stream.layout.segments(w)]:
+        raw = path.read_bytes()
+        pos = SEGMENT_HEADER_BYTES
+        while pos < len(raw):
+            end = pos + FRAME_HEADER_BYTES + int.from_bytes(raw[pos : pos + 4], "little")
+            bodies.append(raw[pos + FRAME_HEADER_BYTES : end])
+            pos = end
+
+    def raw_decode() -> None:
+        unpackb = msgpack.unpackb
+        decoded = [unpackb(body, use_list=False, raw=False) for body in bodies]
+        assert len(decoded) == n
+
+    raw_rate = best_rate(n, raw_decode, repeats=3)
+    report.add("read_staging_records_per_s", read_rate, "records/s", f"{WRITERS} writers merged")
+    report.add(
+        "raw_msgpack_decode_per_s", raw_rate, "records/s", "unpackb of the same bodies, kept"
+    )
+    report.add("read_staging_ratio_vs_raw_msgpack", read_rate / raw_rate, "")
+
+    # Offload everything, then read the data sets.  (First a small offload elsewhere:
+    # pyarrow initialises itself on its first conversion and write.)
+    with _fill(base / "warm", 1000, 0.9).writer("QM0") as w:
+        w.offload()
+    offload_seconds = 0.0
+    for writer in stream.layout.writers():
+        with stream.writer(writer) as w:
+            started = time.perf_counter()
+            w.offload()
+            offload_seconds += time.perf_counter() - started
+    staged = sum(os.path.getsize(p) for _, p in stream.layout.dataset_files())
+    report.add("offload_records_per_s", n / offload_seconds, "records/s")
+    records = list(stream.records())
+    table = records_to_table(records)
+    sink = base / "baseline.parquet"
+    write_rate = best_rate(n, lambda: pq.write_table(table, sink, compression="snappy"), 3)
+    report.add("parquet_write_table_per_s", write_rate, "records/s", "table already in memory")
+    report.add("offload_ratio_vs_write_table", (n / offload_seconds) / write_rate, "")
+    report.add("dataset_bytes_per_record", staged / n, "bytes")
+    parquet_rate = best_rate(n, read, repeats=3)
+    report.add("read_datasets_records_per_s", parquet_rate, "records/s")
+    report.add("read_datasets_ratio_vs_raw_msgpack", parquet_rate / raw_rate, "")
+
+
+def replay_figures(report: Report, base: Path, n: int) -> None:
+    for label, consumed in (("consumed", 0.9), ("kept", 0.0)):
+        stream = _fill(base / f"replay-{label}", n, consumed)
+        read_rate = best_rate(n, _reading(stream, n), repeats=3)
+        fold_rate = best_rate(n, _recovering(stream, n, True), repeats=3)
+        naive_rate = best_rate(n, _recovering(stream, n, False), repeats=1)
+        note = "90 % of messages consumed" if consumed else "every message kept"
+        report.add(f"read_{label}_records_per_s", read_rate, "records/s", note)
+        report.add(f"recover_{label}_records_per_s", fold_rate, "records/s", "read + folded replay")
+        report.add(f"replay_ratio_vs_read_{label}", fold_rate / read_rate, "", "target >= 0.25")
+        report.add(
+            f"replay_unfolded_ratio_vs_read_{label}",
+            naive_rate / read_rate,
+            "",
+            "record by record",
+        )
+
+
+def _reading(stream: LogStream, n: int) -> Callable[[], None]:
+    """Read and decode every record, keeping them (as recovery does)."""
+
+    def run() -> None:
+        records: list[LogRecord] = []
+        for batch in stream.reader().batches():
+            records.extend(batch)
+        assert len(records) == n
+
+    return run
+
+
+def _recovering(stream: LogStream, n: int, fold: bool) -> Callable[[], None]:
+    """Read every record and replay it onto a fresh memory structure."""
+    facility = MemoryFacility()
+    names = iter(range(10**6))
+
+    def run() -> None:
+        name = f"R{next(names)}"
+        facility.create(StructureParams.for_capacity(name, list_count=4, entries=n, elements=n))
+        with facility.connect(name, "RECOVERY") as conn:
+            result = replay(conn, stream.records(), structure_name="BENCH", fold=fold)
+            assert result.records == n
+        facility.delete(name)
+
+    return run
+
+
+def main() -> None:
+    args = parse_args(__doc__ or "")
+    n = 30_000 if args.quick else 300_000
+    n_sync = 500 if args.quick else 3_000
+    report = Report("sharedq.log I/O", args.quick)
+    report.add("records_per_run", n)
+    base = Path(tempfile.mkdtemp(prefix="sharedq-log-bench-"))
+    try:
+        append_figures(report, base, n, n_sync)
+        read_figures(report, base, n)
+        replay_figures(report, base, n)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    report.emit(args.json)
+
+
+if __name__ == "__main__":
+    main()

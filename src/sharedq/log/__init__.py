@@ -1,0 +1,88 @@
+"""The log stream: every server's records of its structure changes, merged and kept.
+
+One log stream per structure pair (a directory), written by every server connected to
+it.  Each writer appends length-prefixed, CRC-32C-checked records to its own staging
+segments, synced per its durability setting; closed segments are offloaded to Parquet
+*log data sets* past HIGHOFFLOAD; a reader merges everything by the structure's
+sequence numbers; retention deletes what recovery no longer needs; replay applies the
+records to a ``ListStructure``.  Start with :class:`LogStream`.  The record schema is
+in :mod:`sharedq.log.records` and ``docs/log-records.md``; operators read ``docs/log.md``.
+"""
+
+from sharedq.log.changes import MessageInfo
+from sharedq.log.codec import Damage, DamageReason
+from sharedq.log.config import Durability, DurabilityMode, LogConfig
+from sharedq.log.errors import (
+    InvalidLogRequest,
+    LogDamaged,
+    LogError,
+    LogFull,
+    LogIOError,
+    LogReason,
+    ReplayError,
+    StreamMismatch,
+    WriterClosed,
+    WriterInUse,
+    log_error,
+)
+from sharedq.log.offload import OffloadResult
+from sharedq.log.reader import LogReader, ReadFilter
+from sharedq.log.records import (
+    ARROW_SCHEMA,
+    FIELDS,
+    LIMIT_NONE,
+    SCHEMA_VERSION,
+    ChangeOp,
+    Field,
+    LogPosition,
+    LogRecord,
+    RecordType,
+    pack_payload,
+    unpack_payload,
+)
+from sharedq.log.replay import ReplayResult, apply_record, replay
+from sharedq.log.retention import LogFullEvent, LogFullHandler, PurgeResult
+from sharedq.log.stream import LogStream
+from sharedq.log.writer import LogWriter
+
+__all__ = [
+    "ARROW_SCHEMA",
+    "FIELDS",
+    "LIMIT_NONE",
+    "SCHEMA_VERSION",
+    "ChangeOp",
+    "Damage",
+    "DamageReason",
+    "Durability",
+    "DurabilityMode",
+    "Field",
+    "InvalidLogRequest",
+    "LogConfig",
+    "LogDamaged",
+    "LogError",
+    "LogFull",
+    "LogFullEvent",
+    "LogFullHandler",
+    "LogIOError",
+    "LogPosition",
+    "LogReader",
+    "LogReason",
+    "LogRecord",
+    "LogStream",
+    "LogWriter",
+    "MessageInfo",
+    "OffloadResult",
+    "PurgeResult",
+    "ReadFilter",
+    "RecordType",
+    "ReplayError",
+    "ReplayResult",
+    "StreamMismatch",
+    "WriterClosed",
+    "WriterInUse",
+    "apply_record",
+    "log_error",
+    "pack_payload",
+    "replay",
+    "unpack_payload",
+]

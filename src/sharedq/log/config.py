@@ -1,0 +1,166 @@
+"""Settings of a log stream: staging size, offload thresholds, maximum size, durability.
+
+The names follow the LOGR policy of the redbook (§2.11): ``STG_SIZE`` becomes
+``staging_bytes``, ``HIGHOFFLOAD``/``LOWOFFLOAD`` keep their names and meaning (per
+cent of the staging size), and the log stream's room (the number of log data sets
+and the DASD behind them) becomes one ``max_bytes``.  Sizes are in bytes and times in
+milliseconds throughout this layer.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import Enum
+
+from sharedq.log.errors import LogReason, log_error
+
+#: Staging a writer may fill before offload starts at HIGHOFFLOAD per cent of it.
+DEFAULT_STAGING_BYTES = 64 * 1024 * 1024
+#: Size at which a writer closes its staging segment and starts the next one.
+DEFAULT_SEGMENT_BYTES = 8 * 1024 * 1024
+#: Per cent of the staging size at which offload starts (the redbook's example, §2.11).
+DEFAULT_HIGH_OFFLOAD = 50
+#: Per cent of the staging size offload goes down to (the redbook recommends 0).
+DEFAULT_LOW_OFFLOAD = 0
+#: Rows per Parquet row group in a log data set: the unit a reader skips by seq.
+DEFAULT_ROW_GROUP_ROWS = 65_536
+#: The smallest segment size accepted: a segment must hold a header and some records.
+MIN_SEGMENT_BYTES = 1024
+
+
+class DurabilityMode(Enum):
+    """When appended records reach stable storage (see :class:`Durability`)."""
+
+    EVERY_RECORD = "every_record"
+    EVERY_COMMIT = "every_commit"
+    INTERVAL = "interval"
+
+
+@dataclass(frozen=True)
+class Durability:
+    """When a writer forces its records to stable storage.
+
+    Every mode hands each record to the operating system before ``append`` returns,
+    so a record survives the writer's *process* crashing once ``append`` returned.
+    The modes differ in when records also survive the *machine* crashing (``fsync``):
+
+    * ``every_record``: before ``append`` returns.  Concurrent appenders of one writer
+      share fsyncs (group commit).
+    * ``every_commit``: when ``commit()`` (or ``append(..., commit=True)``) returns,
+      for every record the writer appended before it.
+    * ``interval_ms=N``: a background thread of the writer syncs every ``N`` ms, so at
+      most the last ``N`` ms (plus one sync) of records can be lost; ``commit()``
+      still syncs at once.
+    """
+
+    mode: DurabilityMode = DurabilityMode.EVERY_COMMIT
+    interval_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode is DurabilityMode.INTERVAL:
+            if not isinstance(self.interval_ms, int) or self.interval_ms < 1:
+                raise log_error(
+                    LogReason.BAD_CONFIG,
+                    f"interval durability needs interval_ms >= 1, not {self.interval_ms!r}",
+                )
+        elif self.interval_ms is not None:
+            raise log_error(
+                LogReason.BAD_CONFIG, f"interval_ms applies only to interval durability ({self})"
+            )
+
+    @classmethod
+    def every_record(cls) -> Durability:
+        return cls(DurabilityMode.EVERY_RECORD)
+
+    @classmethod
+    def every_commit(cls) -> Durability:
+        return cls(DurabilityMode.EVERY_COMMIT)
+
+    @classmethod
+    def interval(cls, interval_ms: int) -> Durability:
+        return cls(DurabilityMode.INTERVAL, interval_ms)
+
+    @classmethod
+    def parse(cls, text: str) -> Durability:
+        """``every_record``, ``every_commit`` or ``interval_ms=N`` (as in a config member)."""
+        spec = text.strip().lower()
+        if spec == DurabilityMode.EVERY_RECORD.value:
+            return cls.every_record()
+        if spec == DurabilityMode.EVERY_COMMIT.value:
+            return cls.every_commit()
+        match = re.fullmatch(r"interval_ms\s*=\s*(\d+)", spec)
+        if match:
+            return cls.interval(int(match.group(1)))
+        raise log_error(
+            LogReason.BAD_CONFIG,
+            f"durability {text!r}: use every_record, every_commit or interval_ms=N",
+        )
+
+    def __str__(self) -> str:
+        if self.mode is DurabilityMode.INTERVAL:
+            return f"interval_ms={self.interval_ms}"
+        return str(self.mode.value)
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """How a log stream stages, offloads, bounds and syncs its records.
+
+    Attributes:
+        staging_bytes: each writer's staging size (the LOGR ``STG_SIZE``).  Not a hard
+            limit: appends go on while offload catches up; ``max_bytes`` is the limit.
+        segment_bytes: a writer starts a new staging segment when its current one
+            reaches this size; only closed segments are offloaded.
+        high_offload: per cent of ``staging_bytes`` at which offload starts.
+        low_offload: per cent of ``staging_bytes`` offload goes down to.
+        max_bytes: the most bytes the whole stream (every writer's staging plus the
+            log data sets) may hold; ``None`` for no maximum.  An append that would go
+            beyond it calls the log-full handler (see ``LogStream``).
+        durability: when records reach stable storage.
+        background_offload: offload in a thread of the writer (``False``: in the
+            appending thread, which then waits for it; simpler to reason about in tests).
+        row_group_rows: rows per Parquet row group in log data sets.
+    """
+
+    staging_bytes: int = DEFAULT_STAGING_BYTES
+    segment_bytes: int = DEFAULT_SEGMENT_BYTES
+    high_offload: int = DEFAULT_HIGH_OFFLOAD
+    low_offload: int = DEFAULT_LOW_OFFLOAD
+    max_bytes: int | None = None
+    durability: Durability = field(default_factory=Durability.every_commit)
+    background_offload: bool = True
+    row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+
+    def __post_init__(self) -> None:
+        def bad(detail: str) -> None:
+            raise log_error(LogReason.BAD_CONFIG, detail)
+
+        if not isinstance(self.segment_bytes, int) or self.segment_bytes < MIN_SEGMENT_BYTES:
+            bad(f"segment_bytes must be an int >= {MIN_SEGMENT_BYTES}, not {self.segment_bytes!r}")
+        if not isinstance(self.staging_bytes, int) or self.staging_bytes < self.segment_bytes:
+            bad(f"staging_bytes ({self.staging_bytes!r}) must be at least segment_bytes")
+        for name in ("high_offload", "low_offload"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or not 0 <= value <= 100:
+                bad(f"{name} is a percentage, 0 to 100, not {value!r}")
+        if self.low_offload >= self.high_offload:
+            bad(
+                f"low_offload ({self.low_offload}) must be below high_offload ({self.high_offload})"
+            )
+        if self.max_bytes is not None and (
+            not isinstance(self.max_bytes, int) or self.max_bytes < self.segment_bytes
+        ):
+            bad(f"max_bytes ({self.max_bytes!r}) must be None or at least segment_bytes")
+        if not isinstance(self.durability, Durability):
+            bad(f"durability must be a Durability, not {self.durability!r}")
+        if not isinstance(self.row_group_rows, int) or self.row_group_rows < 1:
+            bad(f"row_group_rows must be a positive int, not {self.row_group_rows!r}")
+
+    @property
+    def high_offload_bytes(self) -> int:
+        return self.staging_bytes * self.high_offload // 100
+
+    @property
+    def low_offload_bytes(self) -> int:
+        return self.staging_bytes * self.low_offload // 100

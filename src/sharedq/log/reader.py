@@ -1,0 +1,318 @@
+"""Reading the stream: every writer's staging and the log data sets, merged into one.
+
+The merged stream is in :class:`~sharedq.log.records.LogPosition` order
+``(seq, op, writer, lsn)``: each structure's changes in the structure's own order,
+each record that is not a change right after the change whose seq it carries.  (The
+two structures of a pair number their changes independently; their records interleave
+by number, which keeps each structure's order, and replay reads one structure.)
+
+How: data sets are skipped by their footer (writer, per-structure seq ranges) and
+read row groups by row group statistics; staging segments are read whole (staging is
+bounded by offload); records are merged by sorting runs that are already sorted
+(a data set) or nearly so (a segment), which ``list.sort`` does in linear time.  A
+data set is loaded only when the merge reaches its lowest seq, so memory holds the
+staging plus the data sets that overlap in seq, not the whole log.
+
+Damage.  A segment is read up to its first damaged frame: the records before it are
+yielded, the damaged frame and everything after it in that segment are not, and a
+:class:`~sharedq.log.codec.Damage` naming the file and byte offset goes to
+:attr:`LogReader.damage` and to the ``sharedq.log`` logger (warning).  Other segments
+and writers are read on.  One case is not damage: the newest segment of a writer that
+is running may end in the frame it is writing at this moment; the reader stops before
+it silently.  A damaged data set is skipped whole and reported.  ``strict=True``
+raises :class:`~sharedq.log.errors.LogDamaged` instead of reading past any damage.
+
+Deleted records (below the stream's retention point for their structure) are never
+yielded, whether or not their file is gone yet.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_left
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from sharedq.log.codec import Damage, DamageReason
+from sharedq.log.datasets import DatasetMeta, read_dataset
+from sharedq.log.errors import LogReason, log_error
+from sharedq.log.layout import Layout, lsn_covered, owner_alive
+from sharedq.log.records import LogPosition, LogRecord
+from sharedq.log.retention import LogSpace, Retention
+from sharedq.log.segment import read_segment
+
+logger = logging.getLogger("sharedq.log")
+
+_INFINITY = 2**63
+
+
+@dataclass(frozen=True)
+class ReadFilter:
+    """Which records a read yields.  Every bound is optional.
+
+    Attributes:
+        structures: only records about these structures.
+        writers: only records of these writers.
+        from_seq: only records with ``seq >= from_seq`` (replay after an SRDS that
+            covers seq ``S`` reads ``from_seq=S + 1``).
+        to_seq: stop after the records with ``seq <= to_seq``.
+        start: only records at or after this position (a warm restart from the
+            position of the server's system checkpoint).
+        until_time_us: stop before the first record written later than this time
+            (point-in-time recovery; microseconds since 1970 UTC).
+    """
+
+    structures: Collection[str] | None = None
+    writers: Collection[str] | None = None
+    from_seq: int | None = None
+    to_seq: int | None = None
+    start: LogPosition | None = None
+    until_time_us: int | None = None
+
+    @property
+    def lowest_seq(self) -> int:
+        low = self.from_seq or 0
+        return max(low, self.start.seq) if self.start is not None else low
+
+
+class LogReader:
+    """Reads a stream's records in merged order; create it with ``LogStream.reader``.
+
+    One reader may run several reads one after another; :attr:`damage` is the damage
+    the latest read found.
+    """
+
+    def __init__(self, layout: Layout, space: LogSpace, retention: Retention) -> None:
+        self._layout = layout
+        self._space = space
+        self._retention = retention
+        #: Damage found by the latest read, in the order found.
+        self.damage: list[Damage] = []
+
+    def records(
+        self,
+        *,
+        structures: Collection[str] | None = None,
+        writers: Collection[str] | None = None,
+        from_seq: int | None = None,
+        to_seq: int | None = None,
+        start: LogPosition | None = None,
+        until_time_us: int | None = None,
+        strict: bool = False,
+    ) -> Iterator[LogRecord]:
+        """The records, one by one, in merged order (see :class:`ReadFilter`)."""
+        selection = ReadFilter(structures, writers, from_seq, to_seq, start, until_time_us)
+        for batch in self.batches(selection, strict=strict):
+            yield from batch
+
+    def batches(
+        self, selection: ReadFilter | None = None, *, strict: bool = False
+    ) -> Iterator[list[LogRecord]]:
+        """The records in merged order, as lists (cheaper to consume in bulk)."""
+        selection = selection if selection is not None else ReadFilter()
+        self.damage = []
+        points = self._retention.load()
+        staging, datasets = self._sources(selection, strict)
+        buffer = self._prepare(staging, selection, points)
+        buffer.sort()
+        pending = sorted(datasets, key=lambda meta: _min_seq(meta, selection))
+        index = 0
+        stop = _Stop(selection)
+        while True:
+            watermark = _min_seq(pending[index], selection) if index < len(pending) else _INFINITY
+            cut = bisect_left(buffer, (watermark,)) if watermark < _INFINITY else len(buffer)
+            if cut:
+                ready, buffer = buffer[:cut], buffer[cut:]
+                ready, done = stop.clip(ready)
+                if ready:
+                    yield ready
+                if done:
+                    return
+            if index >= len(pending):
+                return
+            while index < len(pending) and _min_seq(pending[index], selection) <= watermark:
+                records = self._load_dataset(pending[index], selection, strict)
+                buffer.extend(self._prepare([records], selection, points))
+                index += 1
+            buffer.sort()
+
+    def last_seq(self, structure: str) -> int:
+        """The highest seq any record of ``structure`` carries (0 if none).
+
+        Reads data set footers and staging only: no data set is opened.
+        """
+        selection = ReadFilter(structures={structure})
+        staging, datasets = self._sources(selection, strict=False)
+        highest = max((m.ranges[structure][1] for m in datasets), default=0)
+        for records in staging:
+            for record in records:
+                if record.structure == structure and record.seq > highest:
+                    highest = record.seq
+        return highest
+
+    # -- sources -------------------------------------------------------------------------
+
+    def _sources(
+        self, selection: ReadFilter, strict: bool
+    ) -> tuple[list[list[LogRecord]], list[DatasetMeta]]:
+        """Read every wanted staging segment; list the wanted data sets (not read yet).
+
+        Segments are listed before data sets: an offload writes its data set before it
+        deletes the segments, so a segment that vanishes before it is read is found in
+        a data set listed after it.
+        """
+        writers = [
+            w for w in self._layout.writers() if selection.writers is None or w in selection.writers
+        ]
+        listed = {w: self._layout.segments(w) for w in writers}
+        seen: set[Path] = set()
+        all_sets = self._datasets(strict, seen)
+        covered: dict[str, list[tuple[int, int]]] = {}
+        for meta in all_sets:
+            covered.setdefault(meta.writer, []).append((meta.first_lsn, meta.last_lsn))
+        read: list[tuple[str, int, list[LogRecord]]] = []
+        for writer in writers:
+            segments = listed[writer]
+            alive = owner_alive(self._layout.writer_dir(writer)) if segments else False
+            for number, (first_lsn, path) in enumerate(segments):
+                if lsn_covered(first_lsn, covered.get(writer, ())):
+                    continue
+                newest_of_live_writer = alive and number == len(segments) - 1
+                records = self._read_segment(path, newest_of_live_writer, strict)
+                if records is not None:  # (None: offloaded or purged since listed)
+                    read.append((writer, first_lsn, records))
+        # A data set written meanwhile holds segments that vanished before they were read,
+        # or were read just before they went: take the data set, drop those segments.
+        for meta in self._datasets(strict, seen):
+            all_sets.append(meta)
+            covered.setdefault(meta.writer, []).append((meta.first_lsn, meta.last_lsn))
+        staging = [
+            records
+            for writer, first_lsn, records in read
+            if not lsn_covered(first_lsn, covered.get(writer, ()))
+        ]
+        datasets = [m for m in all_sets if self._wanted(m, selection)]
+        return staging, datasets
+
+    def _datasets(self, strict: bool, seen: set[Path]) -> list[DatasetMeta]:
+        """The data sets not ``seen`` yet (and now seen); unreadable ones are reported."""
+        found = []
+        for _, path in self._layout.dataset_files():
+            if path in seen:
+                continue
+            seen.add(path)
+            meta = self._space.dataset_meta(path)
+            if meta is None:
+                if path.exists():
+                    self._report(
+                        Damage(str(path), 0, DamageReason.BAD_DATASET, "footer unreadable", 0),
+                        strict,
+                    )
+                continue
+            found.append(meta)
+        return found
+
+    def _wanted(self, meta: DatasetMeta, selection: ReadFilter) -> bool:
+        if selection.writers is not None and meta.writer not in selection.writers:
+            return False
+        ranges = _selected_ranges(meta, selection)
+        if not ranges:
+            return False
+        return max(high for _, high in ranges) >= selection.lowest_seq
+
+    def _read_segment(
+        self, path: Path, may_be_writing: bool, strict: bool
+    ) -> list[LogRecord] | None:
+        try:
+            contents = read_segment(path)
+        except FileNotFoundError:
+            return None
+        damage = contents.damage
+        if damage is not None:
+            if may_be_writing and damage.reason is DamageReason.TRUNCATED:
+                pass  # the frame being appended right now
+            else:
+                self._report(damage, strict)
+        return contents.records
+
+    def _load_dataset(
+        self, meta: DatasetMeta, selection: ReadFilter, strict: bool
+    ) -> list[LogRecord]:
+        try:
+            return read_dataset(meta.path, from_seq=selection.lowest_seq or None)
+        except FileNotFoundError:
+            return []  # purged since listed: below the retention point
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            self._report(Damage(str(meta.path), 0, DamageReason.BAD_DATASET, str(exc), 0), strict)
+            return []
+
+    def _report(self, damage: Damage, strict: bool) -> None:
+        self.damage.append(damage)
+        logger.warning("log damage: %s", damage)
+        if strict:
+            raise log_error(
+                LogReason.LOG_DAMAGED,
+                str(damage),
+                path=damage.path,
+                offset=damage.offset,
+                damage_reason=damage.reason.value,
+            )
+
+    # -- filtering -------------------------------------------------------------------------
+
+    @staticmethod
+    def _prepare(
+        sources: list[list[LogRecord]], selection: ReadFilter, points: dict[str, int]
+    ) -> list[LogRecord]:
+        """Concatenate sources, dropping records the selection or retention excludes."""
+        out: list[LogRecord] = []
+        structures = selection.structures
+        writers = selection.writers
+        low = selection.lowest_seq
+        start = selection.start
+        for records in sources:
+            if structures is not None:
+                records = [r for r in records if r.structure in structures]
+            if writers is not None:
+                records = [r for r in records if r.writer in writers]
+            if low:
+                records = [r for r in records if r.seq >= low]
+            if start is not None:
+                records = [r for r in records if r >= start]
+            if points:
+                records = [r for r in records if r.seq >= points.get(r.structure, 0)]
+            out.extend(records)
+        return out
+
+
+class _Stop:
+    """Where a read ends: after ``to_seq``, or before a record later than ``until_time_us``."""
+
+    def __init__(self, selection: ReadFilter) -> None:
+        self.to_seq = selection.to_seq
+        self.until = selection.until_time_us
+
+    def clip(self, ready: list[LogRecord]) -> tuple[list[LogRecord], bool]:
+        done = False
+        if self.to_seq is not None and ready and ready[-1].seq > self.to_seq:
+            ready = ready[: bisect_left(ready, (self.to_seq + 1,))]
+            done = True
+        if self.until is not None:
+            until = self.until
+            for index, record in enumerate(ready):
+                if record.time_us > until:
+                    return ready[:index], True
+        return ready, done
+
+
+def _selected_ranges(meta: DatasetMeta, selection: ReadFilter) -> list[tuple[int, int]]:
+    if selection.structures is None:
+        return list(meta.ranges.values())
+    return [r for name, r in meta.ranges.items() if name in selection.structures]
+
+
+def _min_seq(meta: DatasetMeta, selection: ReadFilter) -> int:
+    return min((low for low, _ in _selected_ranges(meta, selection)), default=0)

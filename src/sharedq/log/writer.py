@@ -1,0 +1,502 @@
+"""A log writer: one server's (or queue manager's) appends to the stream.
+
+Each writer owns a staging directory (held with an exclusive ``flock``, so a second
+owner of the same name, in this process or another, is refused) and appends framed
+records to its open segment; the structure's sequence numbers order the records of
+all writers when they are read (``reader.py``).  Appends from several threads are
+safe: the lsn is taken and the frame written under one lock, so a writer's file order
+is its lsn order.
+
+Reopening.  A writer that starts where a previous owner of its name stopped reads
+its newest segment.  If that ends in damage (a torn last frame after a crash, a bad
+checksum, garbage), the bytes from the damage on are copied to ``damaged/`` and cut
+off the segment, and appending resumes right after the last sound record: nothing is
+ever appended after garbage, and the lsn goes on from the last sound record.
+:attr:`LogWriter.repaired` says what was found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TextIO
+
+import msgpack
+import pyarrow as pa
+
+from sharedq.log.changes import ChangeLogging, blank
+from sharedq.log.codec import FRAME_HEADER_BYTES, MAX_BODY_BYTES, Damage, encode_frame
+from sharedq.log.config import DurabilityMode, LogConfig
+from sharedq.log.datasets import read_dataset_meta
+from sharedq.log.errors import LogError, LogReason, log_error
+from sharedq.log.layout import Layout, check_writer_name, segment_name, take_ownership
+from sharedq.log.offload import Offloader, OffloadResult, choose_segments, offload_segments
+from sharedq.log.records import (
+    ALL_FIELDS,
+    FIELD_NAMES,
+    ChangeOp,
+    LogPosition,
+    RecordType,
+    check_values,
+    pack_payload,
+)
+from sharedq.log.retention import LogSpace
+from sharedq.log.segment import SegmentFile, read_segment, set_aside_tail
+
+logger = logging.getLogger("sharedq.log")
+
+_SEQ, _OP, _WRITER, _LSN, _TYPE, _STRUCTURE, _TIME = range(7)
+_PAYLOAD = FIELD_NAMES.index("payload")
+_NONE = int(ChangeOp.NONE)
+
+Clock = Callable[[], int]
+"""Returns the time in microseconds since 1970 UTC."""
+
+
+def system_clock() -> int:
+    return time.time_ns() // 1000
+
+
+class LogWriter(ChangeLogging):
+    """Appends one writer's records; create it with ``LogStream.writer``."""
+
+    def __init__(
+        self,
+        *,
+        layout: Layout,
+        config: LogConfig,
+        space: LogSpace,
+        name: str,
+        structure: str,
+        clock: Clock = system_clock,
+    ) -> None:
+        self.name = check_writer_name(name)
+        self.structure = structure
+        self._layout = layout
+        self._config = config
+        self._space = space
+        self._clock = clock
+        self._dir = layout.writer_dir(name)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._lock_file: TextIO | None = take_ownership(self._dir, name)
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._offload_mutex = threading.Lock()
+        self._closed = False
+        self._offload_pending = False
+        self._observed: dict[str, int] = {}
+        #: Damage found (and cut off) at the end of the newest segment when reopening.
+        self.repaired: Damage | None = None
+        #: What the most recent offload did.
+        self.last_offload: OffloadResult | None = None
+        try:
+            self._active = self._recover()
+        except BaseException:
+            self._release_ownership()
+            raise
+        self._written_lsn = self._next_lsn - 1
+        self._durable_lsn = self._written_lsn
+        self._staging = self._measure_staging()
+        # Settings read on every append, kept at hand.
+        self._segment_bytes = config.segment_bytes
+        self._high_bytes = config.high_offload_bytes
+        self._sync_each = config.durability.mode is DurabilityMode.EVERY_RECORD
+        self._packer = msgpack.Packer(use_bin_type=True)
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        durability = config.durability
+        if durability.mode is DurabilityMode.INTERVAL:
+            assert durability.interval_ms is not None
+            self._flusher = threading.Thread(
+                target=self._flush_every,
+                args=(durability.interval_ms / 1000.0,),
+                name=f"sharedq-log-flush-{name}",
+                daemon=True,
+            )
+            self._flusher.start()
+        self._offloader = Offloader(self._offload_work, name) if config.background_offload else None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return (
+            f"<LogWriter {self.name!r} {state} lsn={self._written_lsn} "
+            f"durable={self._durable_lsn} staging={self._staging}>"
+        )
+
+    # -- opening ---------------------------------------------------------------------
+
+    def _recover(self) -> SegmentFile:
+        """Find where the previous owner stopped; repair and reopen, or start a segment."""
+        for leftover in self._dir.glob(".*.tmp"):  # a segment being created at a crash
+            leftover.unlink(missing_ok=True)
+        last_lsn = 0
+        own = [(d, p) for d, p in self._layout.dataset_files() if d.writer == self.name]
+        if own:
+            newest_name, newest_path = max(own, key=lambda item: item[0].last_lsn)
+            last_lsn = newest_name.last_lsn
+            try:
+                meta = read_dataset_meta(newest_path)
+                self._observed = {k: high for k, (_, high) in meta.ranges.items()}
+            except Exception:  # a damaged data set is reported by readers
+                pass
+        segments = self._layout.segments(self.name)
+        if not segments:
+            self._next_lsn = last_lsn + 1
+            return self._create_segment()
+        first_lsn, path = segments[-1]
+        contents = read_segment(path)
+        if contents.damage is not None:
+            self.repaired = contents.damage
+            copy = set_aside_tail(contents, self._layout.damaged, self.name)
+            logger.warning(
+                "writer %s reopened a damaged segment: %s; the damaged bytes are kept in %s "
+                "and cut off, appending resumes after the last sound record",
+                self.name,
+                contents.damage,
+                copy,
+            )
+        last_lsn = max(last_lsn, first_lsn - 1)
+        if contents.records:
+            last_lsn = max(last_lsn, contents.records[-1].lsn)
+            for record in contents.records:
+                if record.op != _NONE and record.seq > self._observed.get(record.structure, 0):
+                    self._observed[record.structure] = record.seq
+        self._next_lsn = last_lsn + 1
+        segment = SegmentFile.reopen(contents)
+        if segment.size >= self._config.segment_bytes and contents.records:
+            segment.close()
+            return self._create_segment()
+        return segment
+
+    def _create_segment(self) -> SegmentFile:
+        path = self._dir / segment_name(self._next_lsn)
+        return SegmentFile.create(path, self._next_lsn)
+
+    def _measure_staging(self) -> int:
+        total = 0
+        for _, path in self._layout.segments(self.name):
+            with contextlib.suppress(FileNotFoundError):
+                total += path.stat().st_size
+        return total
+
+    # -- appending -------------------------------------------------------------------
+
+    def append(
+        self,
+        record_type: RecordType,
+        *,
+        op: ChangeOp = ChangeOp.NONE,
+        seq: int | None = None,
+        structure: str | None = None,
+        entry_id: bytes | None = None,
+        list_number: int | None = None,
+        from_list: int | None = None,
+        key: bytes | None = None,
+        secondary_key: bytes | None = None,
+        set_secondary_key: bool | None = None,
+        version: int | None = None,
+        increment_version: bool | None = None,
+        data: bytes | None = None,
+        adjunct: bytes | None = None,
+        at_head: bool | None = None,
+        limit: int | None = None,
+        increment_authority: bool | None = None,
+        ignore_limit: bool | None = None,
+        uow: bytes | None = None,
+        queue: bytes | None = None,
+        message_id: bytes | None = None,
+        correl_id: bytes | None = None,
+        priority: int | None = None,
+        persistent: bool | None = None,
+        payload: Any = None,
+        commit: bool = False,
+    ) -> LogPosition | None:
+        """Append a record given field by field (see ``docs/log-records.md``).
+
+        The ``log_*`` helpers build these fields from what ``sharedq.cf`` returned and
+        are what servers normally call.  A change (``op`` other than ``NONE``) must
+        give its ``seq``; other records default to the last seq observed.  Returns the
+        record's position, or ``None`` when ``persistent`` is false (not logged).
+        """
+        if persistent is False:
+            return None
+        values = blank(record_type, op, None)
+        values[_SEQ] = seq
+        values[7:] = (
+            entry_id,
+            list_number,
+            from_list,
+            key,
+            secondary_key,
+            set_secondary_key,
+            version,
+            increment_version,
+            data,
+            adjunct,
+            at_head,
+            limit,
+            increment_authority,
+            ignore_limit,
+            uow,
+            queue,
+            message_id,
+            correl_id,
+            priority,
+            persistent,
+            None,
+        )
+        return self._emit(
+            values, structure=structure, payload=payload, commit=commit, check=ALL_FIELDS
+        )
+
+    def _emit(
+        self,
+        values: list[Any],
+        *,
+        structure: str | None,
+        payload: Any,
+        commit: bool,
+        check: Iterable[int],
+    ) -> LogPosition:
+        name = structure if structure is not None else self.structure
+        values[_WRITER] = self.name
+        values[_STRUCTURE] = name
+        if payload is not None:
+            values[_PAYLOAD] = pack_payload(payload)
+        op = values[_OP]
+        defaulted_seq = values[_SEQ] is None
+        if defaulted_seq and op != _NONE:
+            raise log_error(LogReason.BAD_RECORD, "a structure change must give its seq")
+        values[_LSN] = 1
+        values[_TIME] = 0
+        if defaulted_seq:
+            values[_SEQ] = 0
+        check_values(values, check)
+        while True:
+            with self._lock:
+                if self._closed:
+                    raise log_error(LogReason.WRITER_CLOSED, f"writer {self.name} is closed")
+                lsn = self._next_lsn
+                values[_LSN] = lsn
+                values[_TIME] = self._clock()
+                if defaulted_seq:
+                    values[_SEQ] = self._observed.get(name, 0)
+                frame = encode_frame(values, self._packer)
+                size = len(frame)
+                if size - FRAME_HEADER_BYTES > MAX_BODY_BYTES:
+                    raise log_error(LogReason.BAD_RECORD, f"record of {size} bytes is too large")
+                if self._space.fits(size):
+                    offload = self._write_locked(frame, lsn, name, values[_SEQ], op)
+                    break
+            self._space.make_room(self.name, size)
+        position = LogPosition(values[_SEQ], op, self.name, lsn)
+        if commit or self._sync_each:
+            self._sync_through(lsn)
+        if offload:
+            self._start_offload()
+        return position
+
+    def _write_locked(self, frame: bytes, lsn: int, structure: str, seq: int, op: int) -> bool:
+        """Write a frame to the open segment; return whether an offload should start."""
+        active = self._active
+        size = len(frame)
+        if active.size + size > self._segment_bytes:
+            self._roll_locked()  # unless empty: a record larger than a segment goes alone
+            active = self._active
+        try:
+            active.write(frame)
+        except OSError as exc:
+            if active.broken:
+                self._closed = True
+            raise log_error(
+                LogReason.IO_FAILED, f"writer {self.name} could not write {active.path}: {exc}"
+            ) from exc
+        self._next_lsn = lsn + 1
+        self._written_lsn = lsn
+        active.last_lsn = lsn
+        if op != _NONE and seq > self._observed.get(structure, 0):
+            self._observed[structure] = seq
+        self._space.add(size)
+        self._staging += size
+        if self._staging >= self._high_bytes and not self._offload_pending:
+            self._offload_pending = True
+            self._roll_locked()
+            return True
+        return False
+
+    def _roll_locked(self) -> None:
+        """Close the open segment (synced) and start the next; the writer lock is held."""
+        if self._active.last_lsn < self._active.first_lsn:
+            return  # empty: nothing to close
+        with self._sync_lock:
+            self._active.close(sync=True)
+            self._durable_lsn = max(self._durable_lsn, self._written_lsn)
+        try:
+            self._active = self._create_segment()
+        except OSError as exc:
+            self._closed = True
+            raise log_error(
+                LogReason.IO_FAILED, f"writer {self.name} could not start a segment: {exc}"
+            ) from exc
+        self._staging += self._active.size
+        self._space.refresh()
+
+    # -- durability ------------------------------------------------------------------
+
+    def commit(self) -> None:
+        """Make every record appended so far durable (fsync) before returning."""
+        self._sync_through(self._written_lsn)
+
+    def _sync_through(self, lsn: int) -> None:
+        if self._durable_lsn >= lsn:
+            return
+        with self._sync_lock:
+            if self._durable_lsn >= lsn:
+                return  # another thread's fsync covered it: group commit
+            target = self._written_lsn
+            active = self._active
+            if active.closed:
+                return  # closed segments were synced when closed
+            try:
+                active.sync()
+            except OSError as exc:
+                raise log_error(
+                    LogReason.IO_FAILED, f"writer {self.name} could not sync {active.path}: {exc}"
+                ) from exc
+            self._durable_lsn = max(self._durable_lsn, target)
+
+    def _flush_every(self, seconds: float) -> None:
+        while not self._stop.wait(seconds):
+            try:
+                self._sync_through(self._written_lsn)
+            except LogError:
+                logger.exception("writer %s: interval sync failed", self.name)
+
+    # -- offload -------------------------------------------------------------------
+
+    def _start_offload(self) -> None:
+        if self._offloader is not None:
+            self._offloader.request()
+        else:
+            self._offload_work()
+
+    def offload(self) -> OffloadResult:
+        """Close the open segment and offload every closed segment down to LOWOFFLOAD now."""
+        with self._lock:
+            if self._closed:
+                raise log_error(LogReason.WRITER_CLOSED, f"writer {self.name} is closed")
+            self._roll_locked()
+        if self._offloader is not None:
+            self._offloader.wait()
+        return self._offload_work()
+
+    def wait_offload(self, timeout: float | None = None) -> bool:
+        """Wait for a background offload to finish; ``False`` on timeout."""
+        return True if self._offloader is None else self._offloader.wait(timeout)
+
+    def _offload_work(self) -> OffloadResult:
+        with self._offload_mutex:
+            try:
+                with self._lock:
+                    active_first = self._active.first_lsn
+                    active_size = self._active.size
+                closed = []
+                for first, path in self._layout.segments(self.name):
+                    if first < active_first:
+                        try:
+                            closed.append((first, path, path.stat().st_size))
+                        except FileNotFoundError:
+                            continue  # purged meanwhile
+                staging = sum(size for _, _, size in closed) + active_size
+                chosen = choose_segments(closed, staging, self._config.low_offload_bytes)
+                try:
+                    result = offload_segments(
+                        self._layout,
+                        self.name,
+                        chosen,
+                        row_group_rows=self._config.row_group_rows,
+                        dataset_bytes=self._config.staging_bytes,
+                    )
+                except (OSError, pa.ArrowException) as exc:
+                    raise log_error(
+                        LogReason.OFFLOAD_FAILED,
+                        f"writer {self.name}: offload failed, the records stay in staging: {exc}",
+                    ) from exc
+                self._space.add(sum(d.bytes for d in result.datasets) - result.staging_bytes_freed)
+                self.last_offload = result
+                return result
+            finally:
+                staging = self._measure_staging()
+                with self._lock:
+                    self._staging = staging
+                    self._offload_pending = False
+
+    # -- bookkeeping ------------------------------------------------------------------
+
+    def observe(self, seq: int, structure: str | None = None) -> None:
+        """Note that the structure reached ``seq`` (e.g. ``statistics().seq``).
+
+        Records that are not changes carry the last seq observed; a server observes the
+        structure's seq before writing a system checkpoint so that the checkpoint sorts
+        after every change it has seen, however idle the server was.
+        """
+        name = structure if structure is not None else self.structure
+        with self._lock:
+            if seq > self._observed.get(name, 0):
+                self._observed[name] = seq
+
+    def last_seq(self, structure: str | None = None) -> int:
+        """The last seq this writer observed for a structure (0 before any)."""
+        return self._observed.get(structure if structure is not None else self.structure, 0)
+
+    @property
+    def last_lsn(self) -> int:
+        """The lsn of the last record appended (0 before any)."""
+        return self._written_lsn
+
+    @property
+    def durable_lsn(self) -> int:
+        """Every record up to this lsn has been fsynced."""
+        return self._durable_lsn
+
+    @property
+    def staging_bytes(self) -> int:
+        """The bytes this writer's staging segments hold."""
+        return self._staging
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Sync and close; waits for a running offload.  Idempotent."""
+        if self._closed and self._lock_file is None:
+            return
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        if self._offloader is not None:
+            self._offloader.wait()
+            self._offloader.close()
+        with self._lock:
+            self._closed = True
+            with self._sync_lock:
+                self._active.close(sync=not self._active.broken)
+                self._durable_lsn = self._written_lsn
+        self._release_ownership()
+
+    def _release_ownership(self) -> None:
+        if self._lock_file is not None:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self._lock_file.close()
+            self._lock_file = None
+
+    def __enter__(self) -> LogWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
