@@ -45,10 +45,10 @@ def _entry(n: int, *, list_number: int = 1, version: int = 0, data: bytes = b"")
 
 
 def _image(slot: int, seq: int, checkpoint_id: int, count: int = 5) -> SrdsImage:
-    rows = [EntryRow("APP1", _entry(n), n, recoverable=True, queue="Q1") for n in range(count)]
+    rows = [EntryRow("APP1", _entry(n), n, recoverable=True, queue=b"Q1") for n in range(count)]
     rows.append(
         EntryRow(
-            "APP1", _entry(99, list_number=2), 0, recoverable=False, queue="FP.IN", uow=b"U" * 8
+            "APP1", _entry(99, list_number=2), 0, recoverable=False, queue=b"FP.IN", uow=b"U" * 8
         )
     )
     return SrdsImage(
@@ -89,7 +89,7 @@ def test_nonrecoverable_objects_keep_only_queue_and_uow(tmp_path: Path) -> None:
     rows = image.entries.to_pylist()
     (fast_path,) = [r for r in rows if not r["recoverable"]]
     assert fast_path["data"] is None
-    assert (fast_path["queue"], fast_path["uow"]) == ("FP.IN", b"U" * 8)
+    assert (fast_path["queue"], fast_path["uow"]) == (b"FP.IN", b"U" * 8)
     entries = list(table_to_entries(image.entries))
     assert [e.data for e in entries] == [b"message %d" % n for n in range(5)]
     assert entries[1] == _entry(1)

@@ -2,6 +2,8 @@
 
 :mod:`sharedq.recovery.srds` defines the structure recovery data sets (SRDS1/SRDS2):
 the checkpoint file format that recovery and the Spark pipeline both read.
+:mod:`sharedq.recovery.restore` rebuilds a structure from an SRDS image and the log
+after it: the computation structure recovery runs and the pipeline is checked against.
 """
 
 from sharedq.recovery.errors import (
@@ -11,6 +13,15 @@ from sharedq.recovery.errors import (
     SrdsUnreadable,
     SrdsWriteFailed,
     recovery_error,
+)
+from sharedq.recovery.restore import (
+    RECOVERY_USER,
+    RebuildResult,
+    StructureContents,
+    contents,
+    load_image,
+    rebuild,
+    set_controls,
 )
 from sharedq.recovery.srds import (
     ENTRY_SCHEMA,
@@ -35,22 +46,29 @@ from sharedq.recovery.srds import (
 
 __all__ = [
     "ENTRY_SCHEMA",
+    "RECOVERY_USER",
     "SLOTS",
     "SRDS_FORMAT",
     "EntryRow",
     "InvalidRecoveryRequest",
     "ListControls",
+    "RebuildResult",
     "RecoveryError",
     "RecoveryReason",
     "SlotStatus",
     "SrdsImage",
     "SrdsUnreadable",
     "SrdsWriteFailed",
+    "StructureContents",
     "StructureImage",
+    "contents",
+    "load_image",
     "newest_readable",
     "read_srds",
+    "rebuild",
     "recovery_error",
     "rows_to_table",
+    "set_controls",
     "slot_status",
     "srds_path",
     "table_to_entries",

@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sharedq.cf import ListEntry, StructureParams
+from sharedq.errors import SharedqError
 from sharedq.recovery.errors import RecoveryReason, recovery_error
 
 #: The layout version written in every SRDS.
@@ -65,7 +66,7 @@ ENTRY_SCHEMA = pa.schema(
         pa.field("adjunct", pa.binary(), nullable=False),
         pa.field("data", pa.binary(), nullable=True),
         pa.field("recoverable", pa.bool_(), nullable=False),
-        pa.field("queue", pa.string(), nullable=True),
+        pa.field("queue", pa.binary(), nullable=True),
         pa.field("uow", pa.binary(), nullable=True),
     ]
 )
@@ -106,14 +107,16 @@ class EntryRow:
     """One entry to checkpoint, with what the layer above knows of it.
 
     ``recoverable`` is decided by the client (a queue manager: persistent messages and
-    its own control objects are recoverable, nonpersistent messages are not).
+    its own control objects are recoverable, nonpersistent messages are not).  The
+    queue name is bytes, as in the log: a CQS queue name is 16 raw bytes, an MQ queue
+    name its UTF-8 encoding.
     """
 
     structure: str
     entry: ListEntry
     position: int
     recoverable: bool
-    queue: str | None = None
+    queue: bytes | None = None
     uow: bytes | None = None
 
 
@@ -259,6 +262,19 @@ def read_srds(path: str | os.PathLike[str]) -> SrdsImage:
         raise recovery_error(
             RecoveryReason.SRDS_UNREADABLE, f"{path} cannot be read: {exc}", path=str(path)
         ) from None
+    try:
+        return _decode(path, table)
+    except SharedqError:
+        raise
+    except Exception as exc:  # a damaged footer can fail anywhere in decoding
+        raise recovery_error(
+            RecoveryReason.SRDS_UNREADABLE,
+            f"{path} is damaged: {type(exc).__name__}: {exc}",
+            path=str(path),
+        ) from None
+
+
+def _decode(path: Path, table: pa.Table) -> SrdsImage:
     description = _description(path, table.schema.metadata)
     if table.num_rows != description["rows"]:
         raise recovery_error(
@@ -266,7 +282,13 @@ def read_srds(path: str | os.PathLike[str]) -> SrdsImage:
             f"{path} holds {table.num_rows} rows, its description says {description['rows']}",
             path=str(path),
         )
-    entries = table.replace_schema_metadata(None).cast(ENTRY_SCHEMA)
+    entries = table.replace_schema_metadata(None)
+    if not entries.schema.equals(ENTRY_SCHEMA):
+        raise recovery_error(
+            RecoveryReason.SRDS_UNREADABLE,
+            f"{path} does not have the SRDS entry schema",
+            path=str(path),
+        )
     structures = {
         name: StructureImage(
             name=name,
