@@ -102,7 +102,7 @@ def test_delete_entries_with_budget_missing_and_redrive(struct: ListStructure) -
     ids = _fill(struct, 5)
     first = struct.delete_entries(ids, budget=2)
     assert (first.processed, first.complete) == (2, False)
-    rest = struct.delete_entries([*ids[first.processed:], eid(500)], missing_ok=True)
+    rest = struct.delete_entries([*ids[first.processed :], eid(500)], missing_ok=True)
     assert rest.complete and rest.missing == (eid(500),)
     assert len(first.seqs) + len(rest.seqs) == 5
     assert struct.statistics().entries == 0

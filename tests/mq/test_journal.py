@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from sharedq.cf import BulkResult, Change
-from sharedq.mq import ChangeKind, EntryMeaning, Journal, QueueManager
+from sharedq.mq import BulkNote, ChangeKind, ChangeNote, Journal, QueueManager
 from tests.mq.conftest import ADMIN, APP, MakeManager
 
 
@@ -14,46 +12,34 @@ class Recording(Journal):
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
 
-    def changed(
-        self,
-        kind: ChangeKind,
-        structure: str,
-        result: Change | int,
-        queue: str | None,
-        uow_id: bytes | None,
-        persistent: bool | None,
-        msg_id: bytes | None,
-    ) -> None:
+    def changed(self, note: ChangeNote) -> None:
+        result = note.result
         seq = result if isinstance(result, int) else result.seq
         entry_id = None if isinstance(result, int) else result.entry.entry_id
         self.records.append(
             {
-                "kind": kind,
-                "structure": structure,
+                "kind": note.kind,
+                "structure": note.structure,
+                "request": note.request,
                 "seqs": [seq],
                 "id": entry_id,
-                "queue": queue,
-                "uow": uow_id,
-                "persistent": persistent,
-                "msg_id": msg_id,
+                "queue": note.queue,
+                "uow": note.uow_id,
+                "persistent": note.persistent,
+                "msg_id": note.msg_id,
             }
         )
 
-    def bulk_changed(
-        self,
-        kind: ChangeKind,
-        structure: str,
-        result: BulkResult,
-        uow_id: bytes | None,
-        entries: Sequence[EntryMeaning],
-    ) -> None:
+    def bulk_changed(self, note: BulkNote) -> None:
         self.records.append(
             {
-                "kind": kind,
-                "structure": structure,
-                "seqs": list(result.seqs),
-                "uow": uow_id,
-                "entries": list(entries),
+                "kind": note.kind,
+                "structure": note.structure,
+                "request": note.request,
+                "seqs": list(note.result.seqs),
+                "uow": note.uow_id,
+                "entries": list(note.entries),
+                "items": list(note.items),
             }
         )
 

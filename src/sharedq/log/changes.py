@@ -247,6 +247,7 @@ class ChangeLogging(ABC):
         record_type: RecordType = RecordType.MOVE,
         ignore_limit: bool = False,
         message: MessageInfo | Sequence[MessageInfo | None] | None = None,
+        payload: Any = None,
         structure: str | None = None,
         commit: bool = False,
     ) -> list[LogPosition]:
@@ -270,7 +271,7 @@ class ChangeLogging(ABC):
             values[IGNORE_LIMIT] = ignore_limit
 
         return self._log_bulk(
-            moves, result, ChangeOp.MOVE, record_type, message, structure, commit, fill
+            moves, result, ChangeOp.MOVE, record_type, message, payload, structure, commit, fill
         )
 
     def log_bulk_delete(
@@ -280,12 +281,21 @@ class ChangeLogging(ABC):
         *,
         record_type: RecordType = RecordType.DELETE,
         message: MessageInfo | Sequence[MessageInfo | None] | None = None,
+        payload: Any = None,
         structure: str | None = None,
         commit: bool = False,
     ) -> list[LogPosition]:
         """Log what a ``delete_entries`` request did: one record per entry deleted."""
         return self._log_bulk(
-            entry_ids, result, ChangeOp.DELETE, record_type, message, structure, commit, None
+            entry_ids,
+            result,
+            ChangeOp.DELETE,
+            record_type,
+            message,
+            payload,
+            structure,
+            commit,
+            None,
         )
 
     def _log_bulk(
@@ -295,6 +305,7 @@ class ChangeLogging(ABC):
         op: ChangeOp,
         record_type: RecordType,
         message: MessageInfo | Sequence[MessageInfo | None] | None,
+        payload: Any,
         structure: str | None,
         commit: bool,
         fill: Callable[[list[Any], Any], None] | None,
@@ -311,7 +322,7 @@ class ChangeLogging(ABC):
                 fill(values, item)
             positions.append(
                 self._emit(
-                    values, structure=structure, payload=None, commit=False, check=CALLER_FIELDS
+                    values, structure=structure, payload=payload, commit=False, check=CALLER_FIELDS
                 )
             )
         if commit:

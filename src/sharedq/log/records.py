@@ -50,10 +50,12 @@ MAX_VERSION = 2**64 - 1
 class RecordType(IntEnum):
     """What a record means, with the codes of the redbook's Appendix B (Table 1).
 
-    ``UNLOCK`` and ``CHANGE`` are sharedq's: Appendix B lists no unlock record although
-    unlock is a CQS request, and no record for list-control or in-place updates (the
-    MQ queue manager's list header control entry).  They take codes the table leaves
-    unused, next to their neighbours: 0C between move and delete, 0E after delete.
+    ``UNLOCK``, ``CHANGE`` and ``COMMIT`` are sharedq's: Appendix B lists no unlock
+    record although unlock is a CQS request, no record for list-control or in-place
+    updates (the MQ queue manager's list header control entry), and no syncpoint
+    record (a queue manager's commit decision between the two calls of commit, which
+    the patent's restart reads from the owner's log).  They take codes the table leaves
+    unused, next to their neighbours: 0C between move and delete, 0E and 0F after it.
     """
 
     CONNECT = 0x03
@@ -64,6 +66,7 @@ class RecordType(IntEnum):
     UNLOCK = 0x0C
     DELETE = 0x0D
     CHANGE = 0x0E
+    COMMIT = 0x0F
     SHUTDOWN = 0x10
     SYSTEM_CHECKPOINT = 0x32
     STRUCTURE_INITIALIZATION = 0x40
@@ -79,7 +82,14 @@ class RecordType(IntEnum):
 
 
 _UOW_TYPES = frozenset(
-    {RecordType.PUT, RecordType.READ, RecordType.MOVE, RecordType.UNLOCK, RecordType.DELETE}
+    {
+        RecordType.PUT,
+        RecordType.READ,
+        RecordType.MOVE,
+        RecordType.UNLOCK,
+        RecordType.DELETE,
+        RecordType.COMMIT,
+    }
 )
 
 

@@ -44,7 +44,8 @@ from sharedq.mq.errors import (
     UnknownQueue,
     UowError,
 )
-from sharedq.mq.journal import ChangeKind, EntryMeaning, Journal
+from sharedq.mq.journal import BulkNote, ChangeKind, ChangeNote, EntryMeaning, Journal
+from sharedq.mq.logjournal import LogJournal
 from sharedq.mq.manager import InDoubtUnit, QueueManager
 from sharedq.mq.messages import ID_LENGTH, NO_ID, Message
 from sharedq.mq.queue import Queue
@@ -57,7 +58,9 @@ __all__ = [
     "NO_ID",
     "BackedOut",
     "Browser",
+    "BulkNote",
     "ChangeKind",
+    "ChangeNote",
     "Clock",
     "ConfigurationError",
     "ConnectionBroken",
@@ -69,6 +72,7 @@ __all__ = [
     "Inhibited",
     "InvalidArgument",
     "Journal",
+    "LogJournal",
     "MQError",
     "MQReason",
     "ManualClock",

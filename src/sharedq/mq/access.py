@@ -31,7 +31,7 @@ from sharedq.cf import (
     Registration,
     UserInfo,
 )
-from sharedq.mq.journal import ChangeKind, EntryMeaning, Journal
+from sharedq.mq.journal import BulkNote, ChangeKind, ChangeNote, EntryMeaning, Journal
 from sharedq.mq.messages import entry_facts
 
 
@@ -123,7 +123,19 @@ class StructureAccess:
             self.faults("write", self.name, True)
         change = self.conn.write(list_number, key, data, **options)
         if self._journaling:
-            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), persistent, msg_id)
+            self._journal.changed(
+                ChangeNote(
+                    kind,
+                    self.name,
+                    "write",
+                    change,
+                    options,
+                    queue,
+                    _uow_id(uow),
+                    persistent,
+                    msg_id,
+                )
+            )
         if self.faults is not None:
             self.faults("write", self.name, False)
         return change
@@ -147,7 +159,19 @@ class StructureAccess:
             if persistent is None and kind is ChangeKind.GET:
                 # A get learns what it took only from the entry it moved.
                 persistent, msg_id = entry_facts(change.entry.data)
-            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), persistent, msg_id)
+            self._journal.changed(
+                ChangeNote(
+                    kind,
+                    self.name,
+                    "move",
+                    change,
+                    options,
+                    queue,
+                    _uow_id(uow),
+                    persistent,
+                    msg_id,
+                )
+            )
         if self.faults is not None:
             self.faults("move", self.name, False)
         return change
@@ -167,7 +191,19 @@ class StructureAccess:
             self.faults("delete", self.name, True)
         change = self.conn.delete(locator, **options)
         if change is not None and self._journaling:
-            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), persistent, msg_id)
+            self._journal.changed(
+                ChangeNote(
+                    kind,
+                    self.name,
+                    "delete",
+                    change,
+                    options,
+                    queue,
+                    _uow_id(uow),
+                    persistent,
+                    msg_id,
+                )
+            )
         if self.faults is not None:
             self.faults("delete", self.name, False)
         return change
@@ -185,7 +221,11 @@ class StructureAccess:
             self.faults("update", self.name, True)
         change = self.conn.update(locator, **options)
         if change is not None and self._journaling:
-            self._journal.changed(kind, self.name, change, queue, _uow_id(uow), None, None)
+            self._journal.changed(
+                ChangeNote(
+                    kind, self.name, "update", change, options, queue, _uow_id(uow), None, None
+                )
+            )
         if self.faults is not None:
             self.faults("update", self.name, False)
         return change
@@ -230,7 +270,9 @@ class StructureAccess:
             self.faults(request, self.name, True)
         result = call(items, **options)
         if result.seqs and self._journaling:
-            self._journal.bulk_changed(kind, self.name, result, uow, meanings)
+            self._journal.bulk_changed(
+                BulkNote(kind, self.name, request, items, result, options, uow, meanings)
+            )
         if self.faults is not None:
             self.faults(request, self.name, False)
         return result
@@ -242,7 +284,19 @@ class StructureAccess:
             self.faults("set_list_controls", self.name, True)
         seq = self.conn.set_list_controls(list_number, **options)
         if self._journaling:
-            self._journal.changed(kind, self.name, seq, queue, None, None, None)
+            self._journal.changed(
+                ChangeNote(
+                    kind,
+                    self.name,
+                    "set_list_controls",
+                    seq,
+                    {"list_number": list_number, **options},
+                    queue,
+                    None,
+                    None,
+                    None,
+                )
+            )
         if self.faults is not None:
             self.faults("set_list_controls", self.name, False)
         return seq

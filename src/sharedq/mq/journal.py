@@ -7,10 +7,11 @@ structure, it calls the manager's :class:`Journal` with the change (the ``Change
 its :class:`ChangeKind`, the queue, the unit of work, the message's persistence and
 its message id.  The default journal does nothing.
 
-A recovery log (a later issue: "every change to a recoverable object is logged before
-its request returns to the caller; nonpersistent messages are not logged") subclasses
-:class:`Journal`, writes a record in :meth:`Journal.changed` and
-:meth:`Journal.bulk_changed`, and skips the records whose ``persistent`` is ``False``.
+The recovery log (:class:`sharedq.mq.logjournal.LogJournal`: "every change to a
+recoverable object is logged before its request returns to the caller; nonpersistent
+messages are not logged") subclasses :class:`Journal`, writes a record in
+:meth:`Journal.changed` and :meth:`Journal.bulk_changed`, and skips the changes whose
+``persistent`` is ``False``.
 Because the seam is called after the change and before the manager's call returns to
 the application, logging there meets that rule.  A journal method that raises fails
 the request's caller (the change stays made; the log is then behind the structure,
@@ -25,11 +26,11 @@ promise made to it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from sharedq.cf import BulkResult, Change
+from sharedq.cf import BulkMove, BulkResult, Change
 
 
 class ChangeKind(Enum):
@@ -75,31 +76,69 @@ class EntryMeaning(NamedTuple):
     msg_id: bytes | None
 
 
+class ChangeNote(NamedTuple):
+    """One single-entry change (or list-controls change) and what it meant.
+
+    ``request`` names the structure request (``write``, ``move``, ``delete``,
+    ``update``, ``set_list_controls``) and ``options`` holds the keyword arguments it
+    was made with (position, ignore_limit, new key, limit...; a move's ``locator`` and
+    list controls' ``list_number`` too), so that a log can record the change exactly;
+    ``result`` is what the structure returned (for list controls, the sequence number).
+    """
+
+    kind: ChangeKind
+    structure: str
+    request: str
+    result: Change | int
+    options: Mapping[str, Any]
+    queue: str | None
+    uow_id: bytes | None
+    persistent: bool | None
+    msg_id: bytes | None
+
+
+class BulkNote(NamedTuple):
+    """A bulk move or delete and what it meant.
+
+    ``items`` is the request as sent (the ``BulkMove`` list or the entry ids) and
+    ``entries`` says what each item is, aligned with it; ``result`` says how far the
+    request got, possibly not all the way.
+    """
+
+    kind: ChangeKind
+    structure: str
+    request: str
+    items: Sequence[BulkMove] | Sequence[bytes]
+    result: BulkResult
+    options: Mapping[str, Any]
+    uow_id: bytes | None
+    entries: Sequence[EntryMeaning]
+
+
 class Journal:
     """Receives every change the queue manager makes; this default records nothing."""
 
-    def changed(
-        self,
-        kind: ChangeKind,
-        structure: str,
-        result: Change | int,
-        queue: str | None,
-        uow_id: bytes | None,
-        persistent: bool | None,
-        msg_id: bytes | None,
-    ) -> None:
-        """One single-entry change (or list-controls change, whose result is its seq)."""
+    def changed(self, note: ChangeNote) -> None:
+        """One single-entry change or list-controls change was made."""
 
-    def bulk_changed(
-        self,
-        kind: ChangeKind,
-        structure: str,
-        result: BulkResult,
-        uow_id: bytes | None,
-        entries: Sequence[EntryMeaning],
-    ) -> None:
-        """A bulk move or delete; ``entries`` is aligned with the request, and
-        ``result`` says how far it got (possibly not all the way)."""
+    def bulk_changed(self, note: BulkNote) -> None:
+        """A bulk move or delete was made (possibly only part of it)."""
+
+    def commit_decided(self, qm_name: str, uow_id: bytes, structures: Sequence[str]) -> None:
+        """A unit of work whose descriptors say "begin commit" is now to be committed.
+
+        Called between the two calls of commit (p[223]-p[229]), before the descriptors
+        are changed to "in commit".  A log records the decision durably here; a manager
+        that dies before changing its descriptors is then committed at its restart,
+        which is what the owner's private log decides in the patent (p[308]).
+        ``structures`` are the structures the unit touched.
+        """
+
+    def unit_ended(self, qm_name: str, uow_id: bytes | None, structures: Sequence[str]) -> None:
+        """A unit of work (or an out-of-syncpoint operation) completed, committed or not.
+
+        The point at which a log with per-commit durability makes its records durable.
+        """
 
     def begin_commit_outcome(self, qm_name: str, uow_id: bytes) -> bool | None:
         """At restart: did the owner's log commit this "begin commit" UOW?

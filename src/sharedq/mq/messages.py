@@ -193,6 +193,12 @@ def to_message(
     )
 
 
+def message_facts(data: bytes) -> tuple[bool, int, bytes, bytes]:
+    """``(persistent, priority, msg id, correl id)`` of a message entry's data."""
+    _, flags, priority, _, _, _, msg_id, correl_id, _ = _HEADER.unpack_from(data)
+    return bool(flags & _PERSISTENT), priority, msg_id, correl_id
+
+
 def entry_facts(data: bytes) -> tuple[bool, bytes]:
     """``(persistent, msg id)`` of a message entry, for a journal that must know them."""
     flags = data[1]

@@ -37,7 +37,7 @@ from sharedq.mq import descriptors as d
 from sharedq.mq.access import StructureAccess, UowRef
 from sharedq.mq.definitions import QueueState
 from sharedq.mq.errors import MQReason, from_cf, mq_error
-from sharedq.mq.journal import ChangeKind, EntryMeaning
+from sharedq.mq.journal import NO_JOURNAL, ChangeKind, EntryMeaning
 from sharedq.mq.uow import Trop, TropKind, Trqs, UnitOfWork, UowState
 
 # -- bulk helpers ---------------------------------------------------------------------------
@@ -166,6 +166,9 @@ def _commit_end(uow: UnitOfWork) -> None:
     """Phase 2: "in commit", the commit actions, then the descriptors go."""
     written = uow.descriptors
     if isinstance(written, d.Written) and written.status is not d.Status.IN_COMMIT:
+        if written.status is d.Status.BEGIN_COMMIT:
+            mgr = uow.manager
+            mgr.journal.commit_decided(mgr.name, uow.uow_id, _structure_names(uow))
         _set_status(uow, d.Status.IN_COMMIT)
     uow_id = uow.uow_id
     for number in sorted(uow.structures):
@@ -458,7 +461,17 @@ def _delete_muse(uow: UnitOfWork) -> None:
         written.muse_id = None
 
 
+def _structure_names(uow: UnitOfWork) -> list[str]:
+    return sorted(
+        {trqs.queue.acc.name for queues in uow.structures.values() for trqs in queues.values()}
+    )
+
+
 def _ended(uow: UnitOfWork) -> None:
+    mgr = uow.manager
+    if mgr.journal is not NO_JOURNAL:
+        uow_id = uow.uow_id if uow.has_id else None
+        mgr.journal.unit_ended(mgr.name, uow_id, _structure_names(uow))
     uow.state = UowState.ENDED
     uow.structures.clear()
     uow.descriptors = None
