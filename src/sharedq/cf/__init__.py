@@ -6,7 +6,7 @@ monitoring and accounting (see :mod:`sharedq.cf.api` for the contract).  Backend
 ``memory`` (embedded, the default) and ``redis`` (shared by processes and hosts).
 """
 
-from sharedq.cf.api import CouplingFacility, ListStructure
+from sharedq.cf.api import CouplingFacility, ListStructure, StructureSnapshot
 from sharedq.cf.errors import (
     AlterRejected,
     AuthenticationFailed,
@@ -46,6 +46,7 @@ from sharedq.cf.types import (
     UNCHANGED,
     BulkMove,
     BulkResult,
+    BulkWrite,
     ById,
     ByKey,
     BySecondaryKey,
@@ -79,6 +80,7 @@ __all__ = [
     "AuthorityMismatch",
     "BulkMove",
     "BulkResult",
+    "BulkWrite",
     "ById",
     "ByKey",
     "BySecondaryKey",
@@ -118,6 +120,7 @@ __all__ = [
     "StructureFull",
     "StructureLost",
     "StructureParams",
+    "StructureSnapshot",
     "StructureStats",
     "Tail",
     "UserError",

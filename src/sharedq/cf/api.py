@@ -51,6 +51,7 @@ from sharedq.cf.types import (
     UNCHANGED,
     BulkMove,
     BulkResult,
+    BulkWrite,
     Change,
     ListEntry,
     ListInfo,
@@ -217,6 +218,28 @@ class ListStructure(ABC):
         """
 
     @abstractmethod
+    def write_entries(
+        self,
+        writes: Sequence[BulkWrite],
+        *,
+        ignore_limit: bool = False,
+        not_locked: Iterable[int] = (),
+        budget: int | None = None,
+    ) -> BulkResult:
+        """Write several entries, in order, each atomically, as :meth:`write` would.
+
+        The bulk form of ``write``, for loading a structure (recovery, copy): one
+        request instead of one per entry.  Budget and redrive as :meth:`move_entries`.
+        Every entry is validated before any is written: a bad request writes nothing.
+        The request stops at an entry that cannot be written (its id in use, its list
+        at its limit without ``ignore_limit``, no room), having written the ones before
+        it; ``error`` holds the exception (``EntryExists``, ``ListFull``,
+        ``StructureFull``).  An entry written without an id gets the one the structure
+        assigns, its seq as 12 big-endian bytes, as ``write`` does.  ``missing`` is
+        always empty.
+        """
+
+    @abstractmethod
     def delete_entries(
         self,
         entry_ids: Sequence[bytes],
@@ -241,6 +264,19 @@ class ListStructure(ABC):
         The scan reads in pages: entries present for its whole duration are returned
         exactly once; entries changed meanwhile may or may not be.  Without data the
         entries carry ``b""`` as data.
+        """
+
+    @abstractmethod
+    def snapshot(self) -> StructureSnapshot:
+        """Copy the whole structure in one atomic request, to be read afterwards.
+
+        The copy holds every entry (with its data) and every list's controls as they
+        were between two changes, and the seq of the last change it includes.  Taking
+        it is short (the memory backend collects its immutable entries; the Redis
+        backend copies the structure's keys on the server, in its slot); reading it
+        does not hold up other users.  This is the structure checkpoint's copy to a
+        data space (redbook §2.10): release it when done.  It is not counted against
+        the structure's size.
         """
 
     # -- list controls and locks -------------------------------------------------------
@@ -400,6 +436,47 @@ class ListStructure(ABC):
     ) -> None:
         if self.connected:
             self.disconnect()
+
+
+class StructureSnapshot(ABC):
+    """A structure as it was at one instant: from :meth:`ListStructure.snapshot`.
+
+    Use it as a context manager, or call :meth:`release`, to free the copy.
+    """
+
+    @property
+    @abstractmethod
+    def seq(self) -> int:
+        """The seq of the last change the copy includes."""
+
+    @property
+    @abstractmethod
+    def params(self) -> StructureParams:
+        """How to allocate a structure like this one (its size as altered)."""
+
+    @property
+    @abstractmethod
+    def lists(self) -> tuple[ListInfo, ...]:
+        """Every list's counts and controls at the snapshot, by list number."""
+
+    @abstractmethod
+    def entries(self, list_number: int) -> Iterator[ListEntry]:
+        """A list's entries at the snapshot, in list order, with their data."""
+
+    @abstractmethod
+    def release(self) -> None:
+        """Free the copy; idempotent."""
+
+    def __enter__(self) -> StructureSnapshot:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
 
 
 class CouplingFacility(ABC):

@@ -118,9 +118,25 @@ class BulkMove:
     from_list: int | None = None
 
 
+class BulkWrite(NamedTuple):
+    """One entry of a bulk write: what ``write`` takes, as one value.
+
+    A named tuple, not a dataclass: structure recovery builds one per entry it loads.
+    """
+
+    list_number: int
+    key: bytes
+    data: bytes = b""
+    adjunct: bytes = b""
+    secondary_key: bytes | None = None
+    entry_id: bytes | None = None
+    version: int = 0
+    position: Position = Position.TAIL
+
+
 @dataclass(frozen=True)
 class BulkResult:
-    """How far a bulk move or delete got.
+    """How far a bulk write, move or delete got.
 
     A bulk request stops after its budget of entries (the coupling facility's
     "timeout") and says so: ``processed`` entries of the request were handled (moved,

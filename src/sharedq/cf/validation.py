@@ -19,6 +19,7 @@ from sharedq.cf.types import (
     MAX_TOKEN,
     MAX_VERSION,
     BulkMove,
+    BulkWrite,
     ById,
     ByKey,
     BySecondaryKey,
@@ -174,6 +175,22 @@ def check_locator(locator: object, list_count: int) -> Locator:
     else:
         raise cf_error(CFReason.BAD_ARGUMENT, f"not a locator: {locator!r}")
     return locator
+
+
+def check_bulk_write(write: object, list_count: int, element_size: int) -> int:
+    """Check one entry of a bulk write; returns the data elements it takes."""
+    if not isinstance(write, BulkWrite):
+        raise cf_error(CFReason.BAD_ARGUMENT, f"not a BulkWrite: {write!r}")
+    check_list(write.list_number, list_count)
+    check_key(write.key)
+    elements = elements_for(write.data, element_size)
+    check_adjunct(write.adjunct)
+    check_secondary_key(write.secondary_key)
+    if write.entry_id is not None:
+        check_entry_id(write.entry_id)
+    check_version(write.version)
+    check_position(write.position)
+    return elements
 
 
 def check_bulk_move(move: object, list_count: int) -> BulkMove:

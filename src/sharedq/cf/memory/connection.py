@@ -14,8 +14,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 
 from sharedq.cf import validation as v
-from sharedq.cf.api import ListStructure
+from sharedq.cf.api import ListStructure, StructureSnapshot
 from sharedq.cf.errors import CFReason, cf_error
+from sharedq.cf.memory import copying
 from sharedq.cf.memory.structure import (
     DEFAULT_BULK_BUDGET,
     ORDINAL_BASE,
@@ -32,6 +33,7 @@ from sharedq.cf.types import (
     UNCHANGED,
     BulkMove,
     BulkResult,
+    BulkWrite,
     ById,
     Change,
     Compare,
@@ -446,6 +448,34 @@ class MemoryListStructure(ListStructure):
                         s.notify()
                 processed += 1
             return BulkResult(len(entry_ids), processed, tuple(seqs), tuple(missing))
+
+    def write_entries(
+        self,
+        writes: Sequence[BulkWrite],
+        *,
+        ignore_limit: bool = False,
+        not_locked: Iterable[int] = (),
+        budget: int | None = None,
+    ) -> BulkResult:
+        s = self._s
+        with s.lock:
+            if self._user.live != self._incarnation:
+                s.check_user(self._user, self._incarnation)
+            return copying.write_entries(
+                s,
+                self._user.user_id,
+                writes,
+                ignore_limit=ignore_limit,
+                not_locked=not_locked,
+                budget=budget,
+            )
+
+    def snapshot(self) -> StructureSnapshot:
+        s = self._s
+        with s.lock:
+            if self._user.live != self._incarnation:
+                s.check_user(self._user, self._incarnation)
+            return copying.MemorySnapshot(s)
 
     def scan(
         self,

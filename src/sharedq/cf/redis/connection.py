@@ -18,9 +18,10 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from sharedq.cf import validation as v
-from sharedq.cf.api import ListStructure
+from sharedq.cf.api import ListStructure, StructureSnapshot
 from sharedq.cf.errors import CFReason, StoreError, cf_error
 from sharedq.cf.redis import codec, keys, scripts
+from sharedq.cf.redis import snapshot as redis_snapshot
 from sharedq.cf.redis.codec import NO_OPTIONS, entry_of, options, pack_locator
 from sharedq.cf.types import (
     HIGHEST_KEY,
@@ -30,6 +31,7 @@ from sharedq.cf.types import (
     UNCHANGED,
     BulkMove,
     BulkResult,
+    BulkWrite,
     Change,
     ListEntry,
     ListInfo,
@@ -376,6 +378,45 @@ class RedisListStructure(ListStructure):
             ],
         )
         return codec.bulk_result(len(entry_ids), reply)
+
+    def write_entries(
+        self,
+        writes: Sequence[BulkWrite],
+        *,
+        ignore_limit: bool = False,
+        not_locked: Iterable[int] = (),
+        budget: int | None = None,
+    ) -> BulkResult:
+        v.check_budget(budget)
+        args: list[bytes | int] = []
+        list_count, element_size = self._list_count, self._element_size
+        for write in writes[: budget or DEFAULT_BULK_BUDGET]:
+            elements = v.check_bulk_write(write, list_count, element_size)
+            spec = codec.write_spec(
+                write.list_number,
+                write.key,
+                write.version,
+                write.position is not _TAIL,
+                False,
+                elements,
+                None,
+                write.adjunct,
+                write.secondary_key,
+                write.entry_id,
+            )
+            args += (spec, write.data)
+        for write in writes[budget or DEFAULT_BULK_BUDGET :]:
+            v.check_bulk_write(write, list_count, element_size)
+        locks = v.check_locks(not_locked, self._lock_count)
+        reply = self._run(
+            scripts.BULK_WRITE,
+            self._key,
+            [self._changer(), b"1" if ignore_limit else b"", len(locks), *locks, *args],
+        )
+        return codec.bulk_result(len(writes), reply)
+
+    def snapshot(self) -> StructureSnapshot:
+        return redis_snapshot.take(self)
 
     def scan(
         self,

@@ -61,6 +61,7 @@ REQUESTS = (
     "attach",
     "bulk_delete",
     "bulk_move",
+    "bulk_write",
     "controls",
     "create",
     "delete",
@@ -75,6 +76,9 @@ REQUESTS = (
     "read",
     "renew",
     "scan",
+    "snapshot",
+    "snapshot_drop",
+    "snapshot_read",
     "stats",
     "unmonitor",
     "update",
@@ -96,6 +100,7 @@ ALTER = _fn("alter")
 ATTACH = _fn("attach")
 BULK_DELETE = _fn("bulk_delete")
 BULK_MOVE = _fn("bulk_move")
+BULK_WRITE = _fn("bulk_write")
 CONTROLS = _fn("controls")
 CREATE = _fn("create")
 DELETE = _fn("delete")
@@ -110,6 +115,9 @@ MOVE = _fn("move")
 READ = _fn("read")
 RENEW = _fn("renew")
 SCAN = _fn("scan")
+SNAPSHOT = _fn("snapshot")
+SNAPSHOT_DROP = _fn("snapshot_drop")
+SNAPSHOT_READ = _fn("snapshot_read")
 STATS = _fn("stats")
 UNMONITOR = _fn("unmonitor")
 UPDATE = _fn("update")

@@ -25,6 +25,13 @@ end
 for u = 1, 32 do
   for _, part in ipairs({'um:', 'ud:', 'q:', 't:'}) do keys[#keys + 1] = P .. part .. u end
 end
+-- Snapshots taken and not dropped yet (see snapshot.lua).
+for _, id in ipairs(redis.call('SMEMBERS', P .. 'xs')) do
+  local X = P .. 'x' .. id .. ':'
+  keys[#keys + 1], keys[#keys + 2], keys[#keys + 3] = X .. 'i', X .. 'e', X .. 'd'
+  for n = 0, tonumber(lists) - 1 do keys[#keys + 1] = X .. 'l:' .. n end
+end
+keys[#keys + 1] = P .. 'xs'
 for first = 1, #keys, 500 do
   redis.call('UNLINK', unpack(keys, first, math.min(first + 499, #keys)))
 end

@@ -1,0 +1,23 @@
+-- flags: no-writes
+-- snapshot_read: one page of a list of a snapshot, in list order.
+-- ARGV[2..]: snapshot id, list, the member after which to start ('' from the first),
+-- page size.  The reply: record, data ('' for none), record...
+local X = P .. 'x' .. ARGV[2] .. ':'
+if redis.call('EXISTS', X .. 'i') == 0 then
+  fail(STRUCTURE_LOST, 'snapshot ' .. ARGV[2] .. ' of structure ' .. structure_name()
+    .. ' is gone (dropped, expired, or the structure was deleted or lost)')
+end
+local from = '-'
+if ARGV[4] ~= '' then from = '(' .. ARGV[4] end
+local members = redis.call('ZRANGEBYLEX', X .. 'l:' .. ARGV[3], from, '+', 'LIMIT', 0,
+  tonumber(ARGV[5]))
+if #members == 0 then return {} end
+local ids = {}
+for i, member in ipairs(members) do ids[i] = string.sub(member, 25, 36) end
+local records = redis.call('HMGET', X .. 'e', unpack(ids))
+local data = redis.call('HMGET', X .. 'd', unpack(ids))
+local reply = {}
+for i, r in ipairs(records) do
+  reply[2 * i - 1], reply[2 * i] = r, data[i] or ''
+end
+return reply

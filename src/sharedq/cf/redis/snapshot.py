@@ -1,0 +1,112 @@
+"""Snapshots of a structure on Redis: a server-side copy, read after the structure resumes.
+
+A structure checkpoint holds every user of the structure while it copies it (redbook
+§2.10: "quiesced while the recoverable data objects are written to a data space").  On
+Redis the copy is made by one function (``snapshot.lua``) with ``COPY``, in the
+server's C code, into keys beside the structure in its slot; the function's run is the
+whole time the structure is held.  Reading the copy (``snapshot_read.lua``, a page
+per call) and dropping it (``snapshot_drop.lua``, ``UNLINK``) hold nobody up.
+
+A copy lives :data:`SNAPSHOT_TTL_MS` unless dropped, so that one whose reader died does
+not stay; deleting the structure deletes its copies too.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from sharedq.cf import validation as v
+from sharedq.cf.api import StructureSnapshot
+from sharedq.cf.errors import CFReason, cf_error
+from sharedq.cf.params import StructureParams
+from sharedq.cf.redis import codec, scripts
+from sharedq.cf.types import ListEntry, ListInfo
+
+if TYPE_CHECKING:
+    from sharedq.cf.redis.connection import RedisListStructure
+
+#: How long a copy lives unless dropped, in milliseconds (an hour).
+SNAPSHOT_TTL_MS = 3_600_000
+#: Entries read per function call: large pages, since nobody waits for the reading.
+READ_PAGE = 1024
+# A list's controls as the meta hash packs them: elements, monitors, limit + 1, authority.
+_CONTROLS = struct.Struct(">QQQQ")
+
+
+class RedisSnapshot(StructureSnapshot):
+    """A copy of a structure kept on its server until released."""
+
+    def __init__(self, conn: RedisListStructure, reply: list[Any]) -> None:
+        snapshot_id, seq, allocation, lists = reply
+        self._conn = conn
+        self._id = int(snapshot_id)
+        self._seq = int(seq)
+        lc, es, lk, er, elr, size, max_size, emcp = (int(x) for x in allocation)
+        self._params = StructureParams(
+            name=conn.structure_name,
+            list_count=lc,
+            size=size,
+            entry_ratio=er,
+            element_ratio=elr,
+            element_size=es,
+            emc_percent=emcp,
+            max_size=max_size,
+            lock_count=lk,
+        )
+        infos = []
+        for number, (count, raw) in enumerate(lists):
+            elements, _, limit, authority = _CONTROLS.unpack(raw)
+            infos.append(
+                ListInfo(number, int(count), elements, None if limit == 0 else limit - 1, authority)
+            )
+        self._infos = tuple(infos)
+        self._released = False
+
+    def __repr__(self) -> str:
+        state = "released" if self._released else "held"
+        return f"<RedisSnapshot {self._conn.structure_name!r} #{self._id} seq={self._seq} {state}>"
+
+    @property
+    def seq(self) -> int:
+        return self._seq
+
+    @property
+    def params(self) -> StructureParams:
+        return self._params
+
+    @property
+    def lists(self) -> tuple[ListInfo, ...]:
+        return self._infos
+
+    def entries(self, list_number: int) -> Iterator[ListEntry]:
+        if self._released:
+            raise cf_error(CFReason.BAD_ARGUMENT, "the snapshot was released")
+        v.check_list(list_number, len(self._infos))
+        return self._pages(list_number)
+
+    def _pages(self, list_number: int) -> Iterator[ListEntry]:
+        after = b""
+        while True:
+            page: list[bytes] = self._conn._run(
+                scripts.SNAPSHOT_READ,
+                self._conn._key,
+                [self._conn._reader, self._id, list_number, after, READ_PAGE],
+            )
+            yield from map(codec.entry_of, page[::2], page[1::2])
+            if len(page) < 2 * READ_PAGE:
+                return
+            after = codec.member_of(page[-2])
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        self._conn._run(scripts.SNAPSHOT_DROP, self._conn._key, [self._conn._reader, self._id])
+
+
+def take(conn: RedisListStructure) -> RedisSnapshot:
+    """Copy the structure on its server (``ListStructure.snapshot``)."""
+    reply = conn._run(scripts.SNAPSHOT, conn._key, [conn._changer(), SNAPSHOT_TTL_MS])
+    return RedisSnapshot(conn, reply)
