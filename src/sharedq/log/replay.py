@@ -35,7 +35,7 @@ from typing import TypeVar
 
 from sharedq.cf.api import ListStructure
 from sharedq.cf.errors import CFError
-from sharedq.cf.types import UNCHANGED, ById, Position, Unchanged
+from sharedq.cf.types import UNCHANGED, BulkWrite, ById, Position, Unchanged
 from sharedq.log.errors import LogReason, log_error
 from sharedq.log.records import LIMIT_NONE, MAX_VERSION, ChangeOp, LogRecord
 
@@ -308,12 +308,24 @@ class _Fold:
             if net.placed_at is not None:
                 placements.append((net.placed_at, entry_id, net))
         placements.sort(key=_first)
+        # New entries go in bulk writes (one request per batch, not per entry); a run
+        # of them is written before the next move, so that placement order holds.
+        batch: list[tuple[BulkWrite, _Net]] = []
         for _, entry_id, net in placements:
+            if not net.existed or net.rewritten:
+                batch.append((_as_write(entry_id, net), net))
+                if len(batch) >= _BULK:
+                    requests += _write_batch(structure, batch)
+                continue
+            if batch:
+                requests += _write_batch(structure, batch)
             requests += 1
             try:
                 self._place(structure, entry_id, net)
             except CFError as exc:
                 raise _failed(net.record, exc) from exc
+        if batch:
+            requests += _write_batch(structure, batch)
         for number in sorted(set(self.limits) | set(self.authority)):
             increments = self.authority.get(number, 0)
             limit = self.limits.get(number, UNCHANGED)
@@ -373,6 +385,39 @@ class _Fold:
                 position=position,
                 ignore_limit=True,
             )
+
+
+def _as_write(entry_id: bytes, net: _Net) -> BulkWrite:
+    """A net change that creates its entry, as one entry of a bulk write."""
+    return BulkWrite(
+        _req(net.list),
+        _req(net.key),
+        net.data or b"",
+        net.adjunct or b"",
+        net.skey,
+        entry_id,
+        net.version or 0,
+        Position.HEAD if net.head else Position.TAIL,
+    )
+
+
+def _write_batch(structure: ListStructure, batch: list[tuple[BulkWrite, _Net]]) -> int:
+    """Write a batch in as few requests as the backend's budget allows; empties it."""
+    writes = [write for write, _ in batch]
+    requests = done = 0
+    while done < len(writes):
+        try:
+            result = structure.write_entries(
+                writes[done:], ignore_limit=True, budget=len(writes) - done
+            )
+        except CFError as exc:
+            raise _failed(batch[done][1].record, exc) from exc
+        requests += 1
+        if result.error is not None:
+            raise _failed(batch[done + result.processed][1].record, result.error)
+        done += result.processed
+    batch.clear()
+    return requests
 
 
 def _version_after(structure: ListStructure, record: LogRecord) -> int | None:

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sharedq.cf import (
+    BulkWrite,
     CouplingFacility,
     ListEntry,
     ListStructure,
@@ -27,6 +28,8 @@ from sharedq.recovery.srds import ListControls, SrdsImage, table_to_entries
 
 #: The user name recovery connects under.
 RECOVERY_USER = "SHAREDQ.RECOVERY"
+#: Entries per bulk write when loading an image.
+LOAD_BATCH = 1024
 
 
 @dataclass(frozen=True)
@@ -83,21 +86,41 @@ def load_image(conn: ListStructure, image: SrdsImage, structure: str) -> int:
     because a checkpoint may legitimately hold more than a limit (a backout ignores it).
     """
     loaded = 0
+    batch: list[BulkWrite] = []
     for entry in table_to_entries(image.entries_of(structure)):
-        conn.write(
-            entry.list_number,
-            entry.key,
-            entry.data,
-            adjunct=entry.adjunct,
-            secondary_key=entry.secondary_key,
-            entry_id=entry.entry_id,
-            version=entry.version,
-            ignore_limit=True,
+        batch.append(
+            BulkWrite(
+                entry.list_number,
+                entry.key,
+                entry.data,
+                entry.adjunct,
+                entry.secondary_key,
+                entry.entry_id,
+                entry.version,
+            )
         )
-        loaded += 1
+        if len(batch) >= LOAD_BATCH:
+            loaded += write_all(conn, batch)
+    loaded += write_all(conn, batch)
     for controls in image.structures[structure].lists:
         set_controls(conn, controls)
     return loaded
+
+
+def write_all(conn: ListStructure, writes: list[BulkWrite]) -> int:
+    """Write every entry of ``writes`` (redriving as the budget asks), limits ignored.
+
+    Empties the list and returns how many were written; an entry that cannot be written
+    (its id in use, no room) is an error: the structure does not match what is loaded.
+    """
+    done = 0
+    while done < len(writes):
+        result = conn.write_entries(writes[done:], ignore_limit=True, budget=len(writes) - done)
+        if result.error is not None:
+            raise result.error
+        done += result.processed
+    writes.clear()
+    return done
 
 
 def set_controls(conn: ListStructure, controls: ListControls) -> None:
