@@ -310,22 +310,22 @@ class _Fold:
         placements.sort(key=_first)
         # New entries go in bulk writes (one request per batch, not per entry); a run
         # of them is written before the next move, so that placement order holds.
-        batch: list[tuple[BulkWrite, _Net]] = []
+        writes: list[tuple[BulkWrite, _Net]] = []
         for _, entry_id, net in placements:
             if not net.existed or net.rewritten:
-                batch.append((_as_write(entry_id, net), net))
-                if len(batch) >= _BULK:
-                    requests += _write_batch(structure, batch)
+                writes.append((_as_write(entry_id, net), net))
+                if len(writes) >= _BULK:
+                    requests += _write_batch(structure, writes)
                 continue
-            if batch:
-                requests += _write_batch(structure, batch)
+            if writes:
+                requests += _write_batch(structure, writes)
             requests += 1
             try:
                 self._place(structure, entry_id, net)
             except CFError as exc:
                 raise _failed(net.record, exc) from exc
-        if batch:
-            requests += _write_batch(structure, batch)
+        if writes:
+            requests += _write_batch(structure, writes)
         for number in sorted(set(self.limits) | set(self.authority)):
             increments = self.authority.get(number, 0)
             limit = self.limits.get(number, UNCHANGED)
