@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,6 +168,21 @@ class LogSpace:
     @property
     def in_handler(self) -> bool:
         return bool(getattr(self._local, "active", False))
+
+    @contextlib.contextmanager
+    def exempt(self) -> Iterator[None]:
+        """Appends of this thread are not held to the maximum inside the block.
+
+        For the work that makes room (a structure checkpoint, the system checkpoints
+        it asks for) when it runs outside the handler: it must never wait for room
+        that only it can make.
+        """
+        previous = self.in_handler
+        self._local.active = True
+        try:
+            yield
+        finally:
+            self._local.active = previous
 
     # -- the log-full protocol ---------------------------------------------------------
 

@@ -18,6 +18,7 @@ system.  What the layers above do with it:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -131,6 +132,15 @@ class LogStream:
         runs in the appending thread, once for all threads that found the log full.
         """
         self.space.set_handler(handler)
+
+    def exempt_from_maximum(self) -> contextlib.AbstractContextManager[None]:
+        """A block whose appends (by this thread) may pass ``max_bytes``.
+
+        What runs in the log-full handler is exempt already; a structure checkpoint or a
+        system checkpoint started elsewhere uses this, so that it never waits for room
+        that only it can make.
+        """
+        return self.space.exempt()
 
     # -- reading ---------------------------------------------------------------------
 

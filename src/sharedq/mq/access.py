@@ -29,6 +29,7 @@ from sharedq.cf import (
     MonitorEvent,
     MonitorSpec,
     Registration,
+    StructureLost,
     UserInfo,
 )
 from sharedq.mq.journal import BulkNote, ChangeKind, ChangeNote, EntryMeaning, Journal
@@ -63,6 +64,12 @@ class FaultHook(Protocol):
     def __call__(self, request: str, structure: str, before: bool) -> None: ...
 
 
+class Gate(Protocol):
+    """Makes a change, holding it while the structure is quiesced (never failing for it)."""
+
+    def run(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any: ...
+
+
 class StructureAccess:
     """A manager's connection to one structure, with its structure number.
 
@@ -72,7 +79,17 @@ class StructureAccess:
     requests are: they are every put's and get's path, where a call level shows.
     """
 
-    __slots__ = ("_journal", "_journaling", "conn", "faults", "name", "number")
+    __slots__ = (
+        "_journal",
+        "_journaling",
+        "conn",
+        "faults",
+        "gate",
+        "generation",
+        "name",
+        "number",
+        "relocate",
+    )
 
     def __init__(
         self,
@@ -86,6 +103,14 @@ class StructureAccess:
         self.number = number
         self.journal = journal
         self.faults = faults
+        #: Holds changes while the structure is quiesced (a recovery log's checkpoint):
+        #: ``gate.run(call, *args, **options)`` makes the request, waiting if need be.
+        self.gate: Gate | None = None
+        #: Called when the structure is found gone: returns a connection to its copy
+        #: (the request is then made again there), or ``None`` (it was lost).
+        self.relocate: Callable[[ListStructure], ListStructure | None] | None = None
+        #: Counts the connections replaced so (monitors registered before are gone).
+        self.generation = 0
 
     @property
     def journal(self) -> Journal:
@@ -121,7 +146,11 @@ class StructureAccess:
     ) -> Change:
         if self.faults is not None:
             self.faults("write", self.name, True)
-        change = self.conn.write(list_number, key, data, **options)
+        change = (
+            self.conn.write(list_number, key, data, **options)
+            if self.gate is None
+            else self._gated("write", list_number, key, data, **options)
+        )
         if self._journaling:
             self._journal.changed(
                 ChangeNote(
@@ -154,7 +183,11 @@ class StructureAccess:
     ) -> Change | None:
         if self.faults is not None:
             self.faults("move", self.name, True)
-        change = self.conn.move(locator, to_list, **options)
+        change = (
+            self.conn.move(locator, to_list, **options)
+            if self.gate is None
+            else self._gated("move", locator, to_list, **options)
+        )
         if change is not None and self._journaling:
             if persistent is None and kind is ChangeKind.GET:
                 # A get learns what it took only from the entry it moved.
@@ -189,7 +222,11 @@ class StructureAccess:
     ) -> Change | None:
         if self.faults is not None:
             self.faults("delete", self.name, True)
-        change = self.conn.delete(locator, **options)
+        change = (
+            self.conn.delete(locator, **options)
+            if self.gate is None
+            else self._gated("delete", locator, **options)
+        )
         if change is not None and self._journaling:
             self._journal.changed(
                 ChangeNote(
@@ -219,7 +256,11 @@ class StructureAccess:
     ) -> Change | None:
         if self.faults is not None:
             self.faults("update", self.name, True)
-        change = self.conn.update(locator, **options)
+        change = (
+            self.conn.update(locator, **options)
+            if self.gate is None
+            else self._gated("update", locator, **options)
+        )
         if change is not None and self._journaling:
             self._journal.changed(
                 ChangeNote(
@@ -268,7 +309,9 @@ class StructureAccess:
     ) -> BulkResult:
         if self.faults is not None:
             self.faults(request, self.name, True)
-        result = call(items, **options)
+        result = (
+            call(items, **options) if self.gate is None else self._gated(request, items, **options)
+        )
         if result.seqs and self._journaling:
             self._journal.bulk_changed(
                 BulkNote(kind, self.name, request, items, result, options, uow, meanings)
@@ -282,7 +325,11 @@ class StructureAccess:
     ) -> int:
         if self.faults is not None:
             self.faults("set_list_controls", self.name, True)
-        seq = self.conn.set_list_controls(list_number, **options)
+        seq = (
+            self.conn.set_list_controls(list_number, **options)
+            if self.gate is None
+            else self._gated("set_list_controls", list_number, **options)
+        )
         if self._journaling:
             self._journal.changed(
                 ChangeNote(
@@ -301,6 +348,37 @@ class StructureAccess:
             self.faults("set_list_controls", self.name, False)
         return seq
 
+    def _gated(self, request: str, *args: Any, **options: Any) -> Any:
+        """A change through the quiesce gate, made again on the structure's copy if the
+        structure was copied meanwhile."""
+        assert self.gate is not None
+        while True:
+            try:
+                return self.gate.run(getattr(self.conn, request), *args, **options)
+            except StructureLost:
+                if not self._relocated():
+                    raise
+
+    def _relocated(self) -> bool:
+        """After ``StructureLost``: switch to the structure's copy if there is one."""
+        lost = self.conn
+        new = None if self.relocate is None else self.relocate(lost)
+        if new is None:
+            return False
+        if new is not lost:
+            self.conn = new
+            self.generation += 1
+        return True
+
+    def _again(self, request: str, *args: Any, **options: Any) -> Any:
+        """A request that changes nothing, made again on a copy if need be."""
+        try:
+            return getattr(self.conn, request)(*args, **options)
+        except StructureLost:
+            if not self._relocated():
+                raise
+            return getattr(self.conn, request)(*args, **options)
+
     # -- reads, monitors and users: no change to journal, but still fault points ---------
 
     def _point(self, request: str) -> None:
@@ -309,21 +387,21 @@ class StructureAccess:
 
     def read(self, locator: Locator) -> ListEntry | None:
         self._point("read")
-        return self.conn.read(locator)
+        return self._again("read", locator)  # type: ignore[no-any-return]
 
     def scan(
         self, list_number: int, low: bytes, high: bytes, *, with_data: bool = True
     ) -> Iterator[ListEntry]:
         self._point("scan")
-        return self.conn.scan(list_number, low, high, with_data=with_data)
+        return self._again("scan", list_number, low, high, with_data=with_data)  # type: ignore[no-any-return]
 
     def list_info(self, list_number: int) -> ListInfo:
         self._point("list_info")
-        return self.conn.list_info(list_number)
+        return self._again("list_info", list_number)  # type: ignore[no-any-return]
 
     def register_monitor(self, spec: MonitorSpec) -> Registration:
         self._point("register_monitor")
-        return self.conn.register_monitor(spec)
+        return self._again("register_monitor", spec)  # type: ignore[no-any-return]
 
     def stop_monitor(self, monitor_id: int) -> int:
         self._point("stop_monitor")
@@ -331,11 +409,16 @@ class StructureAccess:
 
     def wait_events(self, timeout: float | None) -> list[MonitorEvent]:
         self._point("wait_events")
-        return self.conn.wait_events(timeout)
+        try:
+            return self.conn.wait_events(timeout)
+        except StructureLost:
+            if not self._relocated():
+                raise
+            return []  # the monitors were on the old structure: waiters register again
 
     def users(self) -> list[UserInfo]:
         self._point("users")
-        return self.conn.users()
+        return self._again("users")  # type: ignore[no-any-return]
 
     def mark_failed(self, user_id: int) -> int:
         self._point("mark_failed")

@@ -18,10 +18,13 @@ import msgpack
 
 from sharedq.cf import ListEntry
 from sharedq.mq import keys
-from sharedq.mq.directory import CONTROL_LIST, USE_EXPIRY, USE_GET, USE_QUEUE
-from sharedq.mq.messages import message_facts
+from sharedq.mq.directory import CONTROL_LIST, USE_COLD, USE_EXPIRY, USE_GET, USE_QUEUE
+from sharedq.mq.messages import decode_adjunct, message_facts
+from sharedq.recovery.control import ControlArea
 
-_MESSAGE_LISTS = frozenset({USE_QUEUE, USE_GET, USE_EXPIRY})
+_MESSAGE_LISTS = frozenset({USE_QUEUE, USE_GET, USE_EXPIRY, USE_COLD})
+#: The recovery machinery's entries on the control list (never recoverable).
+_MACHINERY = ControlArea(list_number=CONTROL_LIST)
 _CLAIM_LOW, _CLAIM_HIGH = keys.control_range(b"C")
 
 
@@ -55,9 +58,12 @@ def classify(entry: ListEntry, roles: Mapping[int, ListRole]) -> EntryClass:
     """Whether ``entry`` is recoverable, and the queue and UOW a checkpoint records."""
     role = roles.get(entry.list_number)
     if role is None or role.use not in _MESSAGE_LISTS or entry.key == keys.LHQC_KEY:
-        return EntryClass(True, None, None)
+        return EntryClass(not _MACHINERY.is_machinery(entry), None, None)
     persistent = message_facts(entry.data)[0]
     queue: bytes | None = role.name.encode() if role.use == USE_QUEUE else None
+    if role.use == USE_COLD:  # the queue it came from
+        origin = roles.get(decode_adjunct(entry.adjunct)[0])
+        queue = origin.name.encode() if origin is not None else None
     uow = None
     if role.use == USE_QUEUE and entry.key[0] == keys.UNCOMMITTED_MARK:
         uow = entry.version.to_bytes(8, "big")  # an uncommitted put's version is its UOW id

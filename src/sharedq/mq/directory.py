@@ -53,6 +53,10 @@ USE_QUEUE = "queue"
 USE_GET = "get"
 USE_EXPIRY = "expiry"
 USE_DESCRIPTORS = "descriptors"
+#: The structure's cold queue (redbook §2.3.1): what a manager had gotten when it
+#: started cold; the name its claim records.
+USE_COLD = "cold"
+COLD_QUEUE_NAME = "SYSTEM.COLD.QUEUE"
 
 
 def _pack(value: dict[str, Any]) -> bytes:
@@ -122,6 +126,14 @@ def claim_list(acc: StructureAccess, use: str, name: str, list_count: int) -> in
         MQReason.NO_FREE_LIST,
         f"structure {acc.name} has no unclaimed list header left ({list_count} lists)",
     )
+
+
+def cold_list(acc: StructureAccess, list_count: int) -> int:
+    """The structure's cold queue list, claimed the first time it is needed."""
+    for number, claim in claims(acc).items():
+        if claim.get("use") == USE_COLD:
+            return number
+    return claim_list(acc, USE_COLD, COLD_QUEUE_NAME, list_count)
 
 
 def release_list(acc: StructureAccess, number: int) -> None:

@@ -65,6 +65,10 @@ class ChangeKind(Enum):
     CONTROL = "control"
     #: Expired messages were purged from an expiry list.
     PURGE = "purge"
+    #: A cold start moved the messages the manager had gotten to the cold queue.
+    COLD_QUEUE = "cold-queue"
+    #: Messages went back from the cold queue to their queues (an operator's requeue).
+    REQUEUE = "requeue"
 
 
 class EntryMeaning(NamedTuple):

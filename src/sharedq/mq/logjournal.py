@@ -25,6 +25,8 @@ backout-gets       UNLOCK       gotten messages back to their put lists
 backout-last       UNLOCK       the last get's message back (not counted)
 expire             MOVE         a gotten message to the expiry list
 purge              DELETE       expired messages purged
+cold-queue         MOVE         gotten messages to the cold queue (cold start)
+requeue            MOVE         messages back from the cold queue
 descriptor,        CHANGE       UOW descriptors, queue definitions, the
 definition,                     group directory and list claims
 control
@@ -40,11 +42,11 @@ after each out-of-syncpoint put or get.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sharedq.cf import UNCHANGED, ById, ByKey, Change, Head, Position, Tail
-from sharedq.log import LogStream, LogWriter, MessageInfo, RecordType
+from sharedq.log import LogPosition, LogRecord, LogStream, LogWriter, MessageInfo, RecordType
 from sharedq.mq.errors import MQReason, mq_error
 from sharedq.mq.journal import BulkNote, ChangeKind, ChangeNote, EntryMeaning, Journal
 from sharedq.mq.messages import message_facts
@@ -61,6 +63,8 @@ _MESSAGE_TYPES: dict[ChangeKind, RecordType] = {
     ChangeKind.BACKOUT_LAST: RecordType.UNLOCK,
     ChangeKind.EXPIRE: RecordType.MOVE,
     ChangeKind.PURGE: RecordType.DELETE,
+    ChangeKind.COLD_QUEUE: RecordType.MOVE,
+    ChangeKind.REQUEUE: RecordType.MOVE,
 }
 #: Changes that end an out-of-syncpoint operation: records are synced after them.
 _ENDS_AN_OPERATION = frozenset({ChangeKind.SYNC_PUT, ChangeKind.SYNC_GET})
@@ -86,6 +90,14 @@ class LogJournal(Journal):
         self._streams = dict(streams)
         self._writers: dict[int, LogWriter] = {}
         self._lock = threading.Lock()
+        #: Called after each change logged to a structure's stream (checkpoint triggers).
+        self.listeners: dict[str, Callable[[], None]] = {}
+        #: Units whose commit this manager decided and has not finished (restart state).
+        self.committing: set[bytes] = set()
+        #: Where restart reads this manager's records from, per structure: the position
+        #: of its last system checkpoint and the units it recorded as committing.  Unset:
+        #: the whole log is read.
+        self.restart_points: dict[str, tuple[LogPosition, frozenset[bytes]]] = {}
 
     def __repr__(self) -> str:
         return f"<LogJournal {self._name!r} structures={sorted(self._streams)}>"
@@ -118,6 +130,12 @@ class LogJournal(Journal):
     def changed(self, note: ChangeNote) -> None:
         if note.persistent is False:
             return
+        self._log_change(note)
+        listener = self.listeners.get(note.structure)
+        if listener is not None:
+            listener()
+
+    def _log_change(self, note: ChangeNote) -> None:
         writer = self.writer_for(note.structure)
         kind, options = note.kind, note.options
         record_type = _MESSAGE_TYPES.get(kind, RecordType.CHANGE)
@@ -184,6 +202,12 @@ class LogJournal(Journal):
             )
 
     def bulk_changed(self, note: BulkNote) -> None:
+        self._log_bulk(note)
+        listener = self.listeners.get(note.structure)
+        if listener is not None:
+            listener()
+
+    def _log_bulk(self, note: BulkNote) -> None:
         writer = self.writer_for(note.structure)
         record_type = _MESSAGE_TYPES.get(note.kind, RecordType.CHANGE)
         payload = {PAYLOAD_KEY: note.kind.value}
@@ -209,6 +233,7 @@ class LogJournal(Journal):
             )
 
     def commit_decided(self, qm_name: str, uow_id: bytes, structures: Sequence[str]) -> None:
+        self.committing.add(uow_id)
         for writer in self._writers_of(structures):
             writer.log_event(
                 RecordType.COMMIT,
@@ -218,15 +243,31 @@ class LogJournal(Journal):
             )
 
     def unit_ended(self, qm_name: str, uow_id: bytes | None, structures: Sequence[str]) -> None:
+        if uow_id is not None:
+            self.committing.discard(uow_id)
         for writer in self._writers_of(structures):
             writer.commit()
 
     def begin_commit_outcome(self, qm_name: str, uow_id: bytes) -> bool | None:
-        """Committed if the owner logged its commit decision for the unit, else not known."""
-        for stream in {id(s): s for s in self._streams.values()}.values():
-            for record in stream.records(writers={qm_name}):
-                if record.type == RecordType.COMMIT and record.uow == uow_id:
+        """Committed if the owner logged its commit decision for the unit, else not known.
+
+        With restart points (a warm restart from system checkpoints), a unit counts as
+        decided if a checkpoint recorded it as committing or a ``COMMIT`` record of it
+        follows a checkpoint; otherwise every record the manager wrote is searched.
+        """
+        if self.restart_points:
+            for structure, (position, committing) in self.restart_points.items():
+                if uow_id in committing:
                     return True
+                stream = self._streams.get(structure)
+                if stream is not None and _commit_logged(
+                    stream.records(writers={qm_name}, start=position), uow_id
+                ):
+                    return True
+            return None
+        for stream in {id(s): s for s in self._streams.values()}.values():
+            if _commit_logged(stream.records(writers={qm_name}), uow_id):
+                return True
         return None
 
     # -- helpers ----------------------------------------------------------------------------
@@ -250,6 +291,10 @@ class LogJournal(Journal):
     def _bulk_message(uow_id: bytes | None, meaning: EntryMeaning) -> MessageInfo:
         queue = None if meaning.queue is None else meaning.queue.encode()
         return MessageInfo(uow_id, queue, meaning.msg_id, None, None, meaning.persistent)
+
+
+def _commit_logged(records: Iterable[LogRecord], uow_id: bytes) -> bool:
+    return any(r.type == RecordType.COMMIT and r.uow == uow_id for r in records)
 
 
 def _source_list(locator: Any) -> int | None:

@@ -27,13 +27,17 @@ from sharedq.mq import directory, keys, recovery, syncpoint
 from sharedq.mq import messages as m
 from sharedq.mq.access import FaultHook, StructureAccess
 from sharedq.mq.clock import Clock, Stamps, SystemClock
+from sharedq.mq.commands import RecoveryCommands
 from sharedq.mq.definitions import QueueDefinition, QueueState, create_lhqc
 from sharedq.mq.errors import MQReason, mq_error, translated
 from sharedq.mq.journal import NO_JOURNAL, ChangeKind, EntryMeaning, Journal
 from sharedq.mq.queue import Queue
+from sharedq.mq.recovering import ManagerRecovery
 from sharedq.mq.recovery import RecoveryReport
 from sharedq.mq.uow import Trop, UnitOfWork, UowState
 from sharedq.mq.waiting import EventDispatcher
+from sharedq.recovery.settings import RecoverySettings
+from sharedq.recovery.structure_checkpoint import Faults
 
 #: How long a restarting manager waits for a peer that is recovering it, in seconds.
 DEFAULT_RESTART_WAIT = 10.0
@@ -54,7 +58,7 @@ class InDoubtUnit:
     operations: int
 
 
-class QueueManager:
+class QueueManager(RecoveryCommands):
     """A shared queue manager.
 
     Parameters:
@@ -68,6 +72,11 @@ class QueueManager:
         journal: receives every change (see :mod:`sharedq.mq.journal`).
         faults: a hook called around every structure request (crash tests).
         restart_wait: seconds to wait for a peer that is recovering this manager.
+        recovery: log every recoverable change, take checkpoints and recover lost
+            structures (``sharedq.recovery.RecoverySettings``; see docs/recovery.md);
+            replaces ``journal``.
+        checkpoint_faults: called at each point of a structure checkpoint this
+            manager takes (crash tests).
     """
 
     def __init__(
@@ -82,6 +91,8 @@ class QueueManager:
         journal: Journal | None = None,
         faults: FaultHook | None = None,
         restart_wait: float = DEFAULT_RESTART_WAIT,
+        recovery: RecoverySettings | None = None,
+        checkpoint_faults: Faults | None = None,
     ) -> None:
         if not isinstance(name, str) or not _QM_NAME.match(name):
             raise mq_error(MQReason.Q_MGR_NAME_ERROR, f"bad queue-manager name {name!r}")
@@ -91,6 +102,16 @@ class QueueManager:
         self.qm_id = qm_id
         self.clock: Clock = clock or SystemClock()
         self.stamps = Stamps(self.clock, qm_id)
+        self._recovery: ManagerRecovery | None = None
+        if recovery is not None:
+            if journal is not None:
+                raise mq_error(
+                    MQReason.BAD_ARGUMENT, "give a journal or recovery settings, not both"
+                )
+            self._recovery = ManagerRecovery(
+                self, facility, recovery, [admin, *structures], faults=checkpoint_faults
+            )
+            journal = self._recovery.journal
         self.journal = journal or NO_JOURNAL
         self._faults = faults
         self._name_bytes = name.encode()
@@ -126,8 +147,12 @@ class QueueManager:
                         acc.number = directory.structure_number(self.admin, other)
                         self._claim_lists(acc, admin=False)
             self.restart_report = self._restart(restart_wait)
+            if self._recovery is not None:
+                self._recovery.after_restart()
         except Exception:
             self._disconnect_all()
+            if self._recovery is not None:
+                self._recovery.abandon()
             raise
 
     def __repr__(self) -> str:
@@ -137,8 +162,12 @@ class QueueManager:
     # -- connection --------------------------------------------------------------------
 
     def _connect(self, structure: str) -> StructureAccess:
+        if self._recovery is not None:
+            self._recovery.prepare(structure)  # structure recovery, if it needs one
         conn = self._facility.connect(structure, self.name)
         acc = StructureAccess(conn, 0, self.journal, self._faults)
+        if self._recovery is not None:
+            self._recovery.attach(acc)
         self._structures[structure] = acc
         stats = conn.statistics()
         self._list_counts[structure] = stats.list_count
@@ -152,13 +181,23 @@ class QueueManager:
         )
 
     def _restart(self, wait: float) -> RecoveryReport:
-        """Finish what this manager's previous incarnation left (§5.21, restart)."""
+        """Finish what this manager's previous incarnation left (§5.21, restart).
+
+        With a recovery log the restart is warm (its log from its last system
+        checkpoint decides "begin commit" units) or cold (asked for, or its log was
+        deleted: the messages it had gotten go to the cold queue).
+        """
         report = RecoveryReport(self.name)
+        warm = True
+        if self._recovery is not None:
+            with translated("restart"):
+                warm, report.start_reason = self._recovery.decide_restart()
+            report.start = "warm" if warm else "cold"
         kept: dict[bytes, d.UowRecord] = {}
         for acc in self._structures.values():
             with translated("restart"):
                 for record in recovery.recover_structure(
-                    self, acc, self.qm_id, self.name, report, owner=True, wait=wait
+                    self, acc, self.qm_id, self.name, report, owner=True, wait=wait, cold=not warm
                 ):
                     kept[record.uow_id] = record
         for record in kept.values():
@@ -221,8 +260,12 @@ class QueueManager:
         for uow in active:
             with contextlib.suppress(Exception):
                 syncpoint.backout(uow)
+        if self._recovery is not None:
+            self._recovery.before_disconnect()
         self._closed = True
         self._disconnect_all()
+        if self._recovery is not None:
+            self._recovery.close()
 
     def _disconnect_all(self) -> None:
         self._closed = True

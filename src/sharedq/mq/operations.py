@@ -516,9 +516,14 @@ def _wait(
         spec = MonitorSpec(queue.put_list, keys.COMMITTED_LOW, keys.COMMITTED_HIGH)
     dispatcher = mgr._dispatcher(acc)
     registration = acc.register_monitor(spec)
+    generation = acc.generation
     try:
         retry_now = registration.nonempty
         while True:
+            if acc.generation != generation:  # the structure was copied: watch the copy
+                generation = acc.generation
+                registration = acc.register_monitor(spec)
+                retry_now = True
             if retry_now:
                 found = _attempt(mgr, queue, request)
                 if found is not None:

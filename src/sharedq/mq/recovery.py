@@ -66,6 +66,22 @@ class RecoveryReport:
     in_doubt: list[bytes] = field(default_factory=list)
     #: Structures another active manager was recovering (or the failed one was active).
     skipped: list[str] = field(default_factory=list)
+    #: How the manager restarted: "warm", or "cold" (its log was not used).
+    start: str = "warm"
+    #: Why, in words: the message an operator reads (a cold start's cause, above all).
+    start_reason: str = ""
+    #: A cold start's messages moved to the cold queue, which the manager is told.
+    cold_queued: list[ColdMessage] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ColdMessage:
+    """A message a cold start moved to its structure's cold queue (redbook §B.4)."""
+
+    structure: str
+    queue: str | None
+    msg_id: bytes
+    entry_id: bytes
 
 
 def is_active(acc: StructureAccess, name: str) -> bool:
@@ -82,10 +98,15 @@ def recover_structure(
     *,
     owner: bool,
     wait: float = 0.0,
+    cold: bool = False,
 ) -> list[d.UowRecord]:
     """Recover one structure for a failed manager (or for ourselves at restart).
 
-    Returns the records of units left in doubt there (for the owner to rebuild).
+    Returns the records of units left in doubt there (for the owner to rebuild).  A
+    *cold* restart (the owner's, without its log) leaves nothing in doubt: units whose
+    outcome only the log could tell are backed out, and every message the manager had
+    gotten goes to the structure's cold queue (redbook §2.3.1, §B.4), listed in
+    ``report.cold_queued``.
     """
     names = directory.managers(mgr.admin)
 
@@ -107,7 +128,7 @@ def recover_structure(
         if not owner and is_active(acc, failed_name):
             report.skipped.append(acc.name)  # it came back while we claimed
             return []
-        left = _recover_claimed(mgr, acc, failed_id, failed_name, report, owner=owner)
+        left = _recover_claimed(mgr, acc, failed_id, failed_name, report, owner=owner, cold=cold)
         if not owner:
             for user in acc.users():
                 if user.name == failed_name and user.state is UserState.FAILED:
@@ -126,6 +147,7 @@ def _recover_claimed(
     report: RecoveryReport,
     *,
     owner: bool,
+    cold: bool,
 ) -> list[d.UowRecord]:
     number = acc.number
     admin_lists = directory.read_manager_lists(mgr.admin, failed_id)
@@ -133,8 +155,16 @@ def _recover_claimed(
     descriptor_list = admin_lists.descriptor_list if admin_lists is not None else None
     records = d.load(mgr.admin, descriptor_list) if descriptor_list is not None else {}
     kept: list[d.UowRecord] = []
+    cold_list = directory.cold_list(acc, mgr._list_counts[acc.name]) if cold else None
+    # In a cold start the units only the log could decide are backed out, their gotten
+    # messages to the cold queue.
+    cold_units = {
+        r.uow_id
+        for r in records.values()
+        if cold and r.status() in (d.Status.BEGIN_COMMIT, d.Status.IN_PREPARE)
+    }
     for record in records.values():
-        outcome = _decide(mgr, record, failed_name, owner=owner)
+        outcome = _decide(mgr, record, failed_name, owner=owner, cold=cold)
         if outcome is None:
             kept.append(record)
             if record.uow_id not in report.in_doubt:
@@ -146,7 +176,15 @@ def _recover_claimed(
             continue
         get_list, queues = record.ops(number)
         committing = outcome is d.Status.IN_COMMIT
-        _forward(acc, record.uow_id, get_list, queues, commit=committing)
+        _forward(
+            acc,
+            record.uow_id,
+            get_list,
+            queues,
+            commit=committing,
+            cold_list=cold_list if record.uow_id in cold_units else None,
+            report=report,
+        )
         if committing:
             report.committed += 1
         else:
@@ -156,12 +194,14 @@ def _recover_claimed(
         excluded_uows = {r.uow_id for r in kept}
         excluded_entries = {op.entry_id for r in kept for q in r.ops(number)[1] for op in q.ops}
         report.puts_deleted += _sweep_puts(acc, failed_id, excluded_uows)
-        report.gets_returned += _sweep_gets(acc, lists.get_list, excluded_entries)
+        report.gets_returned += _sweep_gets(
+            acc, lists.get_list, excluded_entries, cold_list=cold_list, report=report
+        )
     return kept
 
 
 def _decide(
-    mgr: QueueManager, record: d.UowRecord, failed_name: str, *, owner: bool
+    mgr: QueueManager, record: d.UowRecord, failed_name: str, *, owner: bool, cold: bool
 ) -> d.Status | None:
     """``IN_COMMIT`` or ``IN_ABORT`` to carry out, or ``None`` to leave in doubt."""
     for _ in range(10):
@@ -172,6 +212,8 @@ def _decide(
         assert entry is not None
         if not record.is_complete():
             target = d.Status.IN_ABORT
+        elif cold and owner:
+            target = d.Status.IN_ABORT  # only the log could decide it: cold start
         elif not owner or status is d.Status.IN_PREPARE:
             return None
         else:
@@ -214,13 +256,17 @@ def _forward(
     queues: list[d.QueueRecord],
     *,
     commit: bool,
+    cold_list: int | None = None,
+    report: RecoveryReport | None = None,
 ) -> None:
     """Carry out a unit's commit (or backout) in one structure, from its descriptors.
 
     Each entry is looked at first and changed only if it is still where the unit left
     it: an uncommitted put on its put list, a gotten message on the get list.  So a
-    recovery interrupted part-way can be run again by anyone.
+    recovery interrupted part-way can be run again by anyone.  With ``cold_list`` (a
+    cold start) a backout's gotten messages go to the cold queue instead.
     """
+    cold_moves: list[ListEntry] = []
     for queue in queues:
         moves: list[BulkMove] = []
         move_meanings: list[EntryMeaning] = []
@@ -254,6 +300,8 @@ def _forward(
                 if commit:
                     deletes.append(op.entry_id)
                     delete_meanings.append(meaning)
+                elif cold_list is not None:
+                    cold_moves.append(entry)
                 else:
                     moves.append(
                         BulkMove(
@@ -278,6 +326,8 @@ def _forward(
                 kind=ChangeKind.COMMIT_GETS if commit else ChangeKind.BACKOUT_PUTS,
                 uow_id=uow_id,
             )
+    if cold_moves and cold_list is not None and report is not None:
+        _to_cold_queue(acc, cold_moves, get_list, cold_list, report, uow_id)
 
 
 def _sweep_puts(acc: StructureAccess, failed_id: int, excluded: set[bytes]) -> int:
@@ -301,11 +351,25 @@ def _sweep_puts(acc: StructureAccess, failed_id: int, excluded: set[bytes]) -> i
     return count
 
 
-def _sweep_gets(acc: StructureAccess, get_list: int, excluded: set[bytes]) -> int:
-    """Return every other message on the failed manager's get list to its put list."""
+def _sweep_gets(
+    acc: StructureAccess,
+    get_list: int,
+    excluded: set[bytes],
+    *,
+    cold_list: int | None = None,
+    report: RecoveryReport | None = None,
+) -> int:
+    """Return every other message on the failed manager's get list to its put list
+    (or, in a cold start, move it to the cold queue)."""
     moves: list[BulkMove] = []
     meanings: list[EntryMeaning] = []
-    for entry in acc.scan(get_list, keys.COMMITTED_LOW, b"\xff" * 16):
+    entries = list(acc.scan(get_list, keys.COMMITTED_LOW, b"\xff" * 16))
+    if cold_list is not None and report is not None:
+        _to_cold_queue(
+            acc, [e for e in entries if e.entry_id not in excluded], get_list, cold_list, report
+        )
+        return 0
+    for entry in entries:
         if entry.entry_id in excluded:
             continue
         put_list = m.decode_adjunct(entry.adjunct)[0]
@@ -316,4 +380,27 @@ def _sweep_gets(acc: StructureAccess, get_list: int, excluded: set[bytes]) -> in
         bulk_move(
             acc, moves, meanings, kind=ChangeKind.BACKOUT_GETS, uow_id=None, ignore_limit=True
         )
+    return len(moves)
+
+
+def _to_cold_queue(
+    acc: StructureAccess,
+    entries: list[ListEntry],
+    get_list: int | None,
+    cold_list: int,
+    report: RecoveryReport,
+    uow_id: bytes | None = None,
+) -> int:
+    """Move gotten messages to the cold queue, as they are; list them in the report."""
+    if not entries:
+        return 0
+    names = {n: c.get("name") for n, c in directory.claims(acc).items()}
+    moves = [BulkMove(e.entry_id, cold_list, from_list=get_list) for e in entries]
+    meanings = []
+    for entry in entries:
+        persistent, msg_id = m.entry_facts(entry.data)
+        queue = names.get(m.decode_adjunct(entry.adjunct)[0])
+        meanings.append(EntryMeaning(entry.entry_id, queue, persistent, msg_id))
+        report.cold_queued.append(ColdMessage(acc.name, queue, msg_id, entry.entry_id))
+    bulk_move(acc, moves, meanings, kind=ChangeKind.COLD_QUEUE, uow_id=uow_id, ignore_limit=True)
     return len(moves)

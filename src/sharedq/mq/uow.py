@@ -198,6 +198,8 @@ class UnitOfWork:
         self.marked: Trop | None = None
         #: Descriptor bookkeeping of :mod:`sharedq.mq.descriptors`, once written.
         self.descriptors: Written | None = None
+        #: Why the unit ended without its owner (a structure it used was lost).
+        self.lost: str | None = None
 
     def __repr__(self) -> str:
         ident = self._uow_id.hex() if self._uow_id else "-"
@@ -258,6 +260,8 @@ class UnitOfWork:
         """Raise unless the calling thread may use this unit now."""
         if self.owner is not None and self.owner != threading.get_ident():
             raise mq_error(MQReason.UOW_NOT_OWNER, "this unit of work belongs to another thread")
+        if self.lost is not None:
+            raise mq_error(MQReason.BACKED_OUT, self.lost)
         if self.state is UowState.ENDED:
             raise mq_error(MQReason.UOW_STATE_ERROR, "this unit of work has ended")
         if for_operation and self.state is not UowState.ACTIVE:
@@ -302,6 +306,8 @@ class UnitOfWork:
         tb: TracebackType | None,
     ) -> None:
         if self.state is UowState.ENDED:
+            if self.lost is not None and exc_type is None:
+                raise mq_error(MQReason.BACKED_OUT, self.lost)
             return
         if exc_type is None:
             self.commit()

@@ -34,11 +34,14 @@ class EventDispatcher:
     def wait(self, monitor_id: int, timeout: float) -> bool:
         """Sleep until an event for ``monitor_id`` arrives (``True``) or ``timeout`` passes."""
         deadline = time.monotonic() + timeout
+        generation = self._acc.generation
         with self._cond:
             while True:
                 if monitor_id in self._fired:
                     self._fired.discard(monitor_id)
                     return True
+                if self._acc.generation != generation:
+                    return True  # moved to a copy of the structure: register again
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False

@@ -4,16 +4,38 @@
 the checkpoint file format that recovery and the Spark pipeline both read.
 :mod:`sharedq.recovery.restore` rebuilds a structure from an SRDS image and the log
 after it: the computation structure recovery runs and the pipeline is checked against.
+
+The machinery a server layer plugs into (``docs/recovery.md``):
+
+* :mod:`~sharedq.recovery.pair`: :class:`PairRecovery`, one server's part in one
+  structure pair (its triggers, its watcher), and the :class:`RecoveryClient` protocol
+  the server layer implements;
+* :mod:`~sharedq.recovery.structure_checkpoint`, :mod:`~sharedq.recovery.system_checkpoint`,
+  :mod:`~sharedq.recovery.structure_recovery` (the decision table),
+  :mod:`~sharedq.recovery.copy` (structure copy);
+* :mod:`~sharedq.recovery.quiesce` (the quiesce rule), :mod:`~sharedq.recovery.master`
+  (master election), :mod:`~sharedq.recovery.control` (the machinery's control
+  entries), :mod:`~sharedq.recovery.layout` (the pair's directory),
+  :mod:`~sharedq.recovery.settings` (:class:`RecoverySettings`).
 """
 
+from sharedq.recovery.control import ControlArea
+from sharedq.recovery.copy import CopyResult
 from sharedq.recovery.errors import (
+    CheckpointFailed,
+    CopyFailed,
     InvalidRecoveryRequest,
     RecoveryError,
     RecoveryReason,
+    RecoveryTimeout,
     SrdsUnreadable,
     SrdsWriteFailed,
+    StructureUnrecoverable,
     recovery_error,
 )
+from sharedq.recovery.layout import PairLayout
+from sharedq.recovery.pair import PairRecovery, RecoveryClient
+from sharedq.recovery.quiesce import QuiesceGate
 from sharedq.recovery.restore import (
     RECOVERY_USER,
     RebuildResult,
@@ -23,6 +45,7 @@ from sharedq.recovery.restore import (
     rebuild,
     set_controls,
 )
+from sharedq.recovery.settings import RecoverySettings
 from sharedq.recovery.srds import (
     ENTRY_SCHEMA,
     SLOTS,
@@ -43,24 +66,39 @@ from sharedq.recovery.srds import (
     version_to_i64,
     write_srds,
 )
+from sharedq.recovery.structure_checkpoint import CheckpointResult
+from sharedq.recovery.structure_recovery import StructureOutcome
 
 __all__ = [
     "ENTRY_SCHEMA",
     "RECOVERY_USER",
     "SLOTS",
     "SRDS_FORMAT",
+    "CheckpointFailed",
+    "CheckpointResult",
+    "ControlArea",
+    "CopyFailed",
+    "CopyResult",
     "EntryRow",
     "InvalidRecoveryRequest",
     "ListControls",
+    "PairLayout",
+    "PairRecovery",
+    "QuiesceGate",
     "RebuildResult",
+    "RecoveryClient",
     "RecoveryError",
     "RecoveryReason",
+    "RecoverySettings",
+    "RecoveryTimeout",
     "SlotStatus",
     "SrdsImage",
     "SrdsUnreadable",
     "SrdsWriteFailed",
     "StructureContents",
     "StructureImage",
+    "StructureOutcome",
+    "StructureUnrecoverable",
     "contents",
     "load_image",
     "newest_readable",

@@ -19,6 +19,16 @@ class RecoveryReason(IntEnum):
     BAD_ARGUMENT = 3501
     SRDS_UNREADABLE = 3510
     SRDS_WRITE_FAILED = 3511
+    #: No readable SRDS, and the log no longer goes back to the structure's start.
+    STRUCTURE_UNRECOVERABLE = 3520
+    #: Another server's structure recovery or copy did not finish in time.
+    RECOVERY_TIMEOUT = 3521
+    #: A structure checkpoint could not be completed (the structure was lost...).
+    CHECKPOINT_FAILED = 3530
+    #: A request waited longer than the settings allow for a quiesced structure.
+    QUIESCE_TIMEOUT = 3540
+    #: A structure copy could not be completed.
+    COPY_FAILED = 3550
 
 
 class RecoveryError(SharedqError):
@@ -39,10 +49,31 @@ class SrdsWriteFailed(RecoveryError):
     """An SRDS file could not be written; the slot keeps what it had."""
 
 
+class StructureUnrecoverable(RecoveryError):
+    """Structure recovery has nothing to start from: no readable SRDS, log incomplete."""
+
+
+class RecoveryTimeout(RecoveryError):
+    """Waited too long for another server (a recovery, a copy, a quiesced structure)."""
+
+
+class CheckpointFailed(RecoveryError):
+    """A structure checkpoint could not be completed; the SRDS slots are as they were."""
+
+
+class CopyFailed(RecoveryError):
+    """A structure copy could not be completed."""
+
+
 _CLASS_OF: dict[RecoveryReason, type[RecoveryError]] = {
     RecoveryReason.BAD_ARGUMENT: InvalidRecoveryRequest,
     RecoveryReason.SRDS_UNREADABLE: SrdsUnreadable,
     RecoveryReason.SRDS_WRITE_FAILED: SrdsWriteFailed,
+    RecoveryReason.STRUCTURE_UNRECOVERABLE: StructureUnrecoverable,
+    RecoveryReason.RECOVERY_TIMEOUT: RecoveryTimeout,
+    RecoveryReason.CHECKPOINT_FAILED: CheckpointFailed,
+    RecoveryReason.QUIESCE_TIMEOUT: RecoveryTimeout,
+    RecoveryReason.COPY_FAILED: CopyFailed,
 }
 
 

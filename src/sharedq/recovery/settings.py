@@ -1,0 +1,86 @@
+"""A server's recovery settings: where the files are, and when checkpoints are taken.
+
+The names follow the seeds' PROCLIB members: ``SYSCHKPT`` and ``STRCHKPT`` (CQSSLxxx,
+counts of log records), ``CHKNEARFULL`` (CQSSGxxx: a structure checkpoint when the log
+approaches full); the log's own settings are ``sharedq.log.LogConfig``'s.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from sharedq.log import Durability, LogConfig
+from sharedq.recovery.errors import RecoveryReason, recovery_error
+
+#: Log records a server writes between two of its system checkpoints (SYSCHKPT).
+DEFAULT_SYSCHKPT = 10_000
+#: Log records a server writes between two structure checkpoints it starts (STRCHKPT).
+DEFAULT_STRCHKPT = 500_000
+#: Per cent of ``max_log_bytes`` at which a structure checkpoint is started in the
+#: background (CHKNEARFULL: "approaches full").
+DEFAULT_NEAR_FULL_PERCENT = 70
+#: Seconds between a server's looks at its structures' checkpoint entries.
+DEFAULT_POLL_SECONDS = 0.5
+#: Seconds a request waits for a quiesced structure, or a server for another's
+#: recovery, before giving up with a timeout.
+DEFAULT_MAX_WAIT_SECONDS = 300.0
+
+
+@dataclass(frozen=True)
+class RecoverySettings:
+    """How a server logs, checkpoints and recovers the structures it uses.
+
+    Attributes:
+        root: the recovery root; each structure pair has ``<root>/<pair>/`` (see
+            :mod:`sharedq.recovery.layout`), on storage every server reaches.
+        durability: when log records reach stable storage (``every_commit`` default).
+        syschkpt: the server's log records between its system checkpoints (SYSCHKPT).
+        strchkpt: the server's log records after which it starts a structure
+            checkpoint (STRCHKPT); ``None``: never for that reason.
+        max_log_bytes: the most a pair's log may hold (``LogConfig.max_bytes``);
+            ``None``: unbounded.
+        chknearfull: take a structure checkpoint when the log is full or approaches
+            ``near_full_percent`` of its maximum (CHKNEARFULL=YES).
+        near_full_percent: see ``chknearfull``.
+        cold_start: start this server cold (its restart ignores its log; messages it
+            had locked go to the cold queue).
+        poll_seconds: how often the server looks for work another server asked of it
+            (a system checkpoint after a structure checkpoint, a master that died).
+        max_wait_seconds: the longest a request waits for a quiesced structure, or a
+            server for another's recovery or copy.
+        log_config: further log settings (staging size, segment size...); its
+            ``durability`` and ``max_bytes`` are replaced by the two above.
+    """
+
+    root: Path
+    durability: Durability = field(default_factory=Durability.every_commit)
+    syschkpt: int = DEFAULT_SYSCHKPT
+    strchkpt: int | None = DEFAULT_STRCHKPT
+    max_log_bytes: int | None = None
+    chknearfull: bool = True
+    near_full_percent: int = DEFAULT_NEAR_FULL_PERCENT
+    cold_start: bool = False
+    poll_seconds: float = DEFAULT_POLL_SECONDS
+    max_wait_seconds: float = DEFAULT_MAX_WAIT_SECONDS
+    log_config: LogConfig = field(default_factory=LogConfig)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(os.fspath(self.root)))
+        if not isinstance(self.syschkpt, int) or self.syschkpt < 1:
+            raise _bad(f"syschkpt {self.syschkpt!r} must be a positive number of records")
+        if self.strchkpt is not None and (not isinstance(self.strchkpt, int) or self.strchkpt < 1):
+            raise _bad(f"strchkpt {self.strchkpt!r} must be a positive number of records")
+        if not 1 <= self.near_full_percent <= 100:
+            raise _bad(f"near_full_percent {self.near_full_percent!r} must be 1..100")
+        if self.poll_seconds <= 0 or self.max_wait_seconds <= 0:
+            raise _bad("poll_seconds and max_wait_seconds must be positive")
+
+    def log(self) -> LogConfig:
+        """The log settings of every pair's stream."""
+        return replace(self.log_config, durability=self.durability, max_bytes=self.max_log_bytes)
+
+
+def _bad(detail: str) -> Exception:
+    return recovery_error(RecoveryReason.BAD_ARGUMENT, detail)

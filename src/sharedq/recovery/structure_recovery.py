@@ -1,0 +1,313 @@
+"""Structure recovery: what a server does when it finds a structure missing or empty.
+
+A server calls :func:`ensure` for each structure of a pair before it connects.  A
+structure with its ``V`` marker (see :mod:`sharedq.recovery.control`) is in use: the
+server connects.  Otherwise the server takes the pair's recovery lock (a file lock in
+the pair's directory, since the structure itself may be gone), so that one server
+recovers and the others wait for it; a server that gets the lock after another
+recovered finds the marker and connects.  The one that recovers follows the redbook's
+decision table (§6.3.3, §6.4):
+
+==========================  ========================  ===================================
+structure                   SRDS / log                action
+==========================  ========================  ===================================
+empty or missing            no SRDS, no log           cold start the structure (empty)
+empty or missing            a readable SRDS           rebuild from the newest readable
+                                                      SRDS (the older if the newer cannot
+                                                      be read) plus the log after it
+empty or missing            no SRDS, log from start   rebuild from the log alone
+empty or missing            SRDS unreadable, or the   refused: ``STRUCTURE_UNRECOVERABLE``
+                            log does not go back to
+                            the start
+not empty, no marker        any                       used as it is (adopted); a structure
+                                                      checkpoint follows
+==========================  ========================  ===================================
+
+The new structure continues the old one's numbering (``sequence_floor`` = the last seq
+in the log), so the log stays in order.  Only recoverable objects come back: the SRDS
+holds no data for the others and they were never logged.  A recovery that dies half
+way leaves the ``REBUILDING`` file: the next server to get the lock starts it over.
+The structure's allocation parameters come from the SRDS, or, without one, from the
+``STRUCTURE_INITIALIZATION`` record logged when the structure was first used.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sharedq.cf import (
+    CouplingFacility,
+    ListStructure,
+    StructureExists,
+    StructureParams,
+)
+from sharedq.log import LogStream, LogWriter, RecordType, replay
+from sharedq.recovery import control
+from sharedq.recovery.control import KIND_MARKER, ControlArea
+from sharedq.recovery.errors import RecoveryReason, recovery_error
+from sharedq.recovery.layout import PairLayout
+from sharedq.recovery.restore import load_image
+from sharedq.recovery.srds import newest_readable
+
+logger = logging.getLogger("sharedq.recovery")
+
+#: What ``ensure`` did.
+IN_USE = "in-use"
+WAITED = "waited"
+INITIALISED = "initialised"
+ADOPTED = "adopted"
+RECOVERED = "recovered"
+RECOVERED_FROM_LOG = "recovered-from-log"
+
+
+@dataclass(frozen=True)
+class StructureOutcome:
+    """What a server found, and did, before connecting to a structure."""
+
+    structure: str
+    action: str
+    marker: str = ""
+    slot: int | None = None
+    image_seq: int | None = None
+    loaded: int = 0
+    records: int = 0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def rebuilt(self) -> bool:
+        """Whether this server rebuilt or adopted the structure (a checkpoint follows)."""
+        return self.action in (RECOVERED, RECOVERED_FROM_LOG, ADOPTED)
+
+
+def marker(conn: ListStructure, area: ControlArea) -> dict[str, Any] | None:
+    """The structure's ``V`` marker, or ``None`` when it has none (empty to recovery)."""
+    found = control.read(conn, area, KIND_MARKER)
+    return None if found is None else found[1]
+
+
+def write_marker(conn: ListStructure, area: ControlArea, how: str, **info: Any) -> str:
+    """Give the structure a new identity; returns it."""
+    identity = os.urandom(8).hex()
+    control.put(conn, area, KIND_MARKER, b"", {"id": identity, "how": how, **info})
+    return identity
+
+
+def ensure(
+    facility: CouplingFacility,
+    *,
+    layout: PairLayout,
+    structure: str,
+    stream: LogStream,
+    writer: LogWriter,
+    area: ControlArea,
+    server: str,
+    params_hint: StructureParams | None,
+    timeout: float,
+) -> StructureOutcome:
+    """Make sure ``structure`` is usable: connect, wait for a recovery, or recover it."""
+    started = time.perf_counter()
+    probe_name = f"{server}.RCV"
+    found = _marker_if_exists(facility, structure, probe_name, area)
+    if found is not None:
+        return StructureOutcome(structure, IN_USE, found["id"])
+    with layout.recovery_lock(timeout):
+        rebuilding = layout.read_json(layout.rebuilding_file)
+        found = _marker_if_exists(facility, structure, probe_name, area)
+        if found is not None and rebuilding is None:
+            return StructureOutcome(structure, WAITED, found["id"])
+        if rebuilding is not None:
+            logger.warning(
+                "%s: a rebuild of %s by %s did not finish: recovering it again",
+                server,
+                structure,
+                rebuilding.get("by"),
+            )
+        outcome = _recover(
+            facility, layout, structure, stream, writer, area, server, params_hint,
+            rebuilding is not None,
+        )  # fmt: skip
+    return StructureOutcome(**{**asdict(outcome), "seconds": time.perf_counter() - started})
+
+
+def _marker_if_exists(
+    facility: CouplingFacility, structure: str, user: str, area: ControlArea
+) -> dict[str, Any] | None:
+    if not facility.exists(structure):
+        return None
+    with facility.connect(structure, user) as probe:
+        return marker(probe, area)
+
+
+def _recover(
+    facility: CouplingFacility,
+    layout: PairLayout,
+    structure: str,
+    stream: LogStream,
+    writer: LogWriter,
+    area: ControlArea,
+    server: str,
+    params_hint: StructureParams | None,
+    restarting: bool,
+) -> StructureOutcome:
+    probe_name = f"{server}.RCV"
+    exists = facility.exists(structure)
+    if exists and not restarting:
+        with facility.connect(structure, probe_name) as probe:
+            with probe.snapshot() as snap:
+                params_hint = snap.params
+                empty = all(info.entries == 0 for info in snap.lists)
+            if not empty:
+                identity = write_marker(probe, area, ADOPTED, by=server)
+                _log_initialisation(writer, structure, params_hint, server, probe.statistics().seq)
+                logger.warning(
+                    "%s: structure %s has entries but was never initialised for recovery: "
+                    "adopted as it is; a structure checkpoint follows",
+                    server,
+                    structure,
+                )
+                return StructureOutcome(structure, ADOPTED, identity)
+    image, statuses = newest_readable(layout.srds)
+    if image is not None and structure not in image.structures:
+        image = None
+    problems = [f"SRDS{s.slot}: {s.problem}" for s in statuses if s.problem]
+    last_seq = stream.last_seq(structure)
+    retained = stream.retention_points().get(structure, 0)
+    if image is None and (retained > 0 or any(s.path.exists() for s in statuses)):
+        raise recovery_error(
+            RecoveryReason.STRUCTURE_UNRECOVERABLE,
+            f"structure {structure} cannot be recovered: no SRDS of pair {layout.pair} can "
+            f"be read ({'; '.join(problems) or 'none'}) and its log starts at seq "
+            f"{retained}, not at the structure's beginning.  Restore an SRDS into "
+            f"{layout.srds}, or, to start the structure empty (losing its messages), "
+            f"delete {layout.srds} and {layout.log} (redbook §7.4)",
+            structure=structure,
+        )
+    if image is None and last_seq == 0:
+        return _cold_start(facility, structure, writer, area, server, params_hint, exists)
+    params: StructureParams | None
+    if image is not None:
+        params = image.structures[structure].params
+    else:
+        params = _initial_params(stream, structure) or params_hint
+        if params is None:
+            raise recovery_error(
+                RecoveryReason.STRUCTURE_UNRECOVERABLE,
+                f"structure {structure} must be rebuilt from its log, which does not say "
+                "how it was allocated (no STRUCTURE_INITIALIZATION record): create it "
+                "empty with its parameters, and connect again",
+                structure=structure,
+            )
+    layout.write_json(layout.rebuilding_file, {"kind": "recovery", "by": server})
+    floor = max(last_seq, image.seq if image is not None else 0)
+    allocate(facility, params, floor)
+    with facility.connect(structure, probe_name) as conn:
+        loaded = load_image(conn, image, structure) if image is not None else 0
+        from_seq = image.structures[structure].seq + 1 if image is not None else None
+        result = replay(conn, stream.records(structures={structure}, from_seq=from_seq))
+        identity = write_marker(
+            conn, area, RECOVERED, by=server, slot=image.slot if image is not None else None
+        )
+        writer.observe(conn.statistics().seq, structure)
+    action = RECOVERED if image is not None else RECOVERED_FROM_LOG
+    writer.log_event(
+        RecordType.REBUILD,
+        payload={
+            "kind": "recovery",
+            "srds": image.slot if image is not None else None,
+            "image_seq": image.seq if image is not None else None,
+            "loaded": loaded,
+            "records": result.records,
+            "last_seq": result.last_seq,
+            "params": asdict(params),
+        },
+        structure=structure,
+        commit=True,
+    )
+    layout.rebuilding_file.unlink(missing_ok=True)
+    logger.warning(
+        "%s recovered structure %s (%s): %d entries from %s, %d log records after it",
+        server,
+        structure,
+        action,
+        loaded,
+        f"SRDS{image.slot} (seq {image.seq})" if image is not None else "no SRDS",
+        result.records,
+    )
+    return StructureOutcome(
+        structure,
+        action,
+        identity,
+        image.slot if image is not None else None,
+        image.seq if image is not None else None,
+        loaded,
+        result.records,
+        problems=problems,
+    )
+
+
+def _cold_start(
+    facility: CouplingFacility,
+    structure: str,
+    writer: LogWriter,
+    area: ControlArea,
+    server: str,
+    params: StructureParams | None,
+    exists: bool,
+) -> StructureOutcome:
+    """No SRDS, no log: the structure starts empty (its first use, or after §7.4)."""
+    if not exists:
+        if params is None:
+            raise recovery_error(
+                RecoveryReason.BAD_ARGUMENT,
+                f"structure {structure} does not exist and nothing says how to allocate it",
+            )
+        allocate(facility, params, 0)
+    with facility.connect(structure, f"{server}.RCV") as conn:
+        if params is None:
+            with conn.snapshot() as snap:
+                params = snap.params
+        identity = write_marker(conn, area, INITIALISED, by=server)
+        _log_initialisation(writer, structure, params, server, conn.statistics().seq)
+    return StructureOutcome(structure, INITIALISED, identity)
+
+
+def allocate(facility: CouplingFacility, params: StructureParams, floor: int) -> None:
+    """Allocate the structure afresh (an empty one in the way is deleted first)."""
+    for _ in range(10):
+        if facility.exists(params.name):
+            facility.delete(params.name, force=True)
+        try:
+            facility.create(params, sequence_floor=floor)
+            return
+        except StructureExists:
+            continue  # someone created an empty one meanwhile: ours replaces it
+    facility.create(params, sequence_floor=floor)
+
+
+def _log_initialisation(
+    writer: LogWriter, structure: str, params: StructureParams, server: str, seq: int
+) -> None:
+    writer.observe(seq, structure)
+    writer.log_event(
+        RecordType.STRUCTURE_INITIALIZATION,
+        payload={"params": asdict(params), "by": server},
+        structure=structure,
+        commit=True,
+    )
+
+
+def _initial_params(stream: LogStream, structure: str) -> StructureParams | None:
+    """The allocation logged when the structure was initialised (the first such record)."""
+    for record in stream.records(structures={structure}):
+        if record.type == RecordType.STRUCTURE_INITIALIZATION:
+            value = record.payload_value() or {}
+            try:
+                return StructureParams(**value["params"])
+            except (KeyError, TypeError):
+                return None
+    return None
