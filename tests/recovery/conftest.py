@@ -1,0 +1,128 @@
+"""Fixtures for the checkpoint and recovery tests: a group of managers that can lose
+its structures for real.
+
+``group`` runs each test once per backend:
+
+* memory: one ``MemoryFacility``; losing a structure is ``facility.delete(name,
+  force=True)``;
+* redis: a private ``redis-server`` of the test's own; losing the structures is killing
+  it with SIGKILL and starting it again, empty (every structure is lost).
+
+Every manager of a test shares one recovery root (``tmp_path``) and one clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sharedq.cf import CouplingFacility, open_facility
+from sharedq.cf.memory import MemoryFacility
+from sharedq.log import LogConfig
+from sharedq.mq import ManualClock, QueueManager, SimulatedFailure, structure_params
+from sharedq.recovery import RecoverySettings
+from tests.redis_server import RedisServer
+
+ADMIN = "RADMIN"
+APP = "RAPP"
+STRUCTURES = (ADMIN, APP)
+#: The backends every destruction test runs on.
+BACKENDS = ["memory", "redis"]
+#: Small log segments, so that deletion and log-full tests see files come and go.
+SMALL_LOG = LogConfig(staging_bytes=1 << 20, segment_bytes=64 << 10)
+
+
+def params(name: str) -> Any:
+    return structure_params(name, queues=8, managers=4, messages=3000, message_bytes=256)
+
+
+@dataclass
+class Group:
+    """A queue-sharing group under test: its facility, recovery root and managers."""
+
+    backend: str
+    facility: CouplingFacility
+    root: Path
+    clock: ManualClock
+    server: RedisServer | None = None
+    url: str = ""
+    managers: list[QueueManager] = field(default_factory=list)
+
+    def settings(self, **overrides: Any) -> RecoverySettings:
+        base = RecoverySettings(self.root, poll_seconds=0.05, log_config=SMALL_LOG)
+        return replace(base, **overrides)
+
+    def start(self, qm_id: int, name: str | None = None, **options: Any) -> QueueManager:
+        """A manager with a recovery log (``QM<id>`` by default)."""
+        options.setdefault("recovery", self.settings())
+        options.setdefault("clock", self.clock)
+        qm = QueueManager(
+            self.facility, name or f"QM{qm_id}", qm_id, admin=ADMIN, structures=[APP], **options
+        )
+        self.managers.append(qm)
+        return qm
+
+    def lose(self, *names: str) -> None:
+        """Destroy structures for real: deleted (memory), or the server killed (Redis)."""
+        if self.server is not None:
+            self.server.restart()  # SIGKILL, then a new, empty server on the same port
+        else:
+            for name in names or STRUCTURES:
+                self.facility.delete(name, force=True)
+
+    def kill(self, qm: QueueManager) -> None:
+        """A manager dies: its connections fail, its log writers let go, nothing more."""
+        assert qm.recovery is not None
+        qm.recovery.abandon()
+        for acc in qm._structures.values():
+            with contextlib.suppress(Exception):
+                peer = self.facility.connect(acc.name, "KILLER")
+                with peer:
+                    peer.mark_failed(acc.conn.user_id)
+        qm._closed = True
+
+
+@pytest.fixture(params=BACKENDS)
+def group(
+    request: pytest.FixtureRequest, tmp_path: Path, redis_servers: Callable[..., RedisServer]
+) -> Iterator[Group]:
+    server = None
+    if request.param == "redis":
+        server = redis_servers()
+        url = f"{server.url}?lease=2&retry=2"
+        facility: CouplingFacility = open_facility(url)
+    else:
+        url = ""
+        facility = MemoryFacility()
+    for name in STRUCTURES:
+        facility.create(params(name))
+    found = Group(
+        request.param, facility, tmp_path / "recovery", ManualClock(tick=1e-5), server, url
+    )
+    try:
+        yield found
+    finally:
+        for qm in found.managers:
+            with contextlib.suppress(Exception, SimulatedFailure):
+                qm.close()
+        facility.close()
+
+
+@pytest.fixture
+def memory_group(tmp_path: Path) -> Iterator[Group]:
+    """The same group on the memory backend only (tests of logic no backend changes)."""
+    facility = MemoryFacility()
+    for name in STRUCTURES:
+        facility.create(params(name))
+    found = Group("memory", facility, tmp_path / "recovery", ManualClock(tick=1e-5))
+    try:
+        yield found
+    finally:
+        for qm in found.managers:
+            with contextlib.suppress(Exception, SimulatedFailure):
+                qm.close()
