@@ -155,14 +155,9 @@ def _recover_claimed(
     descriptor_list = admin_lists.descriptor_list if admin_lists is not None else None
     records = d.load(mgr.admin, descriptor_list) if descriptor_list is not None else {}
     kept: list[d.UowRecord] = []
+    # In a cold start the units only the log could decide are backed out, and every
+    # message the manager had gotten and does not delete goes to the cold queue.
     cold_list = directory.cold_list(acc, mgr._list_counts[acc.name]) if cold else None
-    # In a cold start the units only the log could decide are backed out, their gotten
-    # messages to the cold queue.
-    cold_units = {
-        r.uow_id
-        for r in records.values()
-        if cold and r.status() in (d.Status.BEGIN_COMMIT, d.Status.IN_PREPARE)
-    }
     for record in records.values():
         outcome = _decide(mgr, record, failed_name, owner=owner, cold=cold)
         if outcome is None:
@@ -182,7 +177,7 @@ def _recover_claimed(
             get_list,
             queues,
             commit=committing,
-            cold_list=cold_list if record.uow_id in cold_units else None,
+            cold_list=cold_list,
             report=report,
         )
         if committing:

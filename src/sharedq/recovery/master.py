@@ -117,6 +117,16 @@ def set_phase(conn: ListStructure, area: ControlArea, kind: bytes, phase: str) -
         control.put(conn, area, kind, b"", {**state.value(), "phase": phase})
 
 
+def signal(conn: ListStructure, area: ControlArea, kind: bytes, info: dict[str, Any]) -> int:
+    """Count one more generation of the function (its work is done): every server
+    watching the entry sees it.  Returns the new generation."""
+    found = control.read(conn, area, kind)
+    state = FunctionState.of(None if found is None else found[1])
+    done = FunctionState(state.master, state.user_id, "signalled", state.generation + 1, info)
+    control.put(conn, area, kind, b"", done.value())
+    return done.generation
+
+
 def finish(
     conn: ListStructure,
     area: ControlArea,
@@ -125,15 +135,12 @@ def finish(
     completed: bool,
     info: dict[str, Any] | None = None,
 ) -> FunctionState:
-    """Give up the master role; a completed run counts one more generation."""
+    """Give up the master role (``completed``: after :func:`signal`, or a function
+    that counts no generations)."""
     found = control.read(conn, area, kind)
     state = FunctionState.of(None if found is None else found[1])
     done = FunctionState(
-        None,
-        None,
-        IDLE,
-        state.generation + (1 if completed else 0),
-        info if info is not None else state.info,
+        None, None, IDLE, state.generation, info if info is not None else state.info
     )
     control.put(conn, area, kind, b"", done.value())
     return done

@@ -44,6 +44,8 @@ logger = logging.getLogger("sharedq.recovery")
 _SIZE_CHECK_EVERY = 64
 #: Structure checkpoints the log-full handler may take in a row before giving up.
 _LOG_FULL_ATTEMPTS = 3
+#: Seconds at least that a checkpoint waits for the active servers' system checkpoints.
+_SETTLE_SECONDS = 1.0
 #: Seconds a ``wait`` for another master's checkpoint looks at its entry.
 _MASTER_POLL = 0.02
 
@@ -243,6 +245,7 @@ class PairRecovery:
                 own_system_checkpoint=self.system_checkpoint,
                 timeout=self.settings.max_wait_seconds,
                 faults=self.faults,
+                settle=max(_SETTLE_SECONDS, 4 * self.settings.poll_seconds),
             )
             result = structure_checkpoint.run(job, reason)
             if result is None and wait:
@@ -272,7 +275,7 @@ class PairRecovery:
     def _background_checkpoint(self, reason: str) -> None:
         try:
             self.structure_checkpoint(reason, wait=False)
-        except (SharedqError, CFError) as exc:
+        except Exception as exc:  # a background thread: report it, the next trigger retries
             logger.warning(
                 "%s: structure checkpoint of %s (%s) failed: %s",
                 self.server,

@@ -14,10 +14,12 @@ The steps (redbook §2.10, §5.2; seed 001), performed by one server, the master
    picks (the older, or an unusable one): temporary name, synced, renamed;
 6. log a ``STRUCTURE_CHECKPOINT`` record (``{"srds": slot, "seq": S}``) and take the
    master's own system checkpoint;
-7. delete the log records older than the *older* valid SRDS, but never above the last
-   system checkpoint of a server that is active (the conservative reading of CK-8);
-8. release the function entry with one more *generation*: every active server sees it
-   and takes a system checkpoint (CK-4).
+7. count one more *generation* in the function entry: every active server sees it and
+   takes a system checkpoint (CK-4); wait a little for them;
+8. delete the log records older than the *older* valid SRDS, but never above the last
+   system checkpoint of a server that is active (the conservative reading of CK-8 and
+   §9.2: deletion follows the active servers' system checkpoints), and give up the
+   function entry.
 
 A master that dies anywhere leaves the SRDS slots as they were (a slot is replaced
 only by its rename) and its function entry naming it: the next server to look takes
@@ -116,6 +118,8 @@ class CheckpointJob:
     own_system_checkpoint: Callable[[str], object]
     timeout: float
     faults: Faults | None = None
+    #: Seconds to wait for the active servers' system checkpoints before deleting.
+    settle: float = 2.0
 
 
 def run(job: CheckpointJob, reason: str) -> CheckpointResult | None:
@@ -213,9 +217,6 @@ def _checkpoint(
         )
     _fault(job, "logged")
     job.own_system_checkpoint("structure-checkpoint")
-    retention, deleted = _delete_log(job, slot_summaries(job.layout.srds))
-    _fault(job, "deleted")
-    total = time.perf_counter() - started
     info = {
         "slot": slot,
         "checkpoint": checkpoint_id,
@@ -223,9 +224,19 @@ def _checkpoint(
         "master": job.server,
         "reason": reason,
         "quiesced_s": round(quiesced, 6),
-        "total_s": round(total, 6),
     }
-    master.finish(primary, job.area, KIND_CHECKPOINT, completed=True, info=info)
+    # Every active server takes a system checkpoint now (CK-4); the log is deleted once
+    # they have, or once the wait is over (a server that did not is protected anyway).
+    master.signal(primary, job.area, KIND_CHECKPOINT, info)
+    settled_at = time.perf_counter()
+    _wait_for_system_checkpoints(job, seqs)
+    phases["settled"] = time.perf_counter() - settled_at
+    retention, deleted = _delete_log(job, slot_summaries(job.layout.srds))
+    _fault(job, "deleted")
+    total = time.perf_counter() - started
+    master.finish(
+        primary, job.area, KIND_CHECKPOINT, completed=True, info={**info, "total_s": total}
+    )
     logger.info(
         "structure checkpoint %d of %s by %s (%s): SRDS%d at seq %s, %d entries, quiesced "
         "%.3f s of %.3f s",
@@ -336,6 +347,24 @@ def structure_seqs(status: SlotStatus) -> dict[str, int]:
     return {name: int(info["seq"]) for name, info in description["structures"].items()}
 
 
+def _wait_for_system_checkpoints(job: CheckpointJob, seqs: dict[str, int]) -> None:
+    """Wait (at most ``job.settle`` seconds) until every active server's last system
+    checkpoint follows the structure checkpoint."""
+    deadline = time.monotonic() + job.settle
+    name = job.structures[0]  # system checkpoints carry the primary's seqs
+    conn = job.conns[name]
+    while True:
+        active = {u.name for u in conn.users() if u.state.value == "active"}
+        behind = [
+            server
+            for server, position in system_checkpoint.positions(conn, job.area).items()
+            if server in active and position.seq < seqs[name]
+        ]
+        if not behind or time.monotonic() >= deadline:
+            return
+        time.sleep(0.01)
+
+
 def _delete_log(job: CheckpointJob, statuses: list[SlotStatus]) -> tuple[dict[str, int], int]:
     """Delete what recovery no longer needs: before the older valid SRDS (CK-5),
     never past an active server's last system checkpoint (CK-8, conservatively)."""
@@ -350,7 +379,9 @@ def _delete_log(job: CheckpointJob, statuses: list[SlotStatus]) -> tuple[dict[st
             continue
         conn = job.conns[name]
         active = {u.name for u in conn.users() if u.state.value == "active"}
-        for server, position in system_checkpoint.positions(conn, job.area).items():
+        # System checkpoints are positions in the primary structure's numbering.
+        protected = system_checkpoint.positions(conn, job.area) if name == job.structures[0] else {}
+        for server, position in protected.items():
             if server in active and position.seq < point:
                 logger.info(
                     "log of %s kept from seq %d for active server %s (not %d)",
