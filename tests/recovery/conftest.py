@@ -87,23 +87,20 @@ class Group:
         qm._closed = True
 
 
-@pytest.fixture(params=BACKENDS)
-def group(
-    request: pytest.FixtureRequest, tmp_path: Path, redis_servers: Callable[..., RedisServer]
-) -> Iterator[Group]:
+@contextlib.contextmanager
+def _group(backend: str, root: Path, servers: Callable[..., RedisServer] | None) -> Iterator[Group]:
     server = None
-    if request.param == "redis":
-        server = redis_servers()
+    url = ""
+    if backend == "redis":
+        assert servers is not None
+        server = servers()
         url = f"{server.url}?lease=2&retry=2"
         facility: CouplingFacility = open_facility(url)
     else:
-        url = ""
         facility = MemoryFacility()
     for name in STRUCTURES:
         facility.create(params(name))
-    found = Group(
-        request.param, facility, tmp_path / "recovery", ManualClock(tick=1e-5), server, url
-    )
+    found = Group(backend, facility, root / "recovery", ManualClock(tick=1e-5), server, url)
     try:
         yield found
     finally:
@@ -113,16 +110,24 @@ def group(
         facility.close()
 
 
+@pytest.fixture(params=BACKENDS)
+def group(
+    request: pytest.FixtureRequest, tmp_path: Path, redis_servers: Callable[..., RedisServer]
+) -> Iterator[Group]:
+    """The group, once per backend."""
+    with _group(request.param, tmp_path, redis_servers) as found:
+        yield found
+
+
 @pytest.fixture
 def memory_group(tmp_path: Path) -> Iterator[Group]:
-    """The same group on the memory backend only (tests of logic no backend changes)."""
-    facility = MemoryFacility()
-    for name in STRUCTURES:
-        facility.create(params(name))
-    found = Group("memory", facility, tmp_path / "recovery", ManualClock(tick=1e-5))
-    try:
+    """The group on the memory backend only (logic no backend changes)."""
+    with _group("memory", tmp_path, None) as found:
         yield found
-    finally:
-        for qm in found.managers:
-            with contextlib.suppress(Exception, SimulatedFailure):
-                qm.close()
+
+
+@pytest.fixture
+def redis_group(tmp_path: Path, redis_servers: Callable[..., RedisServer]) -> Iterator[Group]:
+    """The group on a private Redis server only (managers in processes of their own)."""
+    with _group("redis", tmp_path, redis_servers) as found:
+        yield found

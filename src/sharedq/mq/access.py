@@ -353,29 +353,33 @@ class StructureAccess:
         structure was copied meanwhile."""
         assert self.gate is not None
         while True:
+            conn = self.conn
             try:
-                return self.gate.run(getattr(self.conn, request), *args, **options)
+                return self.gate.run(getattr(conn, request), *args, **options)
             except StructureLost:
-                if not self._relocated():
+                if not self._relocated(conn):
                     raise
 
-    def _relocated(self) -> bool:
-        """After ``StructureLost``: switch to the structure's copy if there is one."""
-        lost = self.conn
+    def _relocated(self, lost: ListStructure) -> bool:
+        """After ``lost`` found its structure gone: switch to the structure's copy if
+        there is one (another thread may have switched already)."""
+        if self.conn is not lost:
+            return True
         new = None if self.relocate is None else self.relocate(lost)
         if new is None:
             return False
-        if new is not lost:
+        if self.conn is lost:
             self.conn = new
             self.generation += 1
         return True
 
     def _again(self, request: str, *args: Any, **options: Any) -> Any:
         """A request that changes nothing, made again on a copy if need be."""
+        conn = self.conn
         try:
-            return getattr(self.conn, request)(*args, **options)
+            return getattr(conn, request)(*args, **options)
         except StructureLost:
-            if not self._relocated():
+            if not self._relocated(conn):
                 raise
             return getattr(self.conn, request)(*args, **options)
 
@@ -409,10 +413,11 @@ class StructureAccess:
 
     def wait_events(self, timeout: float | None) -> list[MonitorEvent]:
         self._point("wait_events")
+        conn = self.conn
         try:
-            return self.conn.wait_events(timeout)
+            return conn.wait_events(timeout)
         except StructureLost:
-            if not self._relocated():
+            if not self._relocated(conn):
                 raise
             return []  # the monitors were on the old structure: waiters register again
 
