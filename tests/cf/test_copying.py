@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from sharedq.cf import (
+    BulkMove,
     BulkWrite,
     ById,
     CouplingFacility,
@@ -133,6 +134,32 @@ def test_a_snapshot_holds_the_structure_as_it_was(struct: ListStructure) -> None
     with pytest.raises(InvalidRequest):
         list(snap.entries(0))
     snap.release()  # idempotent
+
+
+def test_a_snapshot_keeps_what_every_kind_of_later_change_replaces(struct: ListStructure) -> None:
+    """Whatever happens to the entries after it, two snapshots show them as they were."""
+    struct.write_entries(_writes(8))
+    struct.write(1, key(1), b"", entry_id=eid(50))  # no data
+    struct.write(1, key(2), b"y" * 600, entry_id=eid(51))
+    before = {n: list(struct.scan(n)) for n in range(8)}
+    first = struct.snapshot()
+    struct.delete(ById(eid(0)))
+    struct.write(0, key(7), b"born again", entry_id=eid(0))  # the same id, new entry
+    struct.update(ById(eid(1)), data=b"rewritten", adjunct=b"ADJ", increment_version=True)
+    struct.update(ById(eid(50)), data=b"now with data")
+    struct.update(ById(eid(51)), data=b"")
+    struct.move(ById(eid(2)), 3, new_key=key(9))
+    second = struct.snapshot()
+    struct.move_entries([BulkMove(eid(3), 4, increment_version=True), BulkMove(eid(1), 4)])
+    struct.delete_entries([eid(4), eid(5), eid(0)])
+    struct.update(ById(eid(6)), data=b"after both")
+    with first, second:
+        assert {n: list(first.entries(n)) for n in range(8)} == before
+        middle = {n: list(second.entries(n)) for n in range(8)}
+    assert [e.data for e in middle[0] if e.entry_id == eid(0)] == [b"born again"]
+    assert [e.data for e in middle[1] if e.entry_id == eid(50)] == [b"now with data"]
+    assert [(e.key, e.list_number) for e in middle[3]] == [(key(9), 3)]
+    assert {e.entry_id for e in middle[0]} == {eid(n) for n in (0, 1, 3, 4, 5, 6, 7)}
 
 
 def test_snapshot_params_allocate_a_structure_of_the_same_capacity(

@@ -1,14 +1,19 @@
-"""Snapshots of a structure on Redis: a server-side copy, read after the structure resumes.
+"""Snapshots of a structure on Redis: its lists copied on the server, entries on write.
 
 A structure checkpoint holds every user of the structure while it copies it (redbook
 §2.10: "quiesced while the recoverable data objects are written to a data space").  On
-Redis the copy is made by one function (``snapshot.lua``) with ``COPY``, in the
-server's C code, into keys beside the structure in its slot; the function's run is the
-whole time the structure is held.  Reading the copy (``snapshot_read.lua``, a page
-per call) and dropping it (``snapshot_drop.lua``, ``UNLINK``) hold nobody up.
+Redis that copy is one function (``snapshot.lua``): it copies the lists' sorted sets
+with ``COPY`` (the server's C code), into keys beside the structure in its slot, and
+registers the snapshot.  Entry records and data are not copied then: a request that
+later changes or deletes an entry first keeps its old record and data for every
+registered snapshot (``keep_old`` in ``common.lua``, copy on write), so the time the
+structure is held is the lists' copy, not the entries' bytes.  Reading the snapshot
+(``snapshot_read.lua``, a page per call: the kept record and data, else the live ones)
+and dropping it (``snapshot_drop.lua``, ``UNLINK``) hold nobody up.
 
-A copy lives :data:`SNAPSHOT_TTL_MS` unless dropped, so that one whose reader died does
-not stay; deleting the structure deletes its copies too.
+A snapshot lives :data:`SNAPSHOT_TTL_MS` unless dropped, so that one whose reader died
+does not stay (nor does copying on write for it); deleting the structure deletes its
+snapshots too.
 """
 
 from __future__ import annotations

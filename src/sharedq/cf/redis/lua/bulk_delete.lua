@@ -16,6 +16,7 @@ for i = 4 + nlocks, #ARGV do
     bulk.missing[#bulk.missing + 1] = id
   else
     local list = bulk_list(rec_list(r))
+    keep_old(r, true)
     unplace(r, list[LIST_MONITORS] > 0)
     redis.call('HDEL', E, id)
     local size = rec_elements(r)

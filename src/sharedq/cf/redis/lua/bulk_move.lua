@@ -51,6 +51,7 @@ for i = 5 + nlocks, #ARGV do
     local seq = bulk.c[SEQ] + 1
     bulk.c[SEQ] = seq
     local moved = moved_rec(r, to, key, ordinal(seq, false), new_version(r, op, true), skey)
+    keep_old(r, false)
     unplace(r, source[LIST_MONITORS] > 0)
     redis.call('HSET', E, id, moved)
     place(moved, target[LIST_MONITORS] > 0)

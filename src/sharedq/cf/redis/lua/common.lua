@@ -18,6 +18,7 @@
 local M, P, E, D, S, K               -- meta hash, key prefix, entries, data, skey index, locks
 local ARGV, UID, TOKEN, REQ, RETRY
 local touched, monitors              -- monitor evaluation (see notify)
+local cow                            -- snapshots being read (see keep_old)
 
 -- Literals, not string.rep: Redis 7.0 runs a library's top level without the string
 -- library.
@@ -48,6 +49,7 @@ local function begin(keys, args)
   RETRY = string.byte(header, 18) == 49
   REQ = string.sub(header, 19)
   touched, monitors = {}, {}
+  cow = nil
 end
 
 -- The structure's name, for messages.
@@ -151,6 +153,49 @@ end
 local function rec_data(r)
   if rec_elements(r) == 0 then return '' end
   return redis.call('HGET', D, rec_id(r))
+end
+
+-- Snapshots, copy on write.  A snapshot (snapshot.lua) copies only the lists' sorted
+-- sets; entry records and data stay where they are.  A request about to change or
+-- delete an existing entry first keeps its record (and data) for every snapshot still
+-- being read, with HSETNX: the value at the snapshot, never a later one.  Snapshots
+-- are listed in the set P..'xs'; one whose marker expired is dropped from it here.
+local function snapshots()
+  if cow == nil then
+    cow = false
+    local ids = redis.call('SMEMBERS', P .. 'xs')
+    if #ids > 0 then
+      local live = {}
+      for _, id in ipairs(ids) do
+        local X = P .. 'x' .. id .. ':'
+        local expires = redis.call('HGET', X .. 'i', 'until')
+        if expires then
+          live[#live + 1] = {X, expires}
+        else
+          redis.call('SREM', P .. 'xs', id)
+        end
+      end
+      if #live > 0 then cow = live end
+    end
+  end
+  return cow
+end
+
+-- Keep entry r's record, and its data when the change rewrites or deletes it.
+local function keep_old(r, with_data)
+  local live = snapshots()
+  if not live then return end
+  local id = rec_id(r)
+  local data
+  if with_data then data = redis.call('HGET', D, id) or '' end
+  for _, s in ipairs(live) do
+    if redis.call('HSETNX', s[1] .. 'e', id, r) == 1 then
+      redis.call('PEXPIREAT', s[1] .. 'e', s[2])
+    end
+    if with_data and redis.call('HSETNX', s[1] .. 'd', id, data) == 1 then
+      redis.call('PEXPIREAT', s[1] .. 'd', s[2])
+    end
+  end
 end
 
 -- The record with a new list, key, ordinal, version and secondary key (false: none).

@@ -16,6 +16,7 @@ check_conditions(4, #ARGV, list, o.expect_authority, l[LIST_AUTHORITY])
 local seq = c[SEQ] + 1
 local elements = rec_elements(r)
 local data = rec_data(r)
+keep_old(r, true)
 unplace(r, l[LIST_MONITORS] > 0)
 redis.call('HDEL', E, rec_id(r))
 if elements > 0 then redis.call('HDEL', D, rec_id(r)) end

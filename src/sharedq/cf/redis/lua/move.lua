@@ -29,6 +29,7 @@ if skey == nil then skey = rec_skey(r) end
 local version = new_version(r, o.version, false)
 local seq = c[SEQ] + 1
 local moved = moved_rec(r, to, o.key or rec_key(r), ordinal(seq, o.head), version, skey)
+keep_old(r, false)
 unplace(r, source[LIST_MONITORS] > 0)
 redis.call('HSET', E, rec_id(r), moved)
 place(moved, target[LIST_MONITORS] > 0)

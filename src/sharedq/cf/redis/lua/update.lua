@@ -29,6 +29,7 @@ if ARGV[5] ~= 'u' then adjunct = string.sub(ARGV[5], 2) end
 local skey = string.sub(r, 50 + al, 49 + al + sl)
 local updated = string.sub(r, 1, 38) .. version .. string.char(elements, #adjunct, #skey)
   .. adjunct .. skey
+keep_old(r, ARGV[4] ~= 'u')
 local data
 if ARGV[4] == 'u' then
   data = rec_data(r)
