@@ -101,16 +101,15 @@ def _facilities(url: str) -> Iterator[dict[str, Callable[[], CouplingFacility]]]
 # -- (a) replay -------------------------------------------------------------------------
 
 
-def _replay_params() -> StructureParams:
-    return StructureParams.for_capacity(
-        BENCH, list_count=8, entries=IMAGE_MESSAGES * 3, elements=IMAGE_MESSAGES * 3
-    )
+def _replay_params(n: int) -> StructureParams:
+    room = IMAGE_MESSAGES * 2 + n // 20  # a tenth of the n // 3 messages stay
+    return StructureParams.for_capacity(BENCH, list_count=8, entries=room, elements=room)
 
 
 def _write_log(root: Path, n: int) -> int:
     """An SRDS of IMAGE_MESSAGES messages, then ``n`` log records; the image's seq."""
     facility = MemoryFacility()
-    facility.create(_replay_params())
+    facility.create(_replay_params(n))
     settings = RecoverySettings(root, log_config=LogConfig(row_group_rows=65_536))
     pair = PairRecovery(facility, settings, [BENCH], "WRITER", _Everything())
     writer = pair.stream.writer("WRITER")
