@@ -54,7 +54,9 @@ class Group:
     managers: list[QueueManager] = field(default_factory=list)
 
     def settings(self, **overrides: Any) -> RecoverySettings:
-        base = RecoverySettings(self.root, poll_seconds=0.05, log_config=SMALL_LOG)
+        base = RecoverySettings(
+            self.root, poll_seconds=0.05, max_wait_seconds=30, log_config=SMALL_LOG
+        )
         return replace(base, **overrides)
 
     def start(self, qm_id: int, name: str | None = None, **options: Any) -> QueueManager:
