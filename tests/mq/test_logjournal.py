@@ -24,8 +24,8 @@ from sharedq.mq import (
     Truncated,
     structure_params,
 )
-from sharedq.mq.classify import classify, list_roles
-from sharedq.recovery import StructureContents, contents, rebuild
+from sharedq.mq.classify import recoverable_contents
+from sharedq.recovery import contents, rebuild
 from tests.mq.conftest import ADMIN, APP, MakeManager
 from tests.mq.faults import CrashAt
 
@@ -35,17 +35,6 @@ STRUCTURES = (ADMIN, APP)
 @pytest.fixture
 def streams(tmp_path: Path) -> dict[str, LogStream]:
     return {s: LogStream(tmp_path / s, name=f"{s}.LOG", structure=s) for s in STRUCTURES}
-
-
-def _recoverable(conn_contents: StructureContents) -> StructureContents:
-    roles = list_roles(conn_contents.lists.get(0, ()))
-    keep = {
-        entry.entry_id
-        for entries in conn_contents.lists.values()
-        for entry in entries
-        if classify(entry, roles).recoverable
-    }
-    return conn_contents.only(keep)
 
 
 def _workload(qm1: QueueManager, qm2: QueueManager, clock: ManualClock) -> None:
@@ -122,7 +111,7 @@ def test_each_structure_rebuilt_from_its_log_alone_is_whole(
     assert logged >= WORKLOAD_KINDS
     for name in STRUCTURES:
         with facility.connect(name, "AUDITOR") as auditor:
-            before = _recoverable(contents(auditor))
+            before = recoverable_contents(contents(auditor))
             nonpersistent = sum(len(e) for e in contents(auditor).lists.values()) - sum(
                 len(e) for e in before.lists.values()
             )

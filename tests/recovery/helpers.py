@@ -10,21 +10,9 @@ from pathlib import Path
 from sharedq.cf import CouplingFacility
 from sharedq.log import LogRecord, LogStream, RecordType
 from sharedq.mq import IndexType, Message, NoMessageAvailable, QueueManager, UnitOfWork
-from sharedq.mq.classify import classify, list_roles
+from sharedq.mq.classify import recoverable_contents
 from sharedq.recovery import PairLayout, StructureContents, contents
 from tests.recovery.conftest import ADMIN, APP, STRUCTURES
-
-
-def recoverable(conn_contents: StructureContents) -> StructureContents:
-    """A structure's contents restricted to its recoverable objects (``classify``)."""
-    roles = list_roles(conn_contents.lists.get(0, ()))
-    keep = {
-        entry.entry_id
-        for entries in conn_contents.lists.values()
-        for entry in entries
-        if classify(entry, roles).recoverable
-    }
-    return conn_contents.only(keep)
 
 
 def snapshot(
@@ -34,7 +22,7 @@ def snapshot(
     found = {}
     for name in names:
         with facility.connect(name, "AUDITOR") as auditor:
-            found[name] = recoverable(contents(auditor))
+            found[name] = recoverable_contents(contents(auditor))
     return found
 
 

@@ -72,10 +72,10 @@ def test_a_master_killed_mid_checkpoint_is_taken_over(memory_group: Group, point
     assert qm2.recovery is not None
     assert (qm2.recovery.pairs[APP].gate.held >= 1) is (point == "quiesced")
     # Another server finished the checkpoint: started again, as master, by QM2.
-    eventually(lambda: _generation(qm2) == (generation + 1, "QM2"))
-    assert qm2.recovery is not None
-    taken = qm2.recovery.pairs[APP].last_checkpoint
-    assert taken is not None and taken.took_over == "QM1.CHKPT"
+    pair = qm2.recovery.pairs[APP]
+    eventually(lambda: pair.last_checkpoint is not None)
+    assert _generation(qm2) == (generation + 1, "QM2")
+    assert pair.last_checkpoint is not None and pair.last_checkpoint.took_over == "QM1.CHKPT"
     assert sorted(m.body for m in drain(qm2, "ORDERS")) == [b"before", b"during"]
 
 

@@ -441,23 +441,16 @@ class ListStructure(ABC):
 class StructureSnapshot(ABC):
     """A structure as it was at one instant: from :meth:`ListStructure.snapshot`.
 
-    Use it as a context manager, or call :meth:`release`, to free the copy.
+    ``seq`` is the seq of the last change the copy includes; ``params`` how to allocate a
+    structure like this one (its size as altered); ``lists`` every list's counts and
+    controls at the snapshot, by list number.  Use it as a context manager, or call
+    :meth:`release`, to free the copy.
     """
 
-    @property
-    @abstractmethod
-    def seq(self) -> int:
-        """The seq of the last change the copy includes."""
-
-    @property
-    @abstractmethod
-    def params(self) -> StructureParams:
-        """How to allocate a structure like this one (its size as altered)."""
-
-    @property
-    @abstractmethod
-    def lists(self) -> tuple[ListInfo, ...]:
-        """Every list's counts and controls at the snapshot, by list number."""
+    def __init__(self, seq: int, params: StructureParams, lists: tuple[ListInfo, ...]) -> None:
+        self.seq = seq
+        self.params = params
+        self.lists = lists
 
     @abstractmethod
     def entries(self, list_number: int) -> Iterator[ListEntry]:

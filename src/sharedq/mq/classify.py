@@ -21,6 +21,7 @@ from sharedq.mq import keys
 from sharedq.mq.directory import CONTROL_LIST, USE_COLD, USE_EXPIRY, USE_GET, USE_QUEUE
 from sharedq.mq.messages import decode_adjunct, message_facts
 from sharedq.recovery.control import ControlArea
+from sharedq.recovery.restore import StructureContents
 
 _MESSAGE_LISTS = frozenset({USE_QUEUE, USE_GET, USE_EXPIRY, USE_COLD})
 #: The recovery machinery's entries on the control list (never recoverable).
@@ -68,3 +69,16 @@ def classify(entry: ListEntry, roles: Mapping[int, ListRole]) -> EntryClass:
     if role.use == USE_QUEUE and entry.key[0] == keys.UNCOMMITTED_MARK:
         uow = entry.version.to_bytes(8, "big")  # an uncommitted put's version is its UOW id
     return EntryClass(persistent, queue, uow)
+
+
+def recoverable_contents(contents: StructureContents) -> StructureContents:
+    """A structure's contents restricted to its recoverable objects: what a structure
+    recovered from its checkpoint and log holds (and what tests compare)."""
+    roles = list_roles(contents.lists.get(CONTROL_LIST, ()))
+    keep = {
+        entry.entry_id
+        for entries in contents.lists.values()
+        for entry in entries
+        if classify(entry, roles).recoverable
+    }
+    return contents.only(keep)

@@ -84,6 +84,24 @@ class StructureOutcome:
         return self.action in (RECOVERED, RECOVERED_FROM_LOG, ADOPTED)
 
 
+@dataclass(frozen=True)
+class _Job:
+    """What recovering one structure works with."""
+
+    facility: CouplingFacility
+    layout: PairLayout
+    structure: str
+    stream: LogStream
+    writer: LogWriter
+    area: ControlArea
+    server: str
+
+    @property
+    def user(self) -> str:
+        """The user name recovery connects under."""
+        return f"{self.server}.RCV"
+
+
 def marker(conn: ListStructure, area: ControlArea) -> dict[str, Any] | None:
     """The structure's ``V`` marker, or ``None`` when it has none (empty to recovery)."""
     found = control.read(conn, area, KIND_MARKER)
@@ -111,13 +129,13 @@ def ensure(
 ) -> StructureOutcome:
     """Make sure ``structure`` is usable: connect, wait for a recovery, or recover it."""
     started = time.perf_counter()
-    probe_name = f"{server}.RCV"
-    found = _marker_if_exists(facility, structure, probe_name, area)
+    job = _Job(facility, layout, structure, stream, writer, area, server)
+    found = _marker_if_exists(job)
     if found is not None:
         return StructureOutcome(structure, IN_USE, found["id"])
     with layout.recovery_lock(timeout):
         rebuilding = layout.read_json(layout.rebuilding_file)
-        found = _marker_if_exists(facility, structure, probe_name, area)
+        found = _marker_if_exists(job)
         if found is not None and rebuilding is None:
             return StructureOutcome(structure, WAITED, found["id"])
         if rebuilding is not None:
@@ -127,37 +145,30 @@ def ensure(
                 structure,
                 rebuilding.get("by"),
             )
-        outcome = _recover(
-            facility, layout, structure, stream, writer, area, server, params_hint,
-            rebuilding is not None,
-        )  # fmt: skip
+        outcome = _recover(job, params_hint, rebuilding is not None)
     return StructureOutcome(**{**asdict(outcome), "seconds": time.perf_counter() - started})
 
 
-def _marker_if_exists(
-    facility: CouplingFacility, structure: str, user: str, area: ControlArea
-) -> dict[str, Any] | None:
-    if not facility.exists(structure):
+def _marker_if_exists(job: _Job) -> dict[str, Any] | None:
+    if not job.facility.exists(job.structure):
         return None
-    with facility.connect(structure, user) as probe:
-        return marker(probe, area)
+    with job.facility.connect(job.structure, job.user) as probe:
+        return marker(probe, job.area)
 
 
-def _recover(
-    facility: CouplingFacility,
-    layout: PairLayout,
-    structure: str,
-    stream: LogStream,
-    writer: LogWriter,
-    area: ControlArea,
-    server: str,
-    params_hint: StructureParams | None,
-    restarting: bool,
-) -> StructureOutcome:
-    probe_name = f"{server}.RCV"
+def _recover(job: _Job, params_hint: StructureParams | None, restarting: bool) -> StructureOutcome:
+    facility, layout, structure, stream, writer, area, server = (
+        job.facility,
+        job.layout,
+        job.structure,
+        job.stream,
+        job.writer,
+        job.area,
+        job.server,
+    )
     exists = facility.exists(structure)
     if exists and not restarting:
-        with facility.connect(structure, probe_name) as probe:
+        with facility.connect(structure, job.user) as probe:
             with probe.snapshot() as snap:
                 params_hint = snap.params
                 empty = all(info.entries == 0 for info in snap.lists)
@@ -188,7 +199,7 @@ def _recover(
             structure=structure,
         )
     if image is None and last_seq == 0:
-        return _cold_start(facility, structure, writer, area, server, params_hint, exists)
+        return _cold_start(job, params_hint, exists)
     params: StructureParams | None
     if image is not None:
         params = image.structures[structure].params
@@ -205,7 +216,7 @@ def _recover(
     layout.write_json(layout.rebuilding_file, {"kind": "recovery", "by": server})
     floor = max(last_seq, image.seq if image is not None else 0)
     allocate(facility, params, floor)
-    with facility.connect(structure, probe_name) as conn:
+    with facility.connect(structure, job.user) as conn:
         loaded = load_image(conn, image, structure) if image is not None else 0
         from_seq = image.structures[structure].seq + 1 if image is not None else None
         result = replay(conn, stream.records(structures={structure}, from_seq=from_seq))
@@ -250,30 +261,22 @@ def _recover(
     )
 
 
-def _cold_start(
-    facility: CouplingFacility,
-    structure: str,
-    writer: LogWriter,
-    area: ControlArea,
-    server: str,
-    params: StructureParams | None,
-    exists: bool,
-) -> StructureOutcome:
+def _cold_start(job: _Job, params: StructureParams | None, exists: bool) -> StructureOutcome:
     """No SRDS, no log: the structure starts empty (its first use, or after §7.4)."""
     if not exists:
         if params is None:
             raise recovery_error(
                 RecoveryReason.BAD_ARGUMENT,
-                f"structure {structure} does not exist and nothing says how to allocate it",
+                f"structure {job.structure} does not exist and nothing says how to allocate it",
             )
-        allocate(facility, params, 0)
-    with facility.connect(structure, f"{server}.RCV") as conn:
+        allocate(job.facility, params, 0)
+    with job.facility.connect(job.structure, job.user) as conn:
         if params is None:
             with conn.snapshot() as snap:
                 params = snap.params
-        identity = write_marker(conn, area, INITIALISED, by=server)
-        _log_initialisation(writer, structure, params, server, conn.statistics().seq)
-    return StructureOutcome(structure, INITIALISED, identity)
+        identity = write_marker(conn, job.area, INITIALISED, by=job.server)
+        _log_initialisation(job.writer, job.structure, params, job.server, conn.statistics().seq)
+    return StructureOutcome(job.structure, INITIALISED, identity)
 
 
 def allocate(facility: CouplingFacility, params: StructureParams, floor: int) -> None:

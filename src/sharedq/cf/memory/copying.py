@@ -16,7 +16,6 @@ from sharedq.cf import validation as v
 from sharedq.cf.api import StructureSnapshot
 from sharedq.cf.errors import CFReason, cf_error
 from sharedq.cf.memory.structure import DEFAULT_BULK_BUDGET, ORDINAL_BASE, MemoryStructure
-from sharedq.cf.params import StructureParams
 from sharedq.cf.types import BulkResult, BulkWrite, ListEntry, ListInfo, Position
 
 _TAIL = Position.TAIL
@@ -86,29 +85,19 @@ class MemorySnapshot(StructureSnapshot):
 
     def __init__(self, s: MemoryStructure) -> None:
         """Collect the structure's lists; the caller holds its lock."""
-        self._seq = s.seq
-        self._params: StructureParams = s.params
-        self._lists: list[list[ListEntry]] | None = [list(lst.order.values()) for lst in s.lists]
-        self._infos = tuple(
-            ListInfo(n, len(lst.order), lst.elements, lst.limit, lst.authority)
-            for n, lst in enumerate(s.lists)
+        super().__init__(
+            s.seq,
+            s.params,
+            tuple(
+                ListInfo(n, len(lst.order), lst.elements, lst.limit, lst.authority)
+                for n, lst in enumerate(s.lists)
+            ),
         )
+        self._lists: list[list[ListEntry]] | None = [list(lst.order.values()) for lst in s.lists]
 
     def __repr__(self) -> str:
         state = "released" if self._lists is None else "held"
-        return f"<MemorySnapshot {self._params.name!r} seq={self._seq} {state}>"
-
-    @property
-    def seq(self) -> int:
-        return self._seq
-
-    @property
-    def params(self) -> StructureParams:
-        return self._params
-
-    @property
-    def lists(self) -> tuple[ListInfo, ...]:
-        return self._infos
+        return f"<MemorySnapshot {self.params.name!r} seq={self.seq} {state}>"
 
     def entries(self, list_number: int) -> Iterator[ListEntry]:
         if self._lists is None:

@@ -45,11 +45,8 @@ class RedisSnapshot(StructureSnapshot):
 
     def __init__(self, conn: RedisListStructure, reply: list[Any]) -> None:
         snapshot_id, seq, allocation, lists = reply
-        self._conn = conn
-        self._id = int(snapshot_id)
-        self._seq = int(seq)
         lc, es, lk, er, elr, size, max_size, emcp = (int(x) for x in allocation)
-        self._params = StructureParams(
+        params = StructureParams(
             name=conn.structure_name,
             list_count=lc,
             size=size,
@@ -66,29 +63,19 @@ class RedisSnapshot(StructureSnapshot):
             infos.append(
                 ListInfo(number, int(count), elements, None if limit == 0 else limit - 1, authority)
             )
-        self._infos = tuple(infos)
+        super().__init__(int(seq), params, tuple(infos))
+        self._conn = conn
+        self._id = int(snapshot_id)
         self._released = False
 
     def __repr__(self) -> str:
         state = "released" if self._released else "held"
-        return f"<RedisSnapshot {self._conn.structure_name!r} #{self._id} seq={self._seq} {state}>"
-
-    @property
-    def seq(self) -> int:
-        return self._seq
-
-    @property
-    def params(self) -> StructureParams:
-        return self._params
-
-    @property
-    def lists(self) -> tuple[ListInfo, ...]:
-        return self._infos
+        return f"<RedisSnapshot {self._conn.structure_name!r} #{self._id} seq={self.seq} {state}>"
 
     def entries(self, list_number: int) -> Iterator[ListEntry]:
         if self._released:
             raise cf_error(CFReason.BAD_ARGUMENT, "the snapshot was released")
-        v.check_list(list_number, len(self._infos))
+        v.check_list(list_number, len(self.lists))
         return self._pages(list_number)
 
     def _pages(self, list_number: int) -> Iterator[ListEntry]:

@@ -8,14 +8,7 @@ bulk_begin(counters(open('c')))
 check_conditions(4, 3 + nlocks, 0, nil, nil)
 local c = bulk.c
 for i = 4 + nlocks, #ARGV, 2 do
-  local spec = ARGV[i]
-  local list, key, version = from_be2(spec, 1), string.sub(spec, 3, 18),
-    string.sub(spec, 19, 26)
-  local flags, elements = string.byte(spec, 27, 28)
-  local al, sl, il = string.byte(spec, 37, 39)
-  local adjunct = string.sub(spec, 40, 39 + al)
-  local skey = string.sub(spec, 40 + al, 39 + al + sl)
-  local id = string.sub(spec, 40 + al + sl, 39 + al + sl + il)
+  local list, key, version, flags, elements, adjunct, skey, id = write_spec(ARGV[i])
   if id ~= '' and redis.call('HEXISTS', E, id) == 1 then
     return bulk_finish(err_text(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use'))
   end

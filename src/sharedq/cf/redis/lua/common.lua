@@ -155,6 +155,17 @@ local function rec_data(r)
   return redis.call('HGET', D, rec_id(r))
 end
 
+-- A write's spec (codec.write_spec, write.lua's ARGV[2]): list, key, version, flags (1
+-- head, 2 ignore_limit, 4 expect authority: its value at bytes 29-36), elements,
+-- adjunct, secondary key, and entry id ('' to generate one).
+local function write_spec(spec)
+  local al, sl, il = string.byte(spec, 37, 39)
+  local flags, elements = string.byte(spec, 27, 28)
+  return from_be2(spec, 1), string.sub(spec, 3, 18), string.sub(spec, 19, 26), flags,
+    elements, string.sub(spec, 40, 39 + al), string.sub(spec, 40 + al, 39 + al + sl),
+    string.sub(spec, 40 + al + sl, 39 + al + sl + il)
+end
+
 -- Snapshots, copy on write.  A snapshot (snapshot.lua) copies only the lists' sorted
 -- sets; entry records and data stay where they are.  A request about to change or
 -- delete an existing entry first keeps its record (and data) for every snapshot still

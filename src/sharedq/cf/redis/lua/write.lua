@@ -6,13 +6,7 @@
 local done = recorded()
 if done then return done end
 local spec = ARGV[2]
-local list, key, version = from_be2(spec, 1), string.sub(spec, 3, 18),
-  string.sub(spec, 19, 26)
-local flags, elements = string.byte(spec, 27, 28)
-local al, sl, il = string.byte(spec, 37, 39)
-local adjunct = string.sub(spec, 40, 39 + al)
-local skey = string.sub(spec, 40 + al, 39 + al + sl)
-local id = string.sub(spec, 40 + al + sl, 39 + al + sl + il)
+local list, key, version, flags, elements, adjunct, skey, id = write_spec(spec)
 local raw_c, raw_l = open('c', 'L' .. list)
 local c, l = counters(raw_c), controls(raw_l)
 if id ~= '' and redis.call('HEXISTS', E, id) == 1 then
