@@ -335,7 +335,12 @@ class PairRecovery:
             if self.writer is not None:
                 self._str_lsn = self.writer.last_lsn
             self.system_checkpoint("structure-checkpoint")
-        if state.master is not None and not master.alive(conn, state.user_id, state.master):
+        if (
+            state.master is not None
+            and not master.alive(conn, state.user_id, state.master)
+            # Read again: a master that finished gives up its entry before it goes.
+            and master.read_function(conn, self.area, KIND_CHECKPOINT) == state
+        ):
             logger.warning(
                 "%s: structure checkpoint master %s of %s is gone: taking over",
                 self.server,
