@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sharedq.cf import HIGHEST_KEY, LOWEST_KEY
-from sharedq.mq import QueueManager, keys
+from sharedq.mq import Message, NoMessageAvailable, QueueManager, keys
 from sharedq.mq.messages import Decoded
 
 
@@ -50,3 +50,14 @@ def expiry_list(qm: QueueManager, structure: str) -> list[bytes]:
 
 def descriptor_count(qm: QueueManager) -> int:
     return len(list(qm.admin.conn.scan(qm.descriptor_list, LOWEST_KEY, HIGHEST_KEY)))
+
+
+def drain(qm: QueueManager, queue: str) -> list[Message]:
+    """Get every message a queue holds now, out of syncpoint."""
+    q = qm.open(queue)
+    got = []
+    while True:
+        try:
+            got.append(q.get())
+        except NoMessageAvailable:
+            return got

@@ -17,8 +17,6 @@ from sharedq.mq import (
     IndexType,
     LogJournal,
     ManualClock,
-    Message,
-    NoMessageAvailable,
     QueueManager,
     SimulatedFailure,
     Truncated,
@@ -28,6 +26,7 @@ from sharedq.mq.classify import recoverable_contents
 from sharedq.recovery import contents, rebuild
 from tests.mq.conftest import ADMIN, APP, MakeManager
 from tests.mq.faults import CrashAt
+from tests.mq.helpers import drain
 
 STRUCTURES = (ADMIN, APP)
 
@@ -191,15 +190,5 @@ def test_a_logged_commit_decision_commits_a_begin_commit_unit_at_restart(
     qm2.declare_failed("QM1")
     restarted = make_qm(1, journal=LogJournal("QM1.RESTART", streams))
     assert restarted.restart_report.committed == 1
-    assert [m.body for m in _drain(qm2, "QA")] == [b"a"]
-    assert [m.body for m in _drain(qm2, "QB")] == [b"b"]
-
-
-def _drain(qm: QueueManager, queue: str) -> list[Message]:
-    q = qm.open(queue)
-    got = []
-    while True:
-        try:
-            got.append(q.get())
-        except NoMessageAvailable:
-            return got
+    assert [m.body for m in drain(qm2, "QA")] == [b"a"]
+    assert [m.body for m in drain(qm2, "QB")] == [b"b"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sharedq.cf import CouplingFacility
 from sharedq.log import LogRecord, LogStream, RecordType
-from sharedq.mq import IndexType, Message, NoMessageAvailable, QueueManager, UnitOfWork
+from sharedq.mq import IndexType, QueueManager, UnitOfWork
 from sharedq.mq.classify import recoverable_contents
 from sharedq.recovery import PairLayout, StructureContents, contents
 from tests.recovery.conftest import ADMIN, APP, STRUCTURES
@@ -73,16 +73,6 @@ def workload(qm1: QueueManager, qm2: QueueManager, rounds: int, *, tag: str = ""
     done.wait()
     (unit,) = prepared
     return unit
-
-
-def drain(qm: QueueManager, queue: str) -> list[Message]:
-    q = qm.open(queue)
-    got = []
-    while True:
-        try:
-            got.append(q.get())
-        except NoMessageAvailable:
-            return got
 
 
 def records(root: Path, structure: str, record_type: RecordType) -> list[LogRecord]:

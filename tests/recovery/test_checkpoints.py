@@ -16,8 +16,9 @@ from sharedq.mq import QueueManager, SimulatedFailure
 from sharedq.recovery import PairLayout, slot_status
 from sharedq.recovery.control import KIND_POSITION, ControlArea, name_hash, read
 from tests.mq.faults import CrashAt
+from tests.mq.helpers import drain
 from tests.recovery.conftest import APP, Group
-from tests.recovery.helpers import define_queues, drain, eventually, records
+from tests.recovery.helpers import define_queues, eventually, records
 
 
 def _position(group: Group, server: str, structure: str = APP) -> LogPosition:

@@ -10,8 +10,9 @@ from sharedq.log import RecordType
 from sharedq.mq import Message, QueueManager
 from sharedq.recovery import StructureContents, contents
 from sharedq.recovery.control import ControlArea
+from tests.mq.helpers import drain
 from tests.recovery.conftest import APP, Group, params
-from tests.recovery.helpers import define_queues, drain, records
+from tests.recovery.helpers import define_queues, records
 
 _AREA = ControlArea()
 

@@ -27,8 +27,9 @@ from sharedq.recovery import (
     newest_readable,
     slot_status,
 )
+from tests.mq.helpers import drain
 from tests.recovery.conftest import ADMIN, APP, STRUCTURES, Group
-from tests.recovery.helpers import define_queues, drain, records, snapshot, workload
+from tests.recovery.helpers import define_queues, records, snapshot, workload
 
 
 def _outcomes(qm: QueueManager) -> dict[str, str]:

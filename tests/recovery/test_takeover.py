@@ -20,8 +20,9 @@ from sharedq.mq import QueueManager, SimulatedFailure
 from sharedq.recovery import PairLayout, slot_status
 from sharedq.recovery.control import KIND_CHECKPOINT
 from sharedq.recovery.master import read_function
+from tests.mq.helpers import drain
 from tests.recovery.conftest import APP, STRUCTURES, Group
-from tests.recovery.helpers import define_queues, drain, eventually, records, snapshot
+from tests.recovery.helpers import define_queues, eventually, records, snapshot
 
 
 def _generation(qm: QueueManager) -> tuple[int, str | None]:
