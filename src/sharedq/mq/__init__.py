@@ -49,7 +49,8 @@ from sharedq.mq.logjournal import LogJournal
 from sharedq.mq.manager import InDoubtUnit, QueueManager
 from sharedq.mq.messages import ID_LENGTH, NO_ID, Message
 from sharedq.mq.queue import Queue
-from sharedq.mq.recovery import RecoveryReport
+from sharedq.mq.recovering import ManagerRecovery
+from sharedq.mq.recovery import ColdMessage, RecoveryReport
 from sharedq.mq.sizing import structure_params
 from sharedq.mq.uow import UnitOfWork, UowState
 
@@ -62,6 +63,7 @@ __all__ = [
     "ChangeKind",
     "ChangeNote",
     "Clock",
+    "ColdMessage",
     "ConfigurationError",
     "ConnectionBroken",
     "DepthEvents",
@@ -75,6 +77,7 @@ __all__ = [
     "LogJournal",
     "MQError",
     "MQReason",
+    "ManagerRecovery",
     "ManualClock",
     "Message",
     "MessageTooBig",

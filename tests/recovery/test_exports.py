@@ -1,0 +1,37 @@
+"""``sharedq.recovery`` exports what it lists; its errors are sharedq errors with codes in
+its range; its modules stay small and never reach into a backend."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import sharedq
+import sharedq.recovery
+from sharedq.recovery import RecoveryReason
+
+PACKAGE = Path(sharedq.recovery.__file__).parent
+
+
+def test_recovery_exports_what_it_lists() -> None:
+    for name in sharedq.recovery.__all__:
+        assert hasattr(sharedq.recovery, name), name
+    for required in ("PairRecovery", "RecoverySettings", "RecoveryClient", "CheckpointResult"):
+        assert required in sharedq.recovery.__all__
+
+
+def test_every_recovery_error_is_a_sharedq_error_with_a_code_in_range() -> None:
+    for name in sharedq.recovery.__all__:
+        obj = getattr(sharedq.recovery, name)
+        if isinstance(obj, type) and issubclass(obj, Exception):
+            assert issubclass(obj, sharedq.SharedqError), name
+    assert all(3500 <= int(reason) < 3600 for reason in RecoveryReason)
+
+
+def test_modules_stay_small_and_on_the_cf_interface() -> None:
+    for path in PACKAGE.glob("*.py"):
+        assert len(path.read_text()) < 25_000, path.name
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith(("sharedq.cf.memory", "sharedq.cf.redis"))
+                assert not node.module.startswith("sharedq.mq"), path.name  # layers
