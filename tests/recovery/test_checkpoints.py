@@ -305,7 +305,7 @@ def _reasons(group: Group, structure: str) -> list[str]:
 def test_the_log_keeps_taking_records_through_forced_checkpoints(memory_group: Group) -> None:
     """CK-T9, CK-8: at its maximum the log forces structure checkpoints and deletes."""
     group = memory_group
-    limit = 640 << 10
+    limit = 384 << 10
     broken = threading.Event()
 
     def faults(point: str) -> None:
@@ -317,7 +317,7 @@ def test_the_log_keeps_taking_records_through_forced_checkpoints(memory_group: G
     orders = qm.open("ORDERS")
     body = b"x" * 1000
     forced: set[int] = set()
-    for n in range(2500):  # ~7 MB of records through a 640 KiB log
+    for n in range(1200):  # ~3.5 MB of records through a 384 KiB log
         orders.put(body, persistent=True)
         with qm.unit_of_work() as uow:
             orders.get(uow=uow)
