@@ -230,6 +230,20 @@ def test_a_manager_down_across_two_structure_checkpoints_cold_starts(
     assert (back.body, back.backout_count) == (b"m0", 1)
 
 
+def test_a_manager_down_at_the_first_checkpoint_ever_cold_starts(memory_group: Group) -> None:
+    """CK-T7: the first (only) valid SRDS deletes the log before it, restart records too."""
+    group = memory_group
+    qm1, qm2 = group.start(1), group.start(2)
+    define_queues(qm1)
+    group.kill(qm2)
+    qm1.recover_failed()
+    (result,) = qm1.checkpoint(APP)
+    assert result is not None and _retention(qm1) == result.seq
+    restarted = group.start(2)
+    assert restarted.restart_report.start == "cold"
+    assert "was deleted" in restarted.restart_report.start_reason
+
+
 def test_a_cold_start_can_be_asked_for(memory_group: Group) -> None:
     group = memory_group
     qm = group.start(1)
