@@ -48,10 +48,11 @@ from sharedq.cf import (
 from sharedq.log import LogStream, LogWriter, RecordType, replay
 from sharedq.recovery import control
 from sharedq.recovery.control import KIND_MARKER, ControlArea
-from sharedq.recovery.errors import RecoveryReason, recovery_error
+from sharedq.recovery.errors import RecoveryReason, SrdsUnreadable, recovery_error
 from sharedq.recovery.layout import PairLayout
 from sharedq.recovery.restore import load_image
-from sharedq.recovery.srds import newest_readable
+from sharedq.recovery.srds import SlotStatus, SrdsImage, read_srds
+from sharedq.recovery.structure_checkpoint import slot_summaries
 
 logger = logging.getLogger("sharedq.recovery")
 
@@ -182,10 +183,9 @@ def _recover(job: _Job, params_hint: StructureParams | None, restarting: bool) -
                     structure,
                 )
                 return StructureOutcome(structure, ADOPTED, identity)
-    image, statuses = newest_readable(layout.srds)
+    image, statuses, problems = _newest_image(layout)
     if image is not None and structure not in image.structures:
         image = None
-    problems = [f"SRDS{s.slot}: {s.problem}" for s in statuses if s.problem]
     last_seq = stream.last_seq(structure)
     retained = stream.retention_points().get(structure, 0)
     if image is None and (retained > 0 or any(s.path.exists() for s in statuses)):
@@ -259,6 +259,30 @@ def _recover(job: _Job, params_hint: StructureParams | None, restarting: bool) -
         result.records,
         problems=problems,
     )
+
+
+def _newest_image(layout: PairLayout) -> tuple[SrdsImage | None, list[SlotStatus], list[str]]:
+    """The newest SRDS that reads whole, else the older one; each slot's status; what
+    was wrong with the slots that could not be used.
+
+    The slots are told apart by their footers (``slot_summaries``) and only the one
+    loaded is read whole, with every page checksum, which ``srds.newest_readable`` does
+    for both: an SRDS of a large structure is read once, not three times.
+    """
+    statuses = slot_summaries(layout.srds)
+    problems = [f"SRDS{s.slot}: {s.problem}" for s in statuses if s.problem]
+    valid = sorted(
+        (s for s in statuses if s.valid),
+        key=lambda s: (s.checkpoint_id or 0, s.seq or 0),
+        reverse=True,
+    )
+    for status in valid:
+        try:
+            return read_srds(status.path), statuses, problems
+        except SrdsUnreadable as exc:
+            problems.append(f"SRDS{status.slot}: {exc}")
+            logger.warning("%s cannot be read, trying the other SRDS: %s", status.path, exc)
+    return None, statuses, problems
 
 
 def _cold_start(job: _Job, params: StructureParams | None, exists: bool) -> StructureOutcome:
