@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.redis_server import RedisCluster, RedisServer
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 settings.register_profile(
     "default", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60
@@ -61,3 +65,16 @@ def redis_servers() -> Iterator[Callable[..., RedisServer]]:
     finally:
         for server in started:
             server.stop()
+
+
+# -- Spark -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The one SparkSession of the suite: ``local[2]``, few shuffle partitions, no UI."""
+    from sharedq.pipeline.session import start_session
+
+    session = start_session("local[2]", {"spark.sql.shuffle.partitions": "2"}).spark
+    yield session
+    session.stop()

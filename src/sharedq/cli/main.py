@@ -30,9 +30,12 @@ def cli() -> None:
 
 
 def _register() -> None:
+    from sharedq.cli.pipeline import pipeline, register_jobs
     from sharedq.cli.walk import walk
 
     cli.add_command(walk)
+    register_jobs()
+    cli.add_command(pipeline)
 
 
 def main() -> None:

@@ -26,7 +26,7 @@ from sharedq.log.errors import (
     log_error,
 )
 from sharedq.log.offload import OffloadResult
-from sharedq.log.reader import LogReader, ReadFilter
+from sharedq.log.reader import LogReader, LogSources, ReadFilter
 from sharedq.log.records import (
     ARROW_SCHEMA,
     FIELDS,
@@ -68,6 +68,7 @@ __all__ = [
     "LogReader",
     "LogReason",
     "LogRecord",
+    "LogSources",
     "LogStream",
     "LogWriter",
     "MessageInfo",

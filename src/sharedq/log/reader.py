@@ -78,6 +78,22 @@ class ReadFilter:
         return max(low, self.start.seq) if self.start is not None else low
 
 
+@dataclass(frozen=True)
+class LogSources:
+    """Where a stream's records are now, for a reader that is not this one (Spark).
+
+    ``staging`` holds the staging records no data set holds yet, already filtered by
+    retention and sorted; ``datasets`` are the data set files to read whole, after
+    which records below ``retention`` (per structure, the lowest seq kept) must be
+    dropped.  Together they are exactly what :meth:`LogReader.records` yields.
+    """
+
+    staging: list[LogRecord]
+    datasets: list[Path]
+    retention: dict[str, int]
+    damage: list[Damage]
+
+
 class LogReader:
     """Reads a stream's records in merged order; create it with ``LogStream.reader``.
 
@@ -138,6 +154,20 @@ class LogReader:
                 buffer.extend(self._prepare([records], selection, points))
                 index += 1
             buffer.sort()
+
+    def sources(self) -> LogSources:
+        """The stream's staging records and data set files, without reading the data sets.
+
+        The Spark pipeline reads the data sets itself, in parallel, and the staging
+        records (which only this reader can decode) from here; the split is the same one
+        :meth:`batches` makes, so the two see the same records.
+        """
+        self.damage = []
+        points = self._retention.load()
+        staging, datasets = self._sources(ReadFilter(), strict=False)
+        records = self._prepare(staging, ReadFilter(), points)
+        records.sort()
+        return LogSources(records, [m.path for m in datasets], points, list(self.damage))
 
     def last_seq(self, structure: str) -> int:
         """The highest seq any record of ``structure`` carries (0 if none).

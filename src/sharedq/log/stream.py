@@ -25,12 +25,13 @@ import threading
 import weakref
 from collections.abc import Collection, Iterator
 from pathlib import Path
+from typing import Any
 
 from sharedq.log.codec import Damage
 from sharedq.log.config import LogConfig
 from sharedq.log.errors import LogReason, log_error
 from sharedq.log.layout import Layout, write_atomically
-from sharedq.log.reader import LogReader, ReadFilter
+from sharedq.log.reader import LogReader, LogSources, ReadFilter
 from sharedq.log.records import SCHEMA_VERSION, LogPosition, LogRecord
 from sharedq.log.retention import LogFullHandler, LogSpace, PurgeResult, Retention
 from sharedq.log.writer import Clock, LogWriter, system_clock
@@ -76,6 +77,26 @@ class LogStream:
 
     def __repr__(self) -> str:
         return f"<LogStream {self.name!r} at {str(self.layout.root)!r}>"
+
+    @classmethod
+    def open_existing(cls, root: str | os.PathLike[str], **kwargs: Any) -> LogStream:
+        """Open a stream that must exist already, under the name its ``STREAM`` file says.
+
+        For readers (the pipeline, operators' tools) that are given a directory and
+        must not create one: ``BAD_ARGUMENT`` when ``root`` holds no stream.
+        """
+        path = Layout(root).stream_file
+        try:
+            info = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise log_error(
+                LogReason.BAD_ARGUMENT, f"{root} is not a log stream (no {path.name} file)"
+            ) from None
+        except ValueError as exc:
+            raise log_error(
+                LogReason.STREAM_MISMATCH, f"{path} is not a stream file: {exc}"
+            ) from None
+        return cls(root, name=str(info.get("name")), **kwargs)
 
     @property
     def root(self) -> Path:
@@ -168,6 +189,10 @@ class LogStream:
             until_time_us=until_time_us,
             strict=strict,
         )
+
+    def sources(self) -> LogSources:
+        """The staging records and data set files, for a reader of its own (Spark)."""
+        return self.reader().sources()
 
     def verify(self) -> list[Damage]:
         """Read the whole stream and return the damage found (empty when sound)."""

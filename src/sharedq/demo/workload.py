@@ -1,0 +1,206 @@
+"""A queue-sharing group at work: the demo's workload, and the pipeline tests' input.
+
+Three queue managers (by default) each run in a thread of their own, as they would in
+processes of their own: units of work that put to several queues at once, with
+priorities, some backed out; consumers that get-wait on queues (woken by the
+commits of other managers, not by polling), some backing out what they got; some
+messages with a short expiry that lapse before anybody gets them.  Half way, one
+manager takes a structure checkpoint; later, the last manager is stopped dead in
+the middle of a request and a peer declares it failed and recovers its units of
+work.  Every message is persistent: everything the group does is in the log, which
+is what the pipeline reads.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sharedq.errors import SharedqError
+from sharedq.mq import NoMessageAvailable, QueueManager, SimulatedFailure
+
+#: The application queues the workload puts to and gets from.
+QUEUES = ("ORDERS", "PAYMENTS", "SHIPPING")
+#: Messages put here expire before anyone looks (nobody gets from it until the end).
+NOTICES = "NOTICES"
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """How much work, and where the two incidents happen (in rounds of each manager)."""
+
+    rounds: int = 120
+    seed: int = 7
+    backout_percent: int = 10
+    #: Seconds a message put to NOTICES lives.
+    notice_expiry: float = 0.05
+    #: The round after which the first manager takes a structure checkpoint.
+    checkpoint_round: int | None = None
+    #: The round in which the last manager dies mid-request; ``None``: nobody dies.
+    crash_round: int | None = None
+    #: Seconds a consumer waits for a message (a get-wait).
+    get_wait: float = 0.02
+
+    def checkpoint_at(self) -> int:
+        return self.rounds // 3 if self.checkpoint_round is None else self.checkpoint_round
+
+
+@dataclass
+class ManagerTally:
+    """What one manager's application saw: its own view, before any recovery."""
+
+    units_committed: int = 0
+    units_backed_out: int = 0
+    puts: int = 0
+    gets: int = 0
+    get_waits_empty: int = 0
+    died: bool = False
+
+
+@dataclass
+class WorkloadResult:
+    """The application's tallies, and who died and was recovered by whom."""
+
+    tallies: dict[str, ManagerTally] = field(default_factory=dict)
+    crashed: str | None = None
+    recovered_by: str | None = None
+    checkpoints: int = 0
+
+
+class DieAt:
+    """A fault hook that stops its manager dead at a request once armed."""
+
+    def __init__(self) -> None:
+        self.armed_after: int | None = None
+        self.seen = 0
+
+    def arm(self, after: int) -> None:
+        self.seen = 0
+        self.armed_after = after
+
+    def __call__(self, request: str, structure: str, before: bool) -> None:
+        if self.armed_after is None or not before:
+            return
+        self.seen += 1
+        if self.seen > self.armed_after:
+            raise SimulatedFailure(f"stopped dead before {request} on {structure}")
+
+
+def define_queues(qm: QueueManager, structure: str | None = None) -> None:
+    """The workload's queues, defined once for the group (on ``structure``, else the
+    manager's administration structure)."""
+    for name in (*QUEUES, NOTICES):
+        qm.define_queue(name, structure=structure, max_depth=100_000)
+
+
+def run_workload(
+    managers: list[QueueManager],
+    plan: WorkloadPlan,
+    *,
+    killer: DieAt | None = None,
+    on_round: Callable[[str], None] | None = None,
+) -> WorkloadResult:
+    """Run the plan on ``managers`` (the last one dies if ``plan.crash_round``).
+
+    ``killer`` must be the fault hook the last manager was started with when a crash
+    is planned.  ``on_round`` is called after every round of every manager (progress).
+    """
+    result = WorkloadResult({qm.name: ManagerTally() for qm in managers})
+    checkpoint_at = plan.checkpoint_at()
+    barrier = threading.Barrier(len(managers))
+    errors: list[BaseException] = []
+
+    def work(index: int, qm: QueueManager) -> None:
+        rng = random.Random(plan.seed * 1000 + index)
+        tally = result.tallies[qm.name]
+        dies = plan.crash_round is not None and index == len(managers) - 1
+        try:
+            for round_number in range(plan.rounds):
+                if round_number == checkpoint_at:
+                    barrier.wait()
+                    if index == 0:
+                        qm.checkpoint()
+                        result.checkpoints += 1
+                    barrier.wait()
+                if dies and round_number == plan.crash_round and killer is not None:
+                    killer.arm(rng.randrange(3, 12))
+                _round(qm, rng, plan, tally)
+                if on_round is not None:
+                    on_round(qm.name)
+        except SimulatedFailure:
+            tally.died = True
+            result.crashed = qm.name
+            barrier.abort()
+        except threading.BrokenBarrierError:
+            pass
+        except BaseException as exc:  # reported by the caller's thread
+            errors.append(exc)
+            barrier.abort()
+
+    threads = [
+        threading.Thread(target=work, args=(i, qm), name=f"workload-{qm.name}", daemon=True)
+        for i, qm in enumerate(managers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    if result.crashed is not None:
+        dead = next(qm for qm in managers if qm.name == result.crashed)
+        peer = next(qm for qm in managers if qm.name != result.crashed)
+        stop_dead(dead)
+        peer.declare_failed(dead.name)
+        peer.recover(dead.name)
+        result.recovered_by = peer.name
+    return result
+
+
+def stop_dead(qm: QueueManager) -> None:
+    """Leave a manager as a killed process leaves it: nothing written, writers let go."""
+    if qm.recovery is not None:
+        qm.recovery.abandon()
+    qm._closed = True
+
+
+def _round(qm: QueueManager, rng: random.Random, plan: WorkloadPlan, tally: ManagerTally) -> None:
+    """One producer unit (puts to two queues) and one consumer unit (gets)."""
+    first, second = rng.sample(QUEUES, 2)
+    with qm.unit_of_work() as uow:
+        for _ in range(rng.randint(1, 3)):
+            qm.open(first).put(_body(rng), uow=uow, priority=rng.randint(0, 9), persistent=True)
+            tally.puts += 1
+        qm.open(second).put(_body(rng), uow=uow, priority=rng.randint(0, 9), persistent=True)
+        tally.puts += 1
+        if rng.random() < 0.15:
+            qm.open(NOTICES).put(b"notice", uow=uow, persistent=True, expiry=plan.notice_expiry)
+            tally.puts += 1
+        if rng.randrange(100) < plan.backout_percent:
+            uow.backout()
+            tally.units_backed_out += 1
+            return
+    tally.units_committed += 1
+    uow = qm.unit_of_work()
+    try:
+        for name in rng.sample(QUEUES, rng.randint(1, 2)):
+            try:
+                qm.open(name).get(uow=uow, wait=plan.get_wait)
+                tally.gets += 1
+            except NoMessageAvailable:
+                tally.get_waits_empty += 1
+        if rng.randrange(100) < plan.backout_percent:
+            uow.backout()
+            tally.units_backed_out += 1
+        else:
+            uow.commit()
+            tally.units_committed += 1
+    except SharedqError:
+        uow.backout()
+        raise
+
+
+def _body(rng: random.Random) -> bytes:
+    return rng.randbytes(rng.randint(40, 400))

@@ -1,0 +1,40 @@
+"""Reasons and exceptions of the Spark pipeline.  Codes 4000-4099."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import Any
+
+from sharedq.errors import SharedqError
+
+
+class PipelineReason(IntEnum):
+    """Why a pipeline job refused or failed."""
+
+    #: A path, filter or setting given to a job is malformed.
+    BAD_ARGUMENT = 4001
+    #: The input directory holds no log stream (or no pair directory).
+    NO_INPUT = 4002
+    #: No SRDS at or before the point asked for, and the log does not reach back to
+    #: the structure's start: the image at that point cannot be computed.
+    POINT_UNRECOVERABLE = 4003
+    #: Spark could not be started (no Java runtime, PySpark not installed).
+    SPARK_UNAVAILABLE = 4004
+    #: The log contradicts itself (a change of an entry that does not exist).
+    INCONSISTENT_LOG = 4005
+
+
+class PipelineError(SharedqError):
+    """Any failure of a pipeline job."""
+
+    reason: PipelineReason
+
+
+class InvalidPipelineRequest(PipelineError, ValueError):
+    """The request is malformed."""
+
+
+def pipeline_error(reason: PipelineReason, detail: str = "", **context: Any) -> PipelineError:
+    """Build the exception of the right class for ``reason``."""
+    cls = InvalidPipelineRequest if reason is PipelineReason.BAD_ARGUMENT else PipelineError
+    return cls(reason, detail, **context)

@@ -1,0 +1,1 @@
+"""The pipeline's jobs, one module each: ``run(ctx, ...)`` and its ``command``."""

@@ -1,0 +1,92 @@
+"""The SparkSession every job runs in, and how long the JVM took to start.
+
+Session creation is kept apart from the transformations (pure functions of
+DataFrames) and from reading and writing, so that tests share one session and a
+cluster deployment only changes ``--master`` and ``--conf``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sharedq.pipeline.errors import PipelineReason, pipeline_error
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: Settings every job starts from; ``conf`` given by the caller overrides them.
+DEFAULT_CONF: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    # Logs of a queue-sharing group are small next to what Spark's default 200
+    # partitions are sized for; a few partitions per core keep tasks busy.
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.driver.memory": "2g",
+    "spark.sql.parquet.binaryAsString": "false",
+}
+
+
+@dataclass(frozen=True)
+class StartedSession:
+    """A session and the seconds its JVM and context took to come up."""
+
+    spark: SparkSession
+    startup_seconds: float
+
+
+def start_session(
+    master: str = "local[*]",
+    conf: Mapping[str, str] | None = None,
+    app_name: str = "sharedq-pipeline",
+) -> StartedSession:
+    """Start (or join) a SparkSession with the pipeline's defaults.
+
+    ``SPARK_UNAVAILABLE`` when PySpark is missing or no Java runtime is found, with the
+    command that installs it, instead of Py4J's traceback.
+    """
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise pipeline_error(
+            PipelineReason.SPARK_UNAVAILABLE,
+            "PySpark is not installed: pip install 'sharedq[spark]'",
+        ) from None
+    if shutil.which("java") is None and not _java_home():
+        raise pipeline_error(
+            PipelineReason.SPARK_UNAVAILABLE,
+            "no Java runtime found: install Java 17 "
+            "(Debian: apt-get install openjdk-17-jre-headless)",
+        )
+    started = time.perf_counter()
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return StartedSession(spark, time.perf_counter() - started)
+
+
+def parse_conf(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """``key=value`` strings (the CLI's ``--conf``) as a mapping; ``BAD_ARGUMENT`` otherwise."""
+    conf: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise pipeline_error(
+                PipelineReason.BAD_ARGUMENT, f"--conf {pair!r}: expected KEY=VALUE"
+            )
+        conf[key.strip()] = value
+    return conf
+
+
+def _java_home() -> bool:
+    import os
+
+    home = os.environ.get("JAVA_HOME")
+    return bool(home) and os.path.exists(os.path.join(str(home), "bin", "java"))

@@ -1,0 +1,125 @@
+"""Reading what the system writes: log streams and SRDS files, as DataFrames.
+
+A job is given a path: a recovery root (one directory per structure pair), one pair's
+directory (``log/`` and ``srds/``), or a bare log stream.  Log data sets are read by
+Spark in parallel; records still in staging are decoded by the log's own reader
+(CRC checks, damage handling, the lsn bookkeeping that tells which segments a data set
+already holds) and handed to Spark as one Parquet file per stream, so that every
+record the in-process reader yields is seen once, and no other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from sharedq.log import ARROW_SCHEMA, LogStream
+from sharedq.log.datasets import records_to_table
+from sharedq.pipeline.errors import PipelineReason, pipeline_error
+from sharedq.recovery.srds import SLOTS, SlotStatus, slot_status, srds_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+_STREAM_FILE = "STREAM"
+
+
+@dataclass(frozen=True)
+class PairInput:
+    """One structure pair's files: its log stream and, when it has one, its SRDS directory."""
+
+    name: str
+    log: Path
+    srds: Path | None
+
+    def srds_slots(self) -> list[SlotStatus]:
+        """Both SRDS slots (valid or not, the seq each covers); empty without a directory."""
+        if self.srds is None or not self.srds.is_dir():
+            return []
+        return slot_status(self.srds)
+
+
+def find_pairs(path: str | Path) -> list[PairInput]:
+    """The pairs under ``path``: a recovery root, a pair directory, or a log stream.
+
+    ``NO_INPUT`` when none is found, naming the path, so that a typo is not read as an
+    empty log.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise pipeline_error(PipelineReason.NO_INPUT, f"{root} is not a directory", path=str(root))
+    if (root / _STREAM_FILE).is_file():
+        srds = root.parent / "srds"
+        name = root.parent.name if root.name == "log" else root.name
+        return [PairInput(name, root, srds if srds.is_dir() else None)]
+    if (root / "log" / _STREAM_FILE).is_file():
+        return [_pair(root)]
+    pairs = [_pair(d) for d in sorted(root.iterdir()) if (d / "log" / _STREAM_FILE).is_file()]
+    if not pairs:
+        raise pipeline_error(
+            PipelineReason.NO_INPUT,
+            f"{root} holds no log stream: give a recovery root, a pair directory or a log",
+            path=str(root),
+        )
+    return pairs
+
+
+def _pair(directory: Path) -> PairInput:
+    srds = directory / "srds"
+    return PairInput(directory.name, directory / "log", srds if srds.is_dir() else None)
+
+
+def read_log(spark: SparkSession, pairs: list[PairInput], work_dir: str | Path) -> DataFrame:
+    """Every record of the pairs' logs, one row per record, in the log record schema.
+
+    Rows come in no particular order; sort by ``seq, op, writer, lsn`` for the merged
+    order.  Staging records are written under ``work_dir`` first (Spark must be able to
+    read that directory: on a cluster, shared storage).
+    """
+    staged = Path(work_dir) / "staging"
+    staged.mkdir(parents=True, exist_ok=True)
+    paths: list[str] = []
+    retention: dict[str, int] = {}
+    for pair in pairs:
+        stream = LogStream.open_existing(pair.log)
+        sources = stream.sources()
+        target = staged / f"{pair.name}.parquet"
+        pq.write_table(records_to_table(sources.staging), target)
+        paths.append(str(target))
+        paths.extend(str(p) for p in sources.datasets)
+        for structure, point in sources.retention.items():
+            retention[structure] = max(point, retention.get(structure, 0))
+    frame = spark.read.schema(_spark_schema()).parquet(*paths)
+    kept = _retention_filter(retention)
+    return frame if kept is None else frame.where(kept)
+
+
+def read_srds(spark: SparkSession, pair: PairInput, slot: int) -> DataFrame:
+    """The entry rows of one SRDS slot (``sharedq.recovery.srds.ENTRY_SCHEMA``)."""
+    if pair.srds is None or slot not in SLOTS:
+        raise pipeline_error(PipelineReason.BAD_ARGUMENT, f"pair {pair.name} has no SRDS {slot}")
+    return spark.read.parquet(str(srds_path(pair.srds, slot)))
+
+
+def _retention_filter(points: dict[str, int]) -> Column | None:
+    from pyspark.sql import functions as F
+
+    condition: Column | None = None
+    for structure, point in sorted(points.items()):
+        if point <= 0:
+            continue
+        kept = (F.col("structure") != structure) | (F.col("seq") >= point)
+        condition = kept if condition is None else condition & kept
+    return condition
+
+
+def _spark_schema() -> StructType:
+    """The log record schema as Spark sees the Parquet columns."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema: StructType = from_arrow_schema(ARROW_SCHEMA)
+    return schema

@@ -1,0 +1,1 @@
+"""Pure transformations: DataFrames in, DataFrames out; no reading, writing or sessions."""
