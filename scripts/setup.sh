@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-extras="spark"
+extras="spark,redis"
 if [ "${1:-}" = "--dev" ]; then extras="dev"; fi
 
 say() { printf 'setup: %s\n' "$*" >&2; }

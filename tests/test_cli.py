@@ -60,3 +60,19 @@ def test_an_unknown_facility_url_is_a_clear_error_and_a_failure_exit() -> None:
 def test_usage_errors_exit_2() -> None:
     assert run_cli("no-such-command").returncode == 2
     assert run_cli("walk", "--bogus").returncode == 2
+
+
+def test_demo_refuses_a_bad_option_before_doing_anything(tmp_path: object) -> None:
+    result = run_cli("demo", "--rounds", "2", "--output", str(tmp_path))
+    assert result.returncode == 2
+    assert "--rounds" in result.stderr
+    result = run_cli("demo", "--backend", "nosuch://x", "--short", "--output", str(tmp_path))
+    assert result.returncode == 1
+    assert "nosuch" in result.stderr
+
+
+def test_pipeline_lists_its_jobs() -> None:
+    result = run_cli("pipeline", "--help")
+    assert result.returncode == 0, result.stderr
+    for job in ("recover", "print", "track", "stats", "capacity", "report"):
+        assert job in result.stdout

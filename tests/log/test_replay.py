@@ -353,3 +353,23 @@ def test_a_log_that_disagrees_with_the_structure_is_a_replay_error(
 def test_apply_record_skips_records_that_are_not_changes(facility: MemoryFacility) -> None:
     record = LogRecord(5, int(ChangeOp.NONE), "QM1", 1, int(RecordType.CONNECT), "S", 0)
     assert apply_record(_fresh(facility), record) is False
+
+
+def test_the_delete_of_an_entry_the_log_never_wrote_replays_as_nothing(
+    make_stream: MakeStream, make_structure: MakeStructure, facility: MemoryFacility
+) -> None:
+    """A server killed between its change and its log record leaves an unlogged put;
+    the peer that recovers its units deletes it and logs that.  Replay lets it pass."""
+    conn = make_structure("QSG1")
+    stream = make_stream(structure="QSG1")
+    with stream.writer("QM1") as w:
+        w.log_write(conn.write(1, key(1), b"kept", entry_id=eid(1)))
+        conn.write(1, key(2), b"never logged", entry_id=eid(2))  # the writer dies here
+    with stream.writer("QM2") as peer:
+        deleted = conn.delete(ById(eid(2)))
+        assert deleted is not None
+        peer.log_delete(deleted)
+    for fold in (True, False):
+        rebuilt = _fresh(facility)
+        replay(rebuilt, stream.records(), structure_name="QSG1", fold=fold)
+        assert [e.entry_id for e in rebuilt.scan(1)] == [eid(1)]

@@ -17,7 +17,13 @@ from pathlib import Path
 import pytest
 
 from sharedq.cf.memory import MemoryFacility
-from sharedq.demo.workload import DieAt, WorkloadPlan, define_queues, run_workload
+from sharedq.demo.workload import (
+    DieAt,
+    WorkloadPlan,
+    define_queues,
+    run_workload,
+    sweep_expired,
+)
 from sharedq.log import LogConfig
 from sharedq.mq import QueueManager, structure_params
 from sharedq.mq.classify import recoverable_contents
@@ -66,6 +72,7 @@ def write_group_log(root: Path, rounds: int = 40) -> GroupLog:
     for qm in alive:
         qm.reconnect()
     run_workload(alive, WorkloadPlan(rounds=rounds // 4, seed=11, checkpoint_round=10**9))
+    sweep_expired(alive[0], plan)
     for qm in alive:
         qm.close()
     final = {}

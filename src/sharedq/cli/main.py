@@ -22,7 +22,7 @@ RET_USAGE = 2
 
 @click.group(
     context_settings={"help_option_names": ["-h", "--help"]},
-    epilog="Examples:\n\n  sharedq walk\n\n  sharedq walk --facility redis://localhost:6379/0",
+    epilog="Examples:\n\n  sharedq demo\n\n  sharedq walk\n\n  sharedq walk --facility redis://localhost:6379/0",
 )
 @click.version_option(__version__, prog_name="sharedq")
 def cli() -> None:
@@ -30,9 +30,11 @@ def cli() -> None:
 
 
 def _register() -> None:
+    from sharedq.cli.demo import demo
     from sharedq.cli.pipeline import pipeline, register_jobs
     from sharedq.cli.walk import walk
 
+    cli.add_command(demo)
     cli.add_command(walk)
     register_jobs()
     cli.add_command(pipeline)

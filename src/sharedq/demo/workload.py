@@ -13,13 +13,15 @@ is what the pipeline reads.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sharedq.errors import SharedqError
-from sharedq.mq import NoMessageAvailable, QueueManager, SimulatedFailure
+from sharedq.mq import NoMessageAvailable, QueueManager, RecoveryReport, SimulatedFailure
 
 #: The application queues the workload puts to and gets from.
 QUEUES = ("ORDERS", "PAYMENTS", "SHIPPING")
@@ -66,6 +68,7 @@ class WorkloadResult:
     tallies: dict[str, ManagerTally] = field(default_factory=dict)
     crashed: str | None = None
     recovered_by: str | None = None
+    recovery: RecoveryReport | None = None
     checkpoints: int = 0
 
 
@@ -102,35 +105,37 @@ def run_workload(
     killer: DieAt | None = None,
     on_round: Callable[[str], None] | None = None,
 ) -> WorkloadResult:
-    """Run the plan on ``managers`` (the last one dies if ``plan.crash_round``).
+    """Run the plan on ``managers``, a thread each (the last one dies if ``plan.crash_round``).
 
     ``killer`` must be the fault hook the last manager was started with when a crash
     is planned.  ``on_round`` is called after every round of every manager (progress).
+    A peer declares the dead manager failed and recovers its units of work.
     """
     result = WorkloadResult({qm.name: ManagerTally() for qm in managers})
-    checkpoint_at = plan.checkpoint_at()
     barrier = threading.Barrier(len(managers))
     errors: list[BaseException] = []
 
+    def at_checkpoint(index: int, qm: QueueManager) -> None:
+        barrier.wait()  # everybody is mid-work, nobody is between rounds of its own
+        if index == 0:
+            qm.checkpoint()
+            result.checkpoints += 1
+        barrier.wait()
+
     def work(index: int, qm: QueueManager) -> None:
-        rng = random.Random(plan.seed * 1000 + index)
-        tally = result.tallies[qm.name]
         dies = plan.crash_round is not None and index == len(managers) - 1
         try:
-            for round_number in range(plan.rounds):
-                if round_number == checkpoint_at:
-                    barrier.wait()
-                    if index == 0:
-                        qm.checkpoint()
-                        result.checkpoints += 1
-                    barrier.wait()
-                if dies and round_number == plan.crash_round and killer is not None:
-                    killer.arm(rng.randrange(3, 12))
-                _round(qm, rng, plan, tally)
-                if on_round is not None:
-                    on_round(qm.name)
+            work_rounds(
+                qm,
+                index,
+                plan,
+                result.tallies[qm.name],
+                at_checkpoint=lambda: at_checkpoint(index, qm),
+                killer=killer if dies else None,
+                on_round=on_round,
+            )
         except SimulatedFailure:
-            tally.died = True
+            result.tallies[qm.name].died = True
             result.crashed = qm.name
             barrier.abort()
         except threading.BrokenBarrierError:
@@ -154,9 +159,50 @@ def run_workload(
         peer = next(qm for qm in managers if qm.name != result.crashed)
         stop_dead(dead)
         peer.declare_failed(dead.name)
-        peer.recover(dead.name)
+        result.recovery = peer.recover(dead.name)
         result.recovered_by = peer.name
     return result
+
+
+def sweep_expired(qm: QueueManager, plan: WorkloadPlan) -> int:
+    """Look at NOTICES once every notice has lapsed: each get finds expired messages
+    (moved to the expiry list and logged as expired) and none to return; then purge.
+
+    Returns how many were purged.
+    """
+    time.sleep(plan.notice_expiry * 2)
+    notices = qm.open(NOTICES)
+    with contextlib.suppress(NoMessageAvailable):
+        while True:
+            notices.get()  # a notice that has not expired is consumed like any message
+    return qm.purge_expired()
+
+
+def work_rounds(
+    qm: QueueManager,
+    index: int,
+    plan: WorkloadPlan,
+    tally: ManagerTally,
+    *,
+    at_checkpoint: Callable[[], None] | None = None,
+    killer: DieAt | None = None,
+    on_round: Callable[[str], None] | None = None,
+) -> None:
+    """One manager's share of the plan (in its thread, or its process).
+
+    ``at_checkpoint`` runs at the checkpoint round; ``killer`` is armed at the crash
+    round, so that the manager dies a few requests into it.
+    """
+    rng = random.Random(plan.seed * 1000 + index)
+    checkpoint_at = plan.checkpoint_at()
+    for round_number in range(plan.rounds):
+        if round_number == checkpoint_at and at_checkpoint is not None:
+            at_checkpoint()
+        if killer is not None and round_number == plan.crash_round:
+            killer.arm(rng.randrange(3, 12))
+        _round(qm, rng, plan, tally)
+        if on_round is not None:
+            on_round(qm.name)
 
 
 def stop_dead(qm: QueueManager) -> None:
