@@ -27,9 +27,10 @@ def _check(outcome_output: Path, options: DemoOptions) -> None:
     assert outcome.workload.crashed == "QM3"
     assert outcome.workload.checkpoints == 1
     assert outcome.depth_before_loss == outcome.depth_after_recovery
-    # The balance sheet: put = gotten + still queued + expired + cold, from the log alone.
+    # The balance sheet: opening (the SRDS the log starts from) + put = gotten + still
+    # queued + expired + cold, from the log and that image alone.
     assert summary.put_committed > 0
-    assert summary.put_committed == (
+    assert summary.total("opening") + summary.put_committed == (
         summary.total("got_committed")
         + summary.total("still_queued")
         + summary.total("expired")
@@ -46,9 +47,7 @@ def _check(outcome_output: Path, options: DemoOptions) -> None:
     assert list((outcome_output / "pipeline").rglob("*.png"))
 
 
-def test_the_demo_balances_on_the_embedded_default(
-    spark: SparkSession, tmp_path: Path
-) -> None:
+def test_the_demo_balances_on_the_embedded_default(spark: SparkSession, tmp_path: Path) -> None:
     options = DemoOptions(tmp_path / "demo", rounds=30, master="local[2]")
     _check(tmp_path / "demo", options)
 

@@ -165,9 +165,12 @@ def _pipeline(options: DemoOptions, layout: GroupLayout, console: Console) -> tu
         ctx = JobContext.open(
             started.spark, layout.recovery, layout.pipeline, step=lambda s: status.update(s)
         )
-        result = report.run(ctx)
-    path = Path(result.figures.get("report_path", layout.pipeline / "report.html"))
-    return path, started.startup_seconds
+        result = report.run_all(ctx)
+    for job, error in sorted(result.errors.items()):
+        console.print(f"[bold red]pipeline job {job} failed[/bold red]: {error}")
+    if result.errors or result.html is None:
+        raise RuntimeError(f"the pipeline failed: {sorted(result.errors)}")
+    return Path(result.html), started.startup_seconds
 
 
 def _tell_incidents(

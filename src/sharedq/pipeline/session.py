@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 #: Settings every job starts from; ``conf`` given by the caller overrides them.
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
+    # The jobs show their own progress; Spark's stage bars would garble it.
+    "spark.ui.showConsoleProgress": "false",
     "spark.sql.session.timeZone": "UTC",
     # Logs of a queue-sharing group are small next to what Spark's default 200
     # partitions are sized for; a few partitions per core keep tasks busy.

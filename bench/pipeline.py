@@ -1,0 +1,147 @@
+"""Pipeline: the Spark ``recover`` job against the servers' in-process recovery.
+
+A structure's SRDS (10,000 messages) and its log after it (200,000 records with
+``--quick``, 1,000,000 without: the queue workload of ``bench/recovery.py``, 90 % of
+the messages put are read and then deleted, written by the log's own writer) are
+written once.  Then, in turns, the same recovery runs
+
+* in process (``sharedq.pipeline.inprocess.recover_inprocess``: the SRDS verified and
+  loaded, the log after it read and folded by ``replay``, onto a fresh memory facility,
+  then every list read back with ``contents``): the baseline;
+* on Spark, ``local[2]`` (``sharedq.pipeline.jobs.recover.run``: the log and the SRDS
+  read as DataFrames, folded, the entries and list controls written as Parquet).
+
+The JVM's start-up is measured once and reported apart (``jvm_startup_seconds``); the
+Spark time is the job's work.  ``spark_recover_ratio_vs_inprocess`` is in-process
+time / Spark work time (target >= 1.0 on two cores).  The two results are checked
+equal (entry count, and the entries' ids, versions and lists) before anything is
+reported.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import Report, parse_args
+from bench.recovery import BENCH, IMAGE_MESSAGES, _write_log
+from sharedq.log import LogStream
+from sharedq.pipeline.inprocess import InprocessRecovery, recover_inprocess
+from sharedq.pipeline.job import JobContext, JobResult
+from sharedq.pipeline.jobs import recover as recover_job
+from sharedq.pipeline.session import start_session
+from sharedq.pipeline.sources import find_pairs
+
+
+def _timed(fn: Callable[[], object]) -> tuple[float, object]:
+    """Seconds ``fn`` took (the cyclic collector off, as ``bench.harness.rate`` does)."""
+    gc.collect()
+    gc.disable()
+    try:
+        started = time.perf_counter()
+        value = fn()
+        return time.perf_counter() - started, value
+    finally:
+        gc.enable()
+
+
+def main() -> None:
+    args = parse_args(
+        __doc__.splitlines()[0],
+        lambda p: p.add_argument("--records", type=int, help="log records (default 1M, 200k)"),
+    )
+    quick = args.quick
+    n = args.records or (200_000 if quick else 1_000_000)
+    rounds = 2 if quick else 3
+    logging.getLogger("sharedq").setLevel(logging.ERROR)
+    report = Report("sharedq pipeline: recover", quick)
+    base = Path(tempfile.mkdtemp(prefix="sharedq-bench-pipeline-"))
+    started = time.perf_counter()
+    try:
+        root = base / "recovery"
+        began = time.perf_counter()
+        image_seq = _write_log(root, n)
+        report.add("log_write_seconds", time.perf_counter() - began, "s", "setup, not measured")
+        (pair,) = find_pairs(root / BENCH)
+        stream = LogStream.open_existing(pair.log)
+        sources = stream.sources()
+        records = sum(
+            1 for r in stream.records(structures={BENCH}, from_seq=image_seq + 1) if r.op != 127
+        )
+        report.add("records", records, "records", f"after an SRDS of {IMAGE_MESSAGES:,}")
+        report.add("staging_records", len(sources.staging), "records", "not yet in data sets")
+
+        session = start_session(
+            "local[2]",
+            {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false"},
+        )
+        spark = session.spark
+        report.add("jvm_startup_seconds", session.startup_seconds, "s", "local[2], once")
+
+        def inprocess() -> InprocessRecovery:
+            return recover_inprocess(pair, BENCH)
+
+        outputs = iter(range(1_000))
+
+        def on_spark() -> JobResult:
+            ctx = JobContext.open(spark, pair.log.parent, base / f"out{next(outputs)}")
+            try:
+                return recover_job.run(ctx, structure=BENCH)
+            finally:
+                if ctx._log is not None:
+                    ctx._log.unpersist()
+
+        best = {"inprocess": float("inf"), "spark": float("inf")}
+        reference: InprocessRecovery | None = None
+        result: JobResult | None = None
+        for _ in range(rounds):
+            seconds, value = _timed(inprocess)
+            best["inprocess"] = min(best["inprocess"], seconds)
+            assert isinstance(value, InprocessRecovery)
+            reference = value
+            seconds, value = _timed(on_spark)
+            best["spark"] = min(best["spark"], seconds)
+            assert isinstance(value, JobResult)
+            result = value
+        assert reference is not None and result is not None
+        expected = sum(len(entries) for entries in reference.contents.lists.values())
+        assert result.figures["entries"] == expected, (result.figures, expected)
+        assert result.figures["records_applied"] == reference.records == records
+        got = {
+            (bytes(r.entry_id), r.list_number, r.position)
+            for r in spark.read.parquet(str(result.tables["entries"]))
+            .select("entry_id", "list_number", "position")
+            .collect()
+        }
+        want = {
+            (e.entry_id, number, position)
+            for number, entries in reference.contents.lists.items()
+            for position, e in enumerate(entries)
+        }
+        assert got == want, "the Spark job and in-process recovery disagree"
+        report.add("entries_out", expected, "entries")
+        report.add("inprocess_seconds", best["inprocess"], "s", f"best of {rounds}")
+        report.add("spark_work_seconds", best["spark"], "s", f"best of {rounds}; no JVM start")
+        report.add(
+            "spark_recover_ratio_vs_inprocess",
+            best["inprocess"] / best["spark"],
+            "",
+            "in-process / Spark work; target >= 1.0 on two cores",
+        )
+        spark.stop()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    report.add("seconds", time.perf_counter() - started, "s")
+    report.emit(args.json)
+
+
+if __name__ == "__main__":
+    main()

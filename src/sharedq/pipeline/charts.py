@@ -1,0 +1,195 @@
+"""PNG charts of the jobs' tables: queue depth over time, latency, work per server, usage.
+
+Each function takes the pandas DataFrame of one job table (small: one row per queue
+and interval, per message, per server) and writes one PNG.  They draw on a bare
+``matplotlib.figure.Figure`` with the Agg canvas, never through ``pyplot``, so that
+no display is needed, no global figure state is shared between threads, and the
+backend a user configured does not matter.  An empty table still gives a chart (with
+"no data" on it), so that a report always has every picture it names.
+
+Column contracts (written by the ``stats``, ``track`` and ``capacity`` jobs):
+
+- depth: ``queue, interval_start, depth`` (``stats/queues``);
+- latency: ``put_to_get_ms, put_to_commit_ms`` (``track/messages``), or, without the
+  messages, the percentiles of ``track/latency`` (``scope, name, get_p50_ms, ...``);
+- work: ``server, puts, gets, commits, backouts`` (``stats/servers``);
+- usage: ``structure, time, entries, elements`` (``capacity/usage``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+if TYPE_CHECKING:
+    import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+    from matplotlib.axes import Axes
+
+#: Queues drawn one line each in the depth chart; the others are summed as "others".
+MAX_DEPTH_LINES = 8
+_SIZE = (8.0, 4.2)
+_DPI = 100
+
+
+def _figure() -> tuple[Figure, Axes]:
+    figure = Figure(figsize=_SIZE, dpi=_DPI, layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure, figure.add_subplot()
+
+
+def _save(figure: Figure, path: str | Path) -> Path:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(target, format="png")
+    return target
+
+
+def _no_data(axes: Axes, what: str) -> None:
+    axes.text(0.5, 0.5, f"no {what}", ha="center", va="center", transform=axes.transAxes)
+    axes.set_xticks([])
+    axes.set_yticks([])
+
+
+def _times(column: pd.Series) -> pd.Series:
+    """Timestamps as naive UTC (matplotlib's date axis), whatever zone Parquet gave."""
+    import pandas as pd  # type: ignore[import-untyped, unused-ignore]
+
+    values = pd.to_datetime(column, utc=True)
+    return values.dt.tz_localize(None)
+
+
+def depth_chart(queues: pd.DataFrame, path: str | Path) -> Path:
+    """Queue depth at the end of each interval, one line per queue (the deepest first).
+
+    Why: a queue whose depth climbs and stays up is a consumer that stopped; a
+    structure fills with it.  Beyond :data:`MAX_DEPTH_LINES` queues the rest are summed.
+    """
+    figure, axes = _figure()
+    axes.set_title("Queue depth over time")
+    frame = queues.dropna(subset=["interval_start"]) if len(queues) else queues
+    if frame is None or len(frame) == 0:
+        _no_data(axes, "queue intervals")
+        return _save(figure, path)
+    frame = frame.assign(interval_start=_times(frame["interval_start"]))
+    frame = frame.assign(queue=frame["queue"].astype(str))
+    table = frame.pivot_table(
+        index="interval_start", columns="queue", values="depth", aggfunc="last"
+    ).sort_index()
+    table = table.ffill().fillna(0)
+    order = table.max().sort_values(ascending=False).index.tolist()
+    shown, rest = order[:MAX_DEPTH_LINES], order[MAX_DEPTH_LINES:]
+    for queue in shown:
+        axes.step(table.index, table[queue], where="post", label=queue)
+    if rest:
+        axes.step(table.index, table[rest].sum(axis=1), where="post", label="others", ls="--")
+    axes.set_xlabel("time (UTC)")
+    axes.set_ylabel("messages on the queue")
+    axes.legend(fontsize="small", loc="upper left")
+    figure.autofmt_xdate()
+    return _save(figure, path)
+
+
+def latency_chart(
+    path: str | Path,
+    messages: pd.DataFrame | None = None,
+    latency: pd.DataFrame | None = None,
+) -> Path:
+    """How long messages waited: histograms of put-to-get and put-to-commit times.
+
+    Why: the percentiles in the summary hide the shape; a long tail (messages stuck
+    behind a slow server, backouts) shows here.  From ``track/messages`` when given;
+    otherwise bars of the per-queue percentiles of ``track/latency``.
+    """
+    import numpy as np
+
+    figure, axes = _figure()
+    axes.set_title("Latency distribution")
+    columns = [("put_to_get_ms", "put to get"), ("put_to_commit_ms", "put to commit")]
+    if messages is not None and len(messages):
+        series = [
+            (label, messages[name].dropna().astype(float).to_numpy())
+            for name, label in columns
+            if name in messages
+        ]
+        series = [(label, values) for label, values in series if len(values)]
+        if series:
+            low = max(min(float(v.min()) for _, v in series), 0.01)
+            high = max(max(float(v.max()) for _, v in series), low * 10)
+            bins = [float(b) for b in np.geomspace(low, high, 40)]
+            for label, values in series:
+                axes.hist(np.clip(values, low, high), bins=bins, alpha=0.6, label=label)
+            axes.set_xscale("log")
+            axes.set_xlabel("milliseconds (log scale)")
+            axes.set_ylabel("messages")
+            axes.legend(fontsize="small")
+            return _save(figure, path)
+    if latency is not None and len(latency):
+        per_queue = latency[latency["scope"] == "queue"] if "scope" in latency else latency
+        if len(per_queue):
+            names = per_queue["name"].astype(str).tolist()
+            x = np.arange(len(names))
+            for offset, column in zip(
+                (-0.25, 0.0, 0.25), ("get_p50_ms", "get_p90_ms", "get_p99_ms"), strict=True
+            ):
+                values = per_queue[column].astype(float).fillna(0).to_numpy()
+                axes.bar(x + offset, values, width=0.25, label=column.removeprefix("get_"))
+            axes.set_xticks(x, names, rotation=30, ha="right", fontsize="small")
+            axes.set_ylabel("put to get, ms")
+            axes.legend(fontsize="small")
+            return _save(figure, path)
+    _no_data(axes, "latencies")
+    return _save(figure, path)
+
+
+def work_chart(servers: pd.DataFrame, path: str | Path) -> Path:
+    """Puts, gets, commits and backouts per server, side by side.
+
+    Why: shared queues balance work by whoever asks first; a server doing little, or
+    backing out much, stands out against its peers.
+    """
+    import numpy as np
+
+    figure, axes = _figure()
+    axes.set_title("Work per server")
+    if len(servers) == 0:
+        _no_data(axes, "servers")
+        return _save(figure, path)
+    frame = servers.sort_values("server")
+    names = frame["server"].astype(str).tolist()
+    kinds = [k for k in ("puts", "gets", "commits", "backouts") if k in frame]
+    width = 0.8 / max(len(kinds), 1)
+    x = np.arange(len(names))
+    for i, kind in enumerate(kinds):
+        values = frame[kind].fillna(0).astype(float).to_numpy()
+        axes.bar(x + (i - (len(kinds) - 1) / 2) * width, values, width=width, label=kind)
+    axes.set_xticks(x, names)
+    axes.set_ylabel("operations")
+    axes.legend(fontsize="small")
+    return _save(figure, path)
+
+
+def usage_chart(usage: pd.DataFrame, path: str | Path) -> Path:
+    """List entries and data elements in use over time, per structure.
+
+    Why: the capacity recommendation rests on these peaks; the chart shows whether a
+    peak was a burst or a plateau.
+    """
+    figure, axes = _figure()
+    axes.set_title("Structure usage over time")
+    if len(usage) == 0:
+        _no_data(axes, "structure changes")
+        return _save(figure, path)
+    frame = usage.assign(time=_times(usage["time"])).sort_values(["structure", "seq"])
+    for structure, rows in frame.groupby("structure", sort=True):
+        axes.step(rows["time"], rows["entries"], where="post", label=f"{structure} entries")
+        axes.step(
+            rows["time"], rows["elements"], where="post", ls="--", label=f"{structure} elements"
+        )
+    axes.set_xlabel("time (UTC)")
+    axes.set_ylabel("in use")
+    axes.legend(fontsize="small", loc="upper left")
+    figure.autofmt_xdate()
+    return _save(figure, path)

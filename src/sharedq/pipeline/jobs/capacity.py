@@ -1,0 +1,622 @@
+"""``sharedq pipeline capacity``: how big each structure should be, from what it really held.
+
+The redbook sizes a structure from the number and average size of the data objects it
+must hold (§5.8.1.1: ``OBJAVGSZ``, list entries and data elements) and warns that an
+undersized structure first pays for overflow processing, then rejects puts when full
+(§6.5.3).  This job measures instead of guessing: it follows the entries and elements
+in use through the log (:mod:`sharedq.pipeline.transforms.capacity`), finds the peaks
+and when they happened, the average object size, and recommends
+
+- a structure holding the peaks plus ``--headroom`` per cent, as the
+  :class:`~sharedq.cf.StructureParams` ``StructureParams.for_capacity`` computes, and
+- an overflow threshold (``OVFLWMAX``): see :func:`overflow_threshold`.
+
+Tables: ``capacity/usage`` (entries and elements after each change),
+``capacity/recommendation`` (one row per structure: peaks, sizes, recommendation).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import click
+import pyarrow.parquet as pq
+
+from sharedq.cf.params import DEFAULT_EMC_PERCENT, StructureParams, capacity_of
+from sharedq.log import LogStream
+from sharedq.log.records import RecordType, unpack_payload
+from sharedq.pipeline.cli_support import job_command
+from sharedq.pipeline.errors import PipelineReason, pipeline_error
+from sharedq.pipeline.job import JobContext, JobResult, write_table
+from sharedq.pipeline.sources import PairInput, read_srds
+from sharedq.recovery.srds import METADATA_KEY
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+#: The headroom, in per cent of the peaks, when none is given.
+DEFAULT_HEADROOM = 30.0
+#: Seed 000: overflow processing selects queues until usage is 20 % below the
+#: threshold, and (without an overflow structure) leaves overflow mode there.  The
+#: relative reading (``0.8 x threshold``), the design default of the spec.
+OVERFLOW_RELIEF = 0.20
+#: The element size assumed for a structure whose parameters appear nowhere.
+_FALLBACK_ELEMENT_SIZE = 256
+
+
+@dataclass(frozen=True)
+class Base:
+    """Where one structure's count starts: an SRDS image, or nothing (the log is whole)."""
+
+    structure: str
+    params: dict[str, Any] | None
+    base_seq: int = -1
+    base_time_us: int | None = None
+    srds_slot: int | None = None
+    pair: PairInput | None = None
+    warning: str | None = None
+
+    @property
+    def element_size(self) -> int:
+        if self.params and self.params.get("element_size"):
+            return int(self.params["element_size"])
+        return _FALLBACK_ELEMENT_SIZE
+
+
+@dataclass
+class Recommendation:
+    """One structure's measured peaks and the allocation recommended for them."""
+
+    structure: str
+    peak_entries: int
+    peak_entries_time: dt.datetime | None
+    peak_elements: int
+    peak_elements_time: dt.datetime | None
+    final_entries: int
+    final_elements: int
+    avg_entry_bytes: float | None
+    avg_message_bytes: float | None
+    puts: int
+    element_size: int
+    headroom_percent: float
+    entries: int
+    elements: int
+    params: StructureParams
+    peak_percent: float
+    overflow_threshold: int
+    relief_percent: float
+    base: str
+    current: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def overflow_threshold(peak_percent: float) -> tuple[int, float]:
+    """The ``OVFLWMAX`` to set, and the usage overflow processing brings it back to.
+
+    ``peak_percent`` is the observed peak as a share of the recommended structure:
+    the larger of its entry and element shares, ``100 / (1 + headroom)`` for both.
+    The seeds' rules that place the threshold:
+
+    - overflow processing is costly (a quiesce, queue selection, a structure checkpoint
+      every time: redbook §6.5.3, seed 001), so normal peaks must stay below the
+      threshold;
+    - once it starts, CQS first tries a structure alter, then moves or closes the
+      largest queues while puts keep arriving (seed 000, OV-1 to OV-8), so the
+      structure needs room left above the threshold;
+    - usage counts data elements (``OVFLWMAX``, redbook §2.8 and §5.9.2.3); a structure
+      is full when either entries or elements run out (§2.8.3), so the larger share is
+      used.
+
+    The threshold splits the headroom in two, half for growth beyond the observed peak
+    and half for overflow processing to act in: ``T = ceil((peak% + 100) / 2)``, at most
+    100.  Overflow processing then relieves usage to ``T x (1 - 0.20)`` (seed 000, "20 %
+    below the overflow threshold", relative reading).
+    """
+    threshold = min(100, math.ceil((peak_percent + 100.0) / 2.0 - 1e-9))
+    return threshold, round(threshold * (1.0 - OVERFLOW_RELIEF), 1)
+
+
+def recommend(
+    structure: str,
+    peak: dict[str, Any],
+    sizes: dict[str, Any] | None,
+    base: Base,
+    headroom_percent: float,
+) -> Recommendation:
+    """Turn one structure's peaks into a ``StructureParams`` and an overflow threshold."""
+    factor = 1.0 + headroom_percent / 100.0
+    entries = max(1, math.ceil(peak["peak_entries"] * factor - 1e-9))
+    elements = max(0, math.ceil(peak["peak_elements"] * factor - 1e-9))
+    params = base.params or {}
+    size = int(params.get("size") or 0)
+    max_size = int(params.get("max_size") or size or 0)
+    growth = max(1.0, max_size / size) if size else 1.0
+    list_count = int(params.get("list_count") or 1)
+    recommended = StructureParams.for_capacity(
+        structure,
+        list_count=list_count,
+        entries=entries,
+        elements=elements,
+        element_size=base.element_size,
+        emc_percent=int(params.get("emc_percent", DEFAULT_EMC_PERCENT)),
+        growth=growth,
+        lock_count=int(params.get("lock_count") or 16),
+    )
+    capacity = capacity_of(recommended)
+    shares = [100.0 * peak["peak_entries"] / capacity.max_entries]
+    if capacity.max_elements:
+        shares.append(100.0 * peak["peak_elements"] / capacity.max_elements)
+    peak_percent = max(shares)
+    threshold, relief = overflow_threshold(peak_percent)
+    warnings = [base.warning] if base.warning else []
+    if threshold - peak_percent < 10:
+        warnings.append(
+            f"only {threshold - peak_percent:.1f} points between the peak and the threshold: "
+            "overflow processing would start at small bursts; raise --headroom"
+        )
+    if not base.params:
+        warnings.append(
+            f"no structure parameters in the log or SRDS: element size "
+            f"{base.element_size} and one list assumed"
+        )
+    current = None
+    if base.params:
+        now = capacity_of(StructureParams(**base.params))
+        current = {
+            "size": int(base.params["size"]),
+            "max_entries": now.max_entries,
+            "max_elements": now.max_elements,
+            "peak_entries_percent": round(100.0 * peak["peak_entries"] / now.max_entries, 2),
+            "peak_elements_percent": (
+                round(100.0 * peak["peak_elements"] / now.max_elements, 2)
+                if now.max_elements
+                else None
+            ),
+        }
+    sized = sizes or {}
+    base_text = (
+        f"SRDS{base.srds_slot} at seq {base.base_seq}"
+        if base.srds_slot is not None
+        else "the structure's start (the log is whole)"
+        if base.warning is None
+        else "the log's first record"
+    )
+    return Recommendation(
+        structure=structure,
+        peak_entries=int(peak["peak_entries"]),
+        peak_entries_time=peak["peak_entries_time"],
+        peak_elements=int(peak["peak_elements"]),
+        peak_elements_time=peak["peak_elements_time"],
+        final_entries=int(peak["final_entries"]),
+        final_elements=int(peak["final_elements"]),
+        avg_entry_bytes=sized.get("avg_entry_bytes"),
+        avg_message_bytes=sized.get("avg_message_bytes"),
+        puts=int(sized.get("puts") or 0),
+        element_size=base.element_size,
+        headroom_percent=headroom_percent,
+        entries=entries,
+        elements=elements,
+        params=recommended,
+        peak_percent=round(peak_percent, 2),
+        overflow_threshold=threshold,
+        relief_percent=relief,
+        base=base_text,
+        current=current,
+        warnings=warnings,
+    )
+
+
+# -- inputs ---------------------------------------------------------------------------
+
+
+def _params_from_log(log: DataFrame) -> dict[str, dict[str, Any]]:
+    """The latest allocation each structure's log states (initialization, rebuild)."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        log.where(
+            F.col("type").isin(int(RecordType.STRUCTURE_INITIALIZATION), int(RecordType.REBUILD))
+            & F.col("payload").isNotNull()
+        )
+        .select("structure", "seq", "payload")
+        .collect()
+    )
+    found: dict[str, tuple[int, dict[str, Any]]] = {}
+    for row in rows:
+        try:
+            value = unpack_payload(bytes(row.payload))
+        except Exception:  # a payload this job cannot read says nothing about size
+            continue
+        params = value.get("params") if isinstance(value, dict) else None
+        if isinstance(params, dict) and (
+            row.structure not in found or row.seq >= found[row.structure][0]
+        ):
+            found[row.structure] = (row.seq, params)
+    return {name: params for name, (_, params) in found.items()}
+
+
+def _srds_descriptions(pair: PairInput) -> list[tuple[int, dict[str, Any]]]:
+    """The valid SRDS slots of a pair with their metadata (slot, description)."""
+    described = []
+    for status in pair.srds_slots():
+        if not status.valid:
+            continue
+        metadata = pq.read_schema(status.path).metadata or {}
+        raw = metadata.get(METADATA_KEY)
+        if raw is not None:
+            described.append((status.slot, json.loads(raw)))
+    return described
+
+
+def _bases(ctx: JobContext, structures: list[str], log_params: dict[str, Any]) -> list[Base]:
+    """Where each structure's count starts, and its parameters."""
+    owner: dict[str, PairInput] = {}
+    retention: dict[str, int] = {}
+    descriptions: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for pair in ctx.pairs:
+        sources = LogStream.open_existing(pair.log).sources()
+        descriptions[pair.name] = _srds_descriptions(pair)
+        named = {pair.name, *sources.retention}
+        for _, description in descriptions[pair.name]:
+            named.update(description.get("structures", {}))
+        for name in named:
+            owner.setdefault(name, pair)
+        for name, point in sources.retention.items():
+            retention[name] = max(point, retention.get(name, 0))
+    bases = []
+    for name in structures:
+        owning = owner.get(name)
+        images = []
+        if owning is not None:
+            images = [
+                (slot, d)
+                for slot, d in descriptions[owning.name]
+                if name in d.get("structures", {})
+            ]
+        params = log_params.get(name)
+        if params is None and images:
+            newest = max(images, key=lambda image: int(image[1]["seq"]))
+            params = newest[1]["structures"][name].get("params")
+        point = retention.get(name, 0)
+        if point <= 0:
+            bases.append(Base(name, params, pair=owning))
+            continue
+        usable = [(slot, d) for slot, d in images if int(d["seq"]) >= point - 1]
+        if not usable:
+            bases.append(
+                Base(
+                    name,
+                    params,
+                    pair=owning,
+                    warning=(
+                        f"the log starts at seq {point} and no SRDS covers the records "
+                        "before it: counts start at zero there and miss older entries"
+                    ),
+                )
+            )
+            continue
+        slot, description = min(usable, key=lambda image: int(image[1]["seq"]))
+        bases.append(
+            Base(
+                name,
+                params,
+                base_seq=int(description["seq"]),
+                base_time_us=int(description["taken_at_us"]),
+                srds_slot=slot,
+                pair=owning,
+            )
+        )
+    return bases
+
+
+def _base_frames(ctx: JobContext, bases: list[Base]) -> tuple[DataFrame, DataFrame]:
+    """The bases as a small DataFrame, and the entries of the SRDS images they start from."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import (
+        BinaryType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    schema = StructType(
+        [
+            StructField("structure", StringType(), False),
+            StructField("element_size", LongType(), False),
+            StructField("base_seq", LongType(), False),
+            StructField("base_time", TimestampType(), True),
+        ]
+    )
+    rows = [
+        (
+            b.structure,
+            b.element_size,
+            b.base_seq,
+            None
+            if b.base_time_us is None
+            else dt.datetime.fromtimestamp(b.base_time_us / 1e6, dt.UTC),
+        )
+        for b in bases
+    ]
+    frame = ctx.spark.createDataFrame(rows, schema)
+    entries = ctx.spark.createDataFrame(
+        [],
+        StructType(
+            [
+                StructField("structure", StringType(), False),
+                StructField("entry_id", BinaryType(), False),
+                StructField("elements", LongType(), False),
+            ]
+        ),
+    )
+    for b in bases:
+        if b.srds_slot is None or b.pair is None:
+            continue
+        image = (
+            read_srds(ctx.spark, b.pair, b.srds_slot)
+            .where((F.col("structure") == b.structure) & F.col("recoverable"))
+            .select("structure", "entry_id", F.col("elements").cast("long").alias("elements"))
+        )
+        entries = entries.unionByName(image)
+    return frame, entries
+
+
+# -- the job --------------------------------------------------------------------------
+
+
+def run(ctx: JobContext, headroom: float = DEFAULT_HEADROOM) -> JobResult:
+    """Peak entries and elements per structure, and the structure and overflow
+    threshold they call for with HEADROOM per cent to spare."""
+    from pyspark.sql import functions as F
+
+    from sharedq.pipeline.transforms import capacity as T
+
+    check_headroom(headroom)
+    log = ctx.log()
+    out = ctx.job_dir("capacity")
+    ctx.step("capacity: finding each structure's starting point")
+    structures = sorted(r.structure for r in log.select("structure").distinct().collect())
+    bases = _bases(ctx, structures, _params_from_log(log))
+    base_frame, base_entries = _base_frames(ctx, bases)
+
+    ctx.step("capacity: entries and elements in use over time")
+    deltas = T.usage_deltas(T.size_events(log, base_frame, base_entries)).cache()
+    usage = T.usage_over_time(deltas)
+    usage_path = write_table(usage.orderBy("structure", "seq"), out / "usage")
+    usage = ctx.spark.read.parquet(str(usage_path))
+    unknown = {
+        r.structure: r.n
+        for r in deltas.where("unknown")
+        .groupBy("structure")
+        .agg(F.count(F.lit(1)).alias("n"))
+        .collect()
+    }
+
+    ctx.step("capacity: peaks and object sizes")
+    peak_rows = {r.structure: r.asDict() for r in T.peaks(usage).collect()}
+    size_rows = {r.structure: r.asDict() for r in T.object_sizes(log, base_frame).collect()}
+    deltas.unpersist()
+
+    ctx.step("capacity: recommendation")
+    recommendations = []
+    by_name = {b.structure: b for b in bases}
+    for name in structures:
+        if name not in peak_rows:
+            continue
+        rec = recommend(name, peak_rows[name], size_rows.get(name), by_name[name], headroom)
+        if unknown.get(name):
+            rec.warnings.append(
+                f"{unknown[name]} deletes or updates of entries the log never showed (ignored)"
+            )
+        recommendations.append(rec)
+    table = _recommendation_frame(ctx, recommendations)
+    rec_path = write_table(table, out / "recommendation")
+    figures: dict[str, Any] = {
+        "headroom_percent": headroom,
+        "structures": {r.structure: _figures(r) for r in recommendations},
+    }
+    return JobResult(
+        "capacity",
+        capacity_summary(recommendations, headroom),
+        tables={"usage": usage_path, "recommendation": rec_path},
+        figures=figures,
+    )
+
+
+def check_headroom(headroom: float) -> None:
+    """``BAD_ARGUMENT`` unless the headroom is a finite per cent of at least zero."""
+    if not (isinstance(headroom, int | float) and math.isfinite(headroom) and headroom >= 0):
+        raise pipeline_error(
+            PipelineReason.BAD_ARGUMENT,
+            f"--headroom {headroom}: must be a percentage of at least 0",
+        )
+
+
+def _figures(rec: Recommendation) -> dict[str, Any]:
+    return {
+        "peak_entries": rec.peak_entries,
+        "peak_entries_time": _iso(rec.peak_entries_time),
+        "peak_elements": rec.peak_elements,
+        "peak_elements_time": _iso(rec.peak_elements_time),
+        "final_entries": rec.final_entries,
+        "final_elements": rec.final_elements,
+        "avg_entry_bytes": rec.avg_entry_bytes,
+        "avg_message_bytes": rec.avg_message_bytes,
+        "recommended_entries": rec.entries,
+        "recommended_elements": rec.elements,
+        "params": asdict(rec.params),
+        "peak_percent": rec.peak_percent,
+        "overflow_threshold": rec.overflow_threshold,
+        "relief_percent": rec.relief_percent,
+        "base": rec.base,
+        "current": rec.current,
+        "warnings": list(rec.warnings),
+    }
+
+
+def _recommendation_frame(ctx: JobContext, recs: list[Recommendation]) -> DataFrame:
+    from pyspark.sql.types import (
+        DoubleType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    longs = (
+        "peak_entries",
+        "peak_elements",
+        "final_entries",
+        "final_elements",
+        "recommended_entries",
+        "recommended_elements",
+        "size",
+        "max_size",
+        "entry_ratio",
+        "element_ratio",
+    )
+    fields = [StructField("structure", StringType(), False)]
+    fields += [StructField(name, LongType(), False) for name in longs[:6]]
+    fields += [
+        StructField("peak_entries_time", TimestampType(), True),
+        StructField("peak_elements_time", TimestampType(), True),
+        StructField("avg_entry_bytes", DoubleType(), True),
+        StructField("avg_message_bytes", DoubleType(), True),
+        StructField("headroom_percent", DoubleType(), False),
+        StructField("list_count", IntegerType(), False),
+        StructField("element_size", IntegerType(), False),
+        StructField("emc_percent", IntegerType(), False),
+    ]
+    fields += [StructField(name, LongType(), False) for name in longs[6:]]
+    fields += [
+        StructField("peak_percent", DoubleType(), False),
+        StructField("overflow_threshold", IntegerType(), False),
+        StructField("relief_percent", DoubleType(), False),
+    ]
+    rows = [
+        (
+            r.structure,
+            r.peak_entries,
+            r.peak_elements,
+            r.final_entries,
+            r.final_elements,
+            r.entries,
+            r.elements,
+            r.peak_entries_time,
+            r.peak_elements_time,
+            None if r.avg_entry_bytes is None else float(r.avg_entry_bytes),
+            None if r.avg_message_bytes is None else float(r.avg_message_bytes),
+            float(r.headroom_percent),
+            r.params.list_count,
+            r.params.element_size,
+            r.params.emc_percent,
+            r.params.size,
+            r.params.effective_max_size,
+            r.params.entry_ratio,
+            r.params.element_ratio,
+            float(r.peak_percent),
+            r.overflow_threshold,
+            float(r.relief_percent),
+        )
+        for r in recs
+    ]
+    return ctx.spark.createDataFrame(rows, StructType(fields)).coalesce(1)
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    """ISO 8601 in UTC (Spark hands timestamps back naive, in the local time zone)."""
+    return None if value is None else value.astimezone(dt.UTC).isoformat()
+
+
+def _bytes(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.0f} bytes"
+
+
+def capacity_summary(recs: list[Recommendation], headroom: float) -> str:
+    """The job's report for people: peaks, recommendation, and how it was computed."""
+    lines = [f"Structure capacity (headroom {headroom:g} %)", ""]
+    if not recs:
+        lines.append("No structure changed in the log: nothing to size.")
+    for r in recs:
+        p = r.params
+        lines += [
+            f"{r.structure}  (counted from {r.base}; element size {r.element_size} bytes)",
+            f"  peak list entries in use:  {r.peak_entries:,}  at {_iso(r.peak_entries_time)}",
+            f"  peak data elements in use: {r.peak_elements:,}  at {_iso(r.peak_elements_time)}",
+            f"  at the end of the log:     {r.final_entries:,} entries, "
+            f"{r.final_elements:,} elements",
+            f"  average entry written:     {_bytes(r.avg_entry_bytes)}; "
+            f"average message ({r.puts:,} puts): {_bytes(r.avg_message_bytes)}",
+        ]
+        if r.current:
+            c = r.current
+            elements_share = (
+                "n/a"
+                if c["peak_elements_percent"] is None
+                else f"{c['peak_elements_percent']:.1f} %"
+            )
+            lines.append(
+                f"  current structure:         {c['size']:,} bytes, {c['max_entries']:,} "
+                f"entries, {c['max_elements']:,} elements; the peaks used "
+                f"{c['peak_entries_percent']:.1f} % of entries, {elements_share} of elements"
+            )
+        lines += [
+            f"  recommended: entries = ceil({r.peak_entries:,} x {1 + headroom / 100:g}) = "
+            f"{r.entries:,}; elements = ceil({r.peak_elements:,} x {1 + headroom / 100:g}) "
+            f"= {r.elements:,}",
+            "  StructureParams.for_capacity(...):",
+            f"    name={p.name} list_count={p.list_count} size={p.size:,} "
+            f"(INITSIZE {math.ceil(p.size / 1024):,} KB) max_size={p.effective_max_size:,}",
+            f"    entry_ratio={p.entry_ratio} element_ratio={p.element_ratio} "
+            f"element_size={p.element_size} emc_percent={p.emc_percent} "
+            f"lock_count={p.lock_count}",
+            f"  overflow threshold (OVFLWMAX): {r.overflow_threshold} %  "
+            f"(peak = {r.peak_percent:.1f} % of the recommended structure; "
+            f"overflow processing relieves to {r.relief_percent:g} %)",
+        ]
+        lines += [f"  warning: {w}" for w in r.warnings]
+        lines.append("")
+    lines += [
+        "How: entries and elements in use are replayed from the log (a write adds one entry",
+        "of ceil(len(data)/element_size) elements, a delete removes the entry's last size,",
+        "an update with data resizes it), starting from the SRDS image the log continues",
+        "when older records were purged.  Recommended = peak x (1 + headroom), each of",
+        "entries and elements at its own peak.  Overflow threshold T = ceil((peak% + 100) / 2):",
+        "peak% is the peak's share of the recommended structure (the larger of entries and",
+        "elements); normal peaks stay below T, since overflow processing quiesces the",
+        "structure and forces a structure checkpoint (redbook 6.5.3), and the space above T",
+        "is left for the structure alter and queue moves overflow processing makes while",
+        "puts go on (seed 000).  It relieves usage to 20 % below T (0.8 x T, seed 000).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _headroom_option(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    check_headroom(value)
+    return value
+
+
+@job_command("capacity")
+@click.option(
+    "--headroom",
+    type=float,
+    default=DEFAULT_HEADROOM,
+    show_default=True,
+    callback=_headroom_option,
+    help="per cent to add to the peaks when sizing",
+)
+def capacity_job(ctx: JobContext, headroom: float = DEFAULT_HEADROOM) -> JobResult:
+    """Peak list entries and data elements per structure, and the structure size and
+    overflow threshold (OVFLWMAX) recommended for them with HEADROOM per cent to spare."""
+    return run(ctx, headroom=headroom)
+
+
+command = capacity_job
