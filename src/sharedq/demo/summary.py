@@ -14,15 +14,7 @@ import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
-#: The balance sheet: the first two columns in, the others out.
-_BALANCE_COLUMNS = (
-    "opening",
-    "put_committed",
-    "got_committed",
-    "still_queued",
-    "expired",
-    "cold_queued",
-)
+from sharedq.pipeline.transforms.tracking import BALANCE_SHEET as _BALANCE_COLUMNS
 
 
 @dataclass(frozen=True)

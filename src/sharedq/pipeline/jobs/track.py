@@ -20,6 +20,7 @@ from sharedq.pipeline.sources import read_srds
 from sharedq.pipeline.transforms.messages import message_events
 from sharedq.pipeline.transforms.tracking import (
     BALANCE_FIGURES,
+    BALANCE_SHEET,
     balance_sheet,
     balance_total,
     latency,
@@ -211,17 +212,7 @@ def _summary(
         structure = r.asDict().get("structure")
         lines.append(
             f"{structure or '':<10} {r.queue or '?':<12}"
-            + "".join(
-                f" {r[c]:>9}"
-                for c in (
-                    "opening",
-                    "put_committed",
-                    "got_committed",
-                    "still_queued",
-                    "expired",
-                    "cold_queued",
-                )
-            )
+            + "".join(f" {r[c]:>9}" for c in BALANCE_SHEET)
             + f"  {'yes' if r.balanced else 'NO'}"
         )
     ok = total is None or bool(total.balanced)

@@ -378,13 +378,17 @@ def balance_sheet(messages: DataFrame) -> DataFrame:
     return with_balanced(sheet)
 
 
-BALANCE_FIGURES = (
+#: The balance sheet's columns: opening and put_committed in; the other four out.
+BALANCE_SHEET = (
     "opening",
     "put_committed",
     "got_committed",
     "still_queued",
     "expired",
     "cold_queued",
+)
+BALANCE_FIGURES = (
+    *BALANCE_SHEET,
     "locked",
     "backed_out_puts",
     "uncommitted_puts",
