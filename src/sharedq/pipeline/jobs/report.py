@@ -26,7 +26,7 @@ from sharedq.pipeline import charts
 from sharedq.pipeline.cli_support import job_command
 from sharedq.pipeline.html_report import Chart, Section, write_report
 from sharedq.pipeline.job import JobContext, JobResult
-from sharedq.pipeline.jobs.capacity import DEFAULT_HEADROOM, check_headroom
+from sharedq.pipeline.sizing import DEFAULT_HEADROOM, check_headroom
 
 if TYPE_CHECKING:
     import pandas as pd  # type: ignore[import-untyped, unused-ignore]
