@@ -323,6 +323,10 @@ class PairRecovery:
                 self.look()
             except (SharedqError, CFError) as exc:
                 logger.debug("%s: watching %s: %s", self.server, self.pair, exc)
+            except Exception:  # a watcher that died would leave checkpoints unanswered
+                logger.warning(
+                    "%s: watching %s failed; going on", self.server, self.pair, exc_info=True
+                )
 
     def look(self) -> None:
         """Do what the pair's checkpoint entry asks of this server (the watcher calls it)."""

@@ -236,7 +236,12 @@ class RedisClient:
                 else:
                     asking = (exc.host, exc.port)
             elif str(exc).startswith("Function not found"):
-                self.load_library(None if key is None else self._address_of(key))
+                # A restarted server; it may drop this connection too: judge that alike.
+                try:
+                    self.load_library(None if key is None else self._address_of(key))
+                except rx.RedisError as again:
+                    exc = again
+                    continue
             elif is_transient(exc):
                 now = time.monotonic()
                 if deadline is None:
