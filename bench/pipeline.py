@@ -20,6 +20,7 @@ reported.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import logging
 import shutil
@@ -54,10 +55,10 @@ def _timed(fn: Callable[[], object]) -> tuple[float, object]:
 
 
 def main() -> None:
-    args = parse_args(
-        __doc__.splitlines()[0],
-        lambda p: p.add_argument("--records", type=int, help="log records (default 1M, 200k)"),
-    )
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--records", type=int, help="log records (default 1M, 200k)")
+
+    args = parse_args(__doc__.splitlines()[0], options)
     quick = args.quick
     n = args.records or (200_000 if quick else 1_000_000)
     rounds = 2 if quick else 3
@@ -81,7 +82,7 @@ def main() -> None:
 
         session = start_session(
             "local[2]",
-            {"spark.sql.shuffle.partitions": "4", "spark.ui.showConsoleProgress": "false"},
+            {"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"},
         )
         spark = session.spark
         report.add("jvm_startup_seconds", session.startup_seconds, "s", "local[2], once")

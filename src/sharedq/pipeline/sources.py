@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 
 from sharedq.log import ARROW_SCHEMA, LogStream
-from sharedq.log.datasets import records_to_table
+from sharedq.log.datasets import read_dataset_meta, records_to_table
+from sharedq.log.segment import merge_ranges, seq_ranges
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
+from sharedq.recovery.srds import ENTRY_SCHEMA as SRDS_ENTRY_SCHEMA
 from sharedq.recovery.srds import SLOTS, SlotStatus, slot_status, srds_path
 
 if TYPE_CHECKING:
@@ -73,17 +75,29 @@ def _pair(directory: Path) -> PairInput:
     return PairInput(directory.name, directory / "log", srds if srds.is_dir() else None)
 
 
-def read_log(spark: SparkSession, pairs: list[PairInput], work_dir: str | Path) -> DataFrame:
-    """Every record of the pairs' logs, one row per record, in the log record schema.
+@dataclass(frozen=True)
+class StagedLog:
+    """The pairs' logs ready for Spark: the Parquet files to read, the retention points,
+    and, when every file's footer tells them, the structures the records are about.
 
-    Rows come in no particular order; sort by ``seq, op, writer, lsn`` for the merged
-    order.  Staging records are written under ``work_dir`` first (Spark must be able to
-    read that directory: on a cluster, shared storage).
+    ``structures``: per structure, the lowest and highest seq of its records kept
+    after retention (from the data sets' footers and the staging records, without
+    reading a record of a data set); ``None`` when a footer does not tell.
     """
+
+    paths: list[str]
+    retention: dict[str, int]
+    structures: dict[str, tuple[int, int]] | None
+
+
+def stage_log(pairs: list[PairInput], work_dir: str | Path) -> StagedLog:
+    """Write the records still in staging under ``work_dir`` (one Parquet file per pair)
+    and list what Spark must read; see :func:`read_log`."""
     staged = Path(work_dir) / "staging"
     staged.mkdir(parents=True, exist_ok=True)
     paths: list[str] = []
     retention: dict[str, int] = {}
+    ranges: dict[str, tuple[int, int]] | None = {}
     for pair in pairs:
         stream = LogStream.open_existing(pair.log)
         sources = stream.sources()
@@ -93,16 +107,47 @@ def read_log(spark: SparkSession, pairs: list[PairInput], work_dir: str | Path) 
         paths.extend(str(p) for p in sources.datasets)
         for structure, point in sources.retention.items():
             retention[structure] = max(point, retention.get(structure, 0))
-    frame = spark.read.schema(_spark_schema()).parquet(*paths)
-    kept = _retention_filter(retention)
+        if ranges is not None:
+            merge_ranges(ranges, seq_ranges(sources.staging))
+            for path in sources.datasets:
+                try:
+                    merge_ranges(ranges, read_dataset_meta(path).ranges)
+                except (OSError, KeyError, ValueError):
+                    ranges = None
+                    break
+    kept = None
+    if ranges is not None:
+        kept = {
+            name: (max(low, retention.get(name, 0)), high)
+            for name, (low, high) in ranges.items()
+            if high >= retention.get(name, 0)
+        }
+    return StagedLog(paths, retention, kept)
+
+
+def log_frame(spark: SparkSession, staged: StagedLog) -> DataFrame:
+    """Every record of a staged log, one row per record (see :func:`read_log`)."""
+    frame = spark.read.schema(_spark_schema()).parquet(*staged.paths)
+    kept = _retention_filter(staged.retention)
     return frame if kept is None else frame.where(kept)
+
+
+def read_log(spark: SparkSession, pairs: list[PairInput], work_dir: str | Path) -> DataFrame:
+    """Every record of the pairs' logs, one row per record, in the log record schema.
+
+    Rows come in no particular order; sort by ``seq, op, writer, lsn`` for the merged
+    order.  Staging records are written under ``work_dir`` first (Spark must be able to
+    read that directory: on a cluster, shared storage).
+    """
+    return log_frame(spark, stage_log(pairs, work_dir))
 
 
 def read_srds(spark: SparkSession, pair: PairInput, slot: int) -> DataFrame:
     """The entry rows of one SRDS slot (``sharedq.recovery.srds.ENTRY_SCHEMA``)."""
     if pair.srds is None or slot not in SLOTS:
         raise pipeline_error(PipelineReason.BAD_ARGUMENT, f"pair {pair.name} has no SRDS {slot}")
-    return spark.read.parquet(str(srds_path(pair.srds, slot)))
+    # The schema is known: given, Spark need not open the file to infer it.
+    return spark.read.schema(_srds_schema()).parquet(str(srds_path(pair.srds, slot)))
 
 
 def _retention_filter(points: dict[str, int]) -> Column | None:
@@ -115,6 +160,15 @@ def _retention_filter(points: dict[str, int]) -> Column | None:
         kept = (F.col("structure") != structure) | (F.col("seq") >= point)
         condition = kept if condition is None else condition & kept
     return condition
+
+
+def _srds_schema() -> StructType:
+    """The SRDS entry schema as Spark infers it from the file (every column nullable)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructField, StructType
+
+    schema: StructType = from_arrow_schema(SRDS_ENTRY_SCHEMA)
+    return StructType([StructField(f.name, f.dataType, True) for f in schema.fields])
 
 
 def _spark_schema() -> StructType:

@@ -13,22 +13,40 @@ list_number, position, entry_id, key, secondary_key, version, adjunct, data) and
 
 from __future__ import annotations
 
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import Observation
+from pyspark.sql import functions as F
 
 from sharedq.log import LogStream
 from sharedq.pipeline.cli_support import job_command
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
 from sharedq.pipeline.inprocess import ImageChoice, choose_point, srds_description, time_us
 from sharedq.pipeline.job import JobContext, JobResult, write_table
-from sharedq.pipeline.sources import PairInput, read_log, read_srds
+from sharedq.pipeline.sources import PairInput, log_frame, read_srds, stage_log
 from sharedq.pipeline.transforms import recover as T
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, Row
+
+#: The ``lists`` table's schema, as Spark writes it (every column nullable).
+_LISTS_SCHEMA = pa.schema(
+    [
+        pa.field("structure", pa.string()),
+        pa.field("list_number", pa.int32()),
+        pa.field("limit", pa.int64()),
+        pa.field("authority", pa.int64()),
+    ]
+)
 
 
 def run(
@@ -46,20 +64,21 @@ def run(
     if at_seq is not None and at_seq < 0:
         raise pipeline_error(PipelineReason.BAD_ARGUMENT, f"--at-seq {at_seq} is negative")
     at_us = None if at_time is None else time_us(at_time)
-    log = _log(ctx)
+    log, logged = _log(ctx)
     ctx.step("finding the structures")
-    targets = _targets(ctx, log, structure)
+    targets = _targets(ctx, log, logged, structure)
+    by_time: dict[str, int] = {}
+    if at_us is not None:
+        ctx.step(f"the last change at or before {at_time}")
+        rows = T.targets_at_time(log, [name for _, name in targets], at_us).collect()
+        by_time = {r.structure: int(r.target_seq or 0) for r in rows}
     entries: list[DataFrame] = []
-    lists: list[DataFrame] = []
-    counts: list[DataFrame] = []
+    touched: list[DataFrame] = []
     plans: list[tuple[str, ImageChoice, int | None]] = []
     for pair, name in targets:
         target = at_seq
         if at_us is not None:
-            ctx.step(f"{name}: the last change at or before {at_time}")
-            (row,) = T.target_seq_at_time(log, name, at_us).collect()
-            by_time = int(row.target_seq or 0)
-            target = by_time if target is None else min(target, by_time)
+            target = by_time.get(name, 0) if target is None else min(target, by_time.get(name, 0))
         ctx.step(f"{name}: choosing the SRDS")
         image = choose_point(pair, name, target_seq=target, at_time_us=at_us)
         after = image.seq if image.slot is not None else None
@@ -69,32 +88,47 @@ def run(
             if image.slot is not None
             else None
         )
-        live, gone = T.live_changes(changes)
-        entries.append(T.recovered_entries(name, T.net_changes(live), image_rows, gone))
-        lists.append(T.recovered_lists(name, changes, _base_lists(ctx, image)))
-        counts.append(T.applied(changes).selectExpr(f"'{name}' AS structure", "*"))
+        nets = T.net_changes(changes, image_rows)
+        entries.append(T.recovered_entries(name, nets, list_size=True))
+        touched.append(T.list_changes(changes).select(F.lit(name).alias("structure"), "*"))
         plans.append((name, image, target))
     out = ctx.job_dir("recover")
-    ctx.step("folding the log and writing the entries")
-    entries_path = write_table(_union(entries), out / "entries")
+    # One small aggregation gives every structure's list controls and records applied
+    # (a row per list touched), run beside the entries' write, whose stages leave cores
+    # idle; the entries per list are counted while they are written.
+    sizes = Observation("sharedq_recover_lists")
+    entries_frame = _union(entries).observe(sizes, T.list_sizes_metric()).select(*T.ENTRY_COLUMNS)
+    ctx.step("folding the log, writing the entries; list controls beside")
+    with ThreadPoolExecutor(1, thread_name_prefix="sharedq-recover") as pool:
+        touched_rows = pool.submit(_union(touched).collect)
+        entries_path = write_table(entries_frame, out / "entries")
+        controls: dict[str, list[Row]] = {name: [] for name, _, _ in plans}
+        for row in touched_rows.result():
+            controls[row.structure].append(row)
     ctx.step("writing the list controls")
-    lists_path = write_table(_union(lists), out / "lists")
+    lists_path = _write_lists(
+        [
+            row
+            for name, image, _ in plans
+            for row in T.recovered_lists(name, _base_lists(image), controls[name])
+        ],
+        out / "lists",
+    )
     ctx.step("summarising")
-    applied = {r.structure: r for r in _union(counts).collect()}
-    written = ctx.spark.read.parquet(str(entries_path))
     per_list: dict[str, dict[int, int]] = {}
-    for row in written.groupBy("structure", "list_number").count().collect():
-        per_list.setdefault(row.structure, {})[int(row.list_number)] = int(row["count"])
+    for item in sizes.get["lists"] or []:
+        per_list.setdefault(item["structure"], {})[int(item["list_number"])] = int(item["entries"])
+    counts = {name: _Applied.of(rows) for name, rows in controls.items()}
     figures: dict[str, Any] = {
         "entries": sum(sum(v.values()) for v in per_list.values()),
-        "records_applied": sum(int(r.records) for r in applied.values()),
+        "records_applied": sum(c.records for c in counts.values()),
         "image_seq": {
             name: image.seq if image.slot is not None else None for name, image, _ in plans
         },
         "target_seq": {name: target for name, _, target in plans},
         "structures": [name for name, _, _ in plans],
     }
-    summary = _summary(plans, applied, per_list, at_seq, at_time)
+    summary = _summary(plans, counts, per_list, at_seq, at_time)
     return JobResult(
         "recover",
         summary,
@@ -103,22 +137,54 @@ def run(
     )
 
 
-def _log(ctx: JobContext) -> DataFrame:
-    """The log: the context's cached one when a job before this one read it, else read
-    afresh, uncached: recover reads a few columns of most records once or twice, which
-    Parquet's column pruning serves faster than materialising every column in memory.
+@dataclass(frozen=True)
+class _Applied:
+    """The change records applied to one structure: how many, the first and last seq."""
+
+    records: int
+    first_seq: int | None
+    last_seq: int | None
+
+    @classmethod
+    def of(cls, rows: list[Row]) -> _Applied:
+        """From the structure's :func:`~sharedq.pipeline.transforms.recover.list_changes` rows."""
+        firsts = [int(r.first_seq) for r in rows if r.first_seq is not None]
+        lasts = [int(r.last_seq) for r in rows if r.last_seq is not None]
+        return cls(
+            sum(int(r.records) for r in rows),
+            min(firsts, default=None),
+            max(lasts, default=None),
+        )
+
+
+def _log(ctx: JobContext) -> tuple[DataFrame, dict[str, tuple[int, int]] | None]:
+    """The log, and the structures it holds when its files' footers tell them.
+
+    The context's cached log when a job before this one read it, else read afresh,
+    uncached: recover reads a few columns of most records once, which Parquet's column
+    pruning serves faster than materialising every column in memory.
     """
     if ctx._log is not None:
-        return ctx._log
+        return ctx._log, None
     ctx.step("reading the log")
-    return read_log(ctx.spark, ctx.pairs, ctx.work)
+    staged = stage_log(ctx.pairs, ctx.work)
+    return log_frame(ctx.spark, staged), staged.structures
 
 
-def _targets(ctx: JobContext, log: DataFrame, structure: str | None) -> list[tuple[PairInput, str]]:
-    """The (pair, structure) couples to recover: one named, or every structure logged."""
+def _targets(
+    ctx: JobContext,
+    log: DataFrame,
+    logged: dict[str, tuple[int, int]] | None,
+    structure: str | None,
+) -> list[tuple[PairInput, str]]:
+    """The (pair, structure) couples to recover: one named, or every structure logged
+    (from the log files' footers and the staging records; without them, a query)."""
     if structure is not None:
         return [(_pair_of(ctx.pairs, structure), structure)]
-    names = sorted(r.structure for r in log.select("structure").distinct().collect())
+    if logged is not None:
+        names = sorted(logged)
+    else:
+        names = sorted(r.structure for r in log.select("structure").distinct().collect())
     return [(_pair_of(ctx.pairs, name), name) for name in names]
 
 
@@ -141,14 +207,27 @@ def _pair_of(pairs: list[PairInput], structure: str) -> PairInput:
     )
 
 
-def _base_lists(ctx: JobContext, image: ImageChoice) -> DataFrame:
+def _base_lists(image: ImageChoice) -> list[tuple[int, int | None, int]]:
     """Every list of the structure with the image's controls (none: no limit, authority 0)."""
     known = {c.list_number: c for c in image.lists}
-    rows = [
+    return [
         (n, known[n].limit if n in known else None, known[n].authority if n in known else 0)
         for n in range(image.params.list_count)
     ]
-    return ctx.spark.createDataFrame(rows, "list_number int, limit long, authority long")
+
+
+def _write_lists(rows: list[tuple[str, int, int | None, int]], path: Path) -> Path:
+    """Write the list controls (a row per list: a handful) as one Parquet file under
+    ``path`` (replacing what was there), as Spark writes a table: no job for so little."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(_LISTS_SCHEMA)
+    arrays = [pa.array(list(v), type=f.type) for v, f in zip(columns, _LISTS_SCHEMA, strict=True)]
+    table = pa.Table.from_arrays(arrays, schema=_LISTS_SCHEMA)
+    pq.write_table(table, path / "part-00000.parquet")
+    (path / "_SUCCESS").touch()
+    return path
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
@@ -157,7 +236,7 @@ def _union(frames: list[DataFrame]) -> DataFrame:
 
 def _summary(
     plans: list[tuple[str, ImageChoice, int | None]],
-    applied: dict[str, Any],
+    applied: dict[str, _Applied],
     per_list: dict[str, dict[int, int]],
     at_seq: int | None,
     at_time: str | datetime | None,
@@ -170,7 +249,7 @@ def _summary(
     lines = [f"recover: structures at {' and '.join(point) or 'the end of the log'}", ""]
     for name, image, target in plans:
         row = applied.get(name)
-        records = int(row.records) if row is not None else 0
+        records = row.records if row is not None else 0
         last = row.last_seq if row is not None else None
         lists = per_list.get(name, {})
         source = (
