@@ -20,9 +20,10 @@ every 1,000 acks inside the timed loop, the maintenance its maintainers ask user
 do; ``memory_ratio_vs_persistqueue_cleared`` compares against that.
 
 Redis backend: a private ``redis-server`` started for the run (no persistence), or the
-server of ``--redis URL``.  The sharedq cycle is four requests, each one function call
-and one round trip: put = write + sync move, get = move, commit = delete (a unit with
-one operation commits in one request).  Baselines, on the facility's own client (same
+server of ``--redis URL``.  The sharedq cycle is three requests, each one function
+call and one round trip: put = write and sync move (``write_and_rekey``: two changes,
+one call), get = move, commit = delete (a unit with one operation commits in one
+request).  Baselines, on the facility's own client (same
 URL, hiredis parser, RESP2, one connection), LPUSH then RPOP of the same body:
 
 * ``redis_ratio_vs_lpush_rpop`` (the issue's figure): LPUSH/RPOP through the redis-py
@@ -284,7 +285,7 @@ def redis_size_figures(
         f"redis_cycles_per_s_{label}",
         best["ours"],
         "cycles/s",
-        "put -> get -> commit: 4 requests, 4 round trips",
+        "put -> get -> commit: 3 requests, 3 round trips",
     )
     report.add(
         f"redis_lpush_rpop_per_s_{label}", best["api"], "pairs/s", "LPUSH + RPOP, redis-py API"

@@ -145,6 +145,19 @@ def test_delete_returns_the_entry_as_it_was(struct: ListStructure) -> None:
         struct.delete(ById(entry.entry_id))
 
 
+def test_delete_without_data_returns_the_entry_without_it(struct: ListStructure) -> None:
+    entry = struct.write(0, key(1), b"gone", adjunct=b"adj", version=4).entry
+    change = struct.delete(ById(entry.entry_id, 0), with_data=False)
+    assert change is not None and change.entry == entry._replace(data=b"")
+    assert change.entry.elements == 1
+    assert struct.statistics().entries == 0
+    assert struct.statistics().elements == 0
+    struct.write(0, key(2), b"kept", version=1)
+    change = struct.delete(Head(0), expect_version=1, with_data=False)
+    assert change is not None and change.entry.data == b"" and change.entry.key == key(2)
+    assert struct.statistics().entries == 0
+
+
 def test_delete_head(struct: ListStructure) -> None:
     assert struct.delete(Head(0)) is None
     struct.write(0, key(2), b"b")

@@ -26,6 +26,7 @@ from sharedq.cf import (
     ByKey,
     BySecondaryKey,
     CFError,
+    Change,
     Compare,
     CouplingFacility,
     Head,
@@ -149,6 +150,8 @@ class Differential(RuleBasedStateMachine):
         return got
 
     def _remember(self, result: Any) -> None:
+        if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], Change):
+            result = result[1]  # write_and_rekey's pair of changes: the entry's id is one
         if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], tuple):
             entry = result[1]  # a Change: (seq, entry)
             if len(entry) == 8 and isinstance(entry[0], bytes) and entry[0] not in self.ids:
@@ -218,6 +221,35 @@ class Differential(RuleBasedStateMachine):
             user,
         )
 
+    @rule(
+        user=users, list_number=lists, key=keys, data=payloads, secondary_key=secondary_keys,
+        explicit=st.booleans(), entry_id=explicit_ids, version=versions,
+        expect_authority=maybe_authority, ignore_limit=st.booleans(), new_key=keys,
+        new_skey=new_skeys, set_version=st.sampled_from([None, 0, 5]),
+    )  # fmt: skip
+    def write_and_rekey(
+        self, user: str, list_number: int, key: bytes, data: bytes,
+        secondary_key: bytes | None, explicit: bool, entry_id: bytes, version: int,
+        expect_authority: int | None, ignore_limit: bool, new_key: bytes, new_skey: Any,
+        set_version: int | None,
+    ) -> None:  # fmt: skip
+        self.same(
+            lambda s: s.write_and_rekey(
+                list_number,
+                key,
+                data,
+                secondary_key=secondary_key,
+                entry_id=entry_id if explicit else None,
+                version=version,
+                expect_authority=expect_authority,
+                ignore_limit=ignore_limit,
+                new_key=new_key,
+                new_secondary_key=new_skey,
+                set_version=set_version,
+            ),
+            user,
+        )
+
     @rule(user=users, data=st.data())
     def read(self, user: str, data: st.DataObject) -> None:
         locator = data.draw(locators(self.entry_ids()))
@@ -254,11 +286,11 @@ class Differential(RuleBasedStateMachine):
 
     @rule(
         user=users, data=st.data(), expect_version=maybe_version,
-        expect_authority=maybe_authority, not_locked=lock_sets,
+        expect_authority=maybe_authority, not_locked=lock_sets, with_data=st.booleans(),
     )  # fmt: skip
     def delete(
         self, user: str, data: st.DataObject, expect_version: int | None,
-        expect_authority: int | None, not_locked: list[int],
+        expect_authority: int | None, not_locked: list[int], with_data: bool,
     ) -> None:  # fmt: skip
         locator = data.draw(locators(self.entry_ids()))
         self.same(
@@ -267,6 +299,7 @@ class Differential(RuleBasedStateMachine):
                 expect_version=expect_version,
                 expect_authority=expect_authority,
                 not_locked=not_locked,
+                with_data=with_data,
             ),
             user,
         )

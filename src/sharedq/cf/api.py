@@ -161,6 +161,39 @@ class ListStructure(ABC):
         """
 
     @abstractmethod
+    def write_and_rekey(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes = b"",
+        *,
+        adjunct: bytes = b"",
+        secondary_key: bytes | None = None,
+        entry_id: bytes | None = None,
+        version: int = 0,
+        position: Position = Position.TAIL,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+        ignore_limit: bool = False,
+        new_key: bytes,
+        new_secondary_key: bytes | Unchanged | None = UNCHANGED,
+        set_version: int | None = None,
+    ) -> tuple[Change, Change]:
+        """Write an entry, then give it a new key on its list, in one atomic request.
+
+        The same as :meth:`write` with the first arguments followed at once by
+        ``move(ById(entry_id, list_number), list_number, new_key=new_key,
+        new_secondary_key=new_secondary_key, set_version=set_version)`` (to the tail of
+        the new key's sublist), with nothing of anyone else's in between: two changes,
+        with consecutive seqs, returned in that order, and the monitors told of each as
+        the two requests would tell them.  This is the queue manager's put out of
+        syncpoint (write uncommitted, sync to the committed key) in one round trip.
+
+        The move's arguments are checked with the write's, before anything is changed;
+        the write's errors are :meth:`write`'s, and then the move cannot fail.
+        """
+
+    @abstractmethod
     def delete(
         self,
         locator: Locator,
@@ -168,8 +201,14 @@ class ListStructure(ABC):
         expect_version: int | None = None,
         expect_authority: int | None = None,
         not_locked: Iterable[int] = (),
+        with_data: bool = True,
     ) -> Change | None:
-        """Delete the located entry; the change carries the entry as it was."""
+        """Delete the located entry; the change carries the entry as it was.
+
+        With ``with_data=False`` the change's entry carries ``b""`` as its data (its
+        ``elements`` still count it), for a caller with no use for it: a backend then
+        need not read the data back to return it.
+        """
 
     @abstractmethod
     def update(

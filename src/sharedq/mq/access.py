@@ -19,8 +19,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 from sharedq.cf import (
+    UNCHANGED,
     BulkMove,
     BulkResult,
+    ById,
     Change,
     ListEntry,
     ListInfo,
@@ -32,6 +34,7 @@ from sharedq.cf import (
     StructureLost,
     UserInfo,
 )
+from sharedq.cf.types import Unchanged
 from sharedq.mq.journal import BulkNote, ChangeKind, ChangeNote, EntryMeaning, Journal
 from sharedq.mq.messages import entry_facts
 
@@ -169,6 +172,83 @@ class StructureAccess:
             self.faults("write", self.name, False)
         return change
 
+    def write_and_rekey(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes,
+        *,
+        kind: ChangeKind,
+        then: ChangeKind,
+        queue: str | None = None,
+        uow: UowRef = None,
+        persistent: bool | None = None,
+        msg_id: bytes | None = None,
+        new_key: bytes,
+        new_secondary_key: bytes | Unchanged | None = UNCHANGED,
+        set_version: int | None = None,
+        **options: Any,
+    ) -> tuple[Change, Change]:
+        """A write (``kind``) and the move of the entry to ``new_key`` on its list
+        (``then``) in one request; the journal hears of both, as two changes.
+
+        With a recovery log (a journal recording) the two are two requests, ``write``
+        then ``move``, each logged before the next is made: a manager killed between a
+        combined request and its log records would leave a *committed* message that no
+        record describes, and a later change of it could not be replayed.  (Killed
+        after the write alone, it leaves an uncommitted put, which recovery deletes.)
+        With a fault hook they are two requests as well, so that a test can stop the
+        manager between them.
+        """
+        rekey: dict[str, Any] = {
+            "new_key": new_key,
+            "new_secondary_key": new_secondary_key,
+            "set_version": set_version,
+        }
+        if self.faults is not None or self._journaling:
+            written = self.write(
+                list_number,
+                key,
+                data,
+                kind=kind,
+                queue=queue,
+                uow=uow,
+                persistent=persistent,
+                msg_id=msg_id,
+                **options,
+            )
+            moved = self.move(
+                ById(written.entry.entry_id, list_number),
+                list_number,
+                kind=then,
+                queue=queue,
+                uow=uow,
+                persistent=persistent,
+                msg_id=msg_id,
+                **rekey,
+            )
+            assert moved is not None
+            return written, moved
+        pair: tuple[Change, Change] = (
+            self.conn.write_and_rekey(list_number, key, data, **options, **rekey)
+            if self.gate is None
+            else self._gated("write_and_rekey", list_number, key, data, **options, **rekey)
+        )
+        if self._journaling:
+            uow_id = _uow_id(uow)
+            journal = self._journal
+            journal.changed(
+                ChangeNote(
+                    kind, self.name, "write", pair[0], options, queue, uow_id, persistent, msg_id
+                )
+            )
+            journal.changed(
+                ChangeNote(
+                    then, self.name, "move", pair[1], rekey, queue, uow_id, persistent, msg_id
+                )
+            )
+        return pair
+
     def move(
         self,
         locator: Locator,
@@ -218,8 +298,13 @@ class StructureAccess:
         uow: UowRef = None,
         persistent: bool | None = None,
         msg_id: bytes | None = None,
+        data_wanted: bool = True,
         **options: Any,
     ) -> Change | None:
+        """``data_wanted=False``: the caller has no use for the entry's data, so the
+        backend need not return it, unless the journal needs it."""
+        if not data_wanted and not self._journaling:
+            options["with_data"] = False
         if self.faults is not None:
             self.faults("delete", self.name, True)
         change = (

@@ -1,9 +1,12 @@
 """Put and get (§5.2-§5.6, §5.9, §5.10).
 
 Put.  Every put is written with its uncommitted key first.  In syncpoint it stays so
-until commit; out of syncpoint a second request, *sync last message*, gives it its
-committed key (and its secondary key on an indexed queue) at once: the two-phase put
-of §5.3, which lets recovery tell a put that happened from one that did not.
+until commit; out of syncpoint *sync last message* gives it its committed key (and its
+secondary key on an indexed queue) at once: the two-phase put of §5.3.  Both changes
+are made by one request, ``write_and_rekey`` (one round trip), so the put happens
+entirely or not at all; with a recovery log they are two requests, each logged before
+the next (a committed message must never exist unlogged), and with a fault hook too, so
+that a test can stop the manager between them.
 
 Get.  A get moves the head of the put list to the manager's get list, on condition
 that the head's key is at most the *best key*: X'0A00..' (committed messages only),
@@ -126,21 +129,46 @@ def put(
     version = int.from_bytes(uow_id, "big")
     acc = queue.acc
     while True:
+        index = queue.index
+        secondary = (
+            ident if index is IndexType.MSG_ID else correl if index is IndexType.CORREL_ID else None
+        )
         try:
-            acc.write(
-                queue.put_list,
-                ukey,
-                data,
-                adjunct=adjunct,
-                entry_id=entry_id,
-                version=version,
-                expect_authority=queue.authority,
-                kind=ChangeKind.PUT,
-                queue=queue.name,
-                uow=uow_id,
-                persistent=persistent,
-                msg_id=ident,
-            )
+            if uow is not None:
+                acc.write(
+                    queue.put_list,
+                    ukey,
+                    data,
+                    adjunct=adjunct,
+                    entry_id=entry_id,
+                    version=version,
+                    expect_authority=queue.authority,
+                    kind=ChangeKind.PUT,
+                    queue=queue.name,
+                    uow=uow_id,
+                    persistent=persistent,
+                    msg_id=ident,
+                )
+            else:
+                # Out of syncpoint: the write and sync last message in one request.
+                acc.write_and_rekey(
+                    queue.put_list,
+                    ukey,
+                    data,
+                    adjunct=adjunct,
+                    entry_id=entry_id,
+                    version=version,
+                    expect_authority=queue.authority,
+                    kind=ChangeKind.PUT,
+                    then=ChangeKind.SYNC_PUT,
+                    queue=queue.name,
+                    uow=uow_id,
+                    persistent=persistent,
+                    msg_id=ident,
+                    new_key=keys.committed_form(ukey),
+                    new_secondary_key=UNCHANGED if secondary is None else secondary,
+                    set_version=0,
+                )
             break
         except AuthorityMismatch:
             mgr._refresh(queue)
@@ -154,32 +182,13 @@ def put(
                 f"({queue.definition.max_depth} messages)",
             ) from error
         except CFError as error:
+            # Out of syncpoint with a fault hook (two requests), the sync may be what
+            # failed: the uncommitted entry stays; recovery deletes it (no put happened).
             raise from_cf(error, f"put to {queue.name}") from error
-    index = queue.index
-    secondary = (
-        ident if index is IndexType.MSG_ID else correl if index is IndexType.CORREL_ID else None
-    )
-    expires_at = None if expiry is None else stamp_seconds(stamp) + tenths / 10
     if uow is not None:
+        expires_at = None if expiry is None else stamp_seconds(stamp) + tenths / 10
         trqs = uow.trqs_for(queue)
         trqs.add(Trop(TropKind.PUT, entry_id, ukey, persistent, ident, secondary, expires_at, trqs))
-    else:
-        try:
-            acc.move(
-                ById(entry_id, queue.put_list),
-                queue.put_list,
-                new_key=keys.committed_form(ukey),
-                new_secondary_key=UNCHANGED if secondary is None else secondary,
-                set_version=0,
-                kind=ChangeKind.SYNC_PUT,
-                queue=queue.name,
-                uow=uow_id,
-                persistent=persistent,
-                msg_id=ident,
-            )
-        except CFError as error:
-            # The uncommitted entry stays; recovery deletes it (the put never happened).
-            raise from_cf(error, f"put to {queue.name}") from error
     return m.Message(
         body,
         priority,
@@ -409,6 +418,7 @@ def _took(
             queue=queue.name,
             persistent=header.persistent,
             msg_id=header.msg_id,
+            data_wanted=False,
         )
     return message
 

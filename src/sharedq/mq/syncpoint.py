@@ -228,6 +228,7 @@ def _commit_one(trop: Trop, uow_id: UowRef) -> None:
             uow=uow_id,
             persistent=trop.persistent,
             msg_id=trop.msg_id,
+            data_wanted=False,
         )
 
 

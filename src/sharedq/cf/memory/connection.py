@@ -167,6 +167,68 @@ class MemoryListStructure(ListStructure):
                 s.notify()
             return _change((seq, entry))
 
+    def write_and_rekey(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes = b"",
+        *,
+        adjunct: bytes = b"",
+        secondary_key: bytes | None = None,
+        entry_id: bytes | None = None,
+        version: int = 0,
+        position: Position = Position.TAIL,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+        ignore_limit: bool = False,
+        new_key: bytes,
+        new_secondary_key: bytes | Unchanged | None = UNCHANGED,
+        set_version: int | None = None,
+    ) -> tuple[Change, Change]:
+        s = self._s
+        with s.lock:  # re-entrant: the write and the move below are one request
+            if self._user.live != self._incarnation:
+                s.check_user(self._user, self._incarnation)
+            if type(new_key) is not bytes or len(new_key) != 16:
+                v.check_key(new_key, "new key")
+            if new_secondary_key is not UNCHANGED:
+                v.check_secondary_key(new_secondary_key)
+            if set_version is not None:
+                v.check_version_update(set_version, False)
+            written = self.write(
+                list_number,
+                key,
+                data,
+                adjunct=adjunct,
+                secondary_key=secondary_key,
+                entry_id=entry_id,
+                version=version,
+                position=position,
+                expect_authority=expect_authority,
+                not_locked=not_locked,
+                ignore_limit=ignore_limit,
+            )
+            # The move, as move() makes it, with nothing left to check.
+            entry = written.entry
+            seq = s.seq = s.seq + 1
+            moved: ListEntry = _entry(
+                (
+                    entry.entry_id,
+                    list_number,
+                    new_key,
+                    entry.data,
+                    entry.adjunct,
+                    entry.secondary_key if new_secondary_key is UNCHANGED else new_secondary_key,
+                    entry.version if set_version is None else set_version,
+                    entry.elements,
+                )
+            )
+            s.remove(entry, s.entries[entry.entry_id][1], False)
+            s.insert(moved, ORDINAL_BASE + seq)
+            if s.touched:
+                s.notify()
+            return written, _change((seq, moved))
+
     def read(self, locator: Locator) -> ListEntry | None:
         s = self._s
         with s.lock:
@@ -266,6 +328,7 @@ class MemoryListStructure(ListStructure):
         expect_version: int | None = None,
         expect_authority: int | None = None,
         not_locked: Iterable[int] = (),
+        with_data: bool = True,
     ) -> Change | None:
         s = self._s
         with s.lock:
@@ -289,6 +352,8 @@ class MemoryListStructure(ListStructure):
             s.remove(entry, ordinal, True)
             if s.touched:
                 s.notify()
+            if not with_data and entry.data:
+                return _change((seq, _entry((*entry[:3], b"", *entry[4:]))))
             return _change((seq, entry))
 
     def update(

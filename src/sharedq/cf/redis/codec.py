@@ -51,7 +51,7 @@ _entry = partial(tuple.__new__, ListEntry)
 #: The flags of options() in the Lua prelude.
 NEW_KEY, SET_VERSION, INCREMENT_VERSION, EXPECT_VERSION = 1, 2, 4, 8
 EXPECT_AUTHORITY, SET_SKEY, REMOVE_SKEY, HEAD = 16, 32, 64, 128
-IGNORE_LIMIT, INCREMENT_AUTHORITY = 256, 512
+IGNORE_LIMIT, INCREMENT_AUTHORITY, WITHOUT_DATA = 256, 512, 1024
 #: options() when none is given: what a get (move of the head) sends.
 NO_OPTIONS = b"\0\0"
 
@@ -161,9 +161,15 @@ def options(
     head: bool = False,
     ignore_limit: bool = False,
     increment_authority: bool = False,
+    without_data: bool = False,
 ) -> bytes:
     """Options of move, delete and update (``options()`` in the Lua prelude)."""
-    flags = head * HEAD | ignore_limit * IGNORE_LIMIT | increment_authority * INCREMENT_AUTHORITY
+    flags = (
+        head * HEAD
+        | ignore_limit * IGNORE_LIMIT
+        | increment_authority * INCREMENT_AUTHORITY
+        | without_data * WITHOUT_DATA
+    )
     parts = [b""]
     if new_key is not None:
         flags |= NEW_KEY
@@ -205,10 +211,18 @@ def pack_locator(locator: Locator, list_count: int) -> bytes:
     if kind is ById:
         assert isinstance(locator, ById)
         entry_id, on_list = locator.entry_id, locator.list_number
-        if type(entry_id) is not bytes or len(entry_id) != 12 or on_list is not None:
+        if on_list is None:
+            if type(entry_id) is not bytes or len(entry_id) != 12:
+                v.check_locator(locator, list_count)
+            return b"i\xff\xff=" + entry_id
+        if (
+            type(entry_id) is not bytes
+            or len(entry_id) != 12
+            or type(on_list) is not int
+            or not 0 <= on_list < list_count
+        ):
             v.check_locator(locator, list_count)
-        number = _NO_LIST if on_list is None else on_list
-        return b"i" + number.to_bytes(2, "big") + b"=" + entry_id
+        return b"i" + on_list.to_bytes(2, "big") + b"=" + entry_id
     v.check_locator(locator, list_count)
     if kind is Tail:
         assert isinstance(locator, Tail)

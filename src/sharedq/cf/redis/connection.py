@@ -59,6 +59,11 @@ SCAN_PAGE = 128
 WAIT_SLICE = 2.0
 
 _TAIL = Position.TAIL
+#: options() of a move to a new key with version 0, secondary key unchanged.
+_REKEY_TO_VERSION_0 = (codec.NEW_KEY | codec.SET_VERSION).to_bytes(2, "big")
+_ZERO_VERSION = bytes(8)
+#: options() of a delete whose caller does not want the data back.
+_WITHOUT_DATA = codec.WITHOUT_DATA.to_bytes(2, "big")
 _change = partial(tuple.__new__, Change)
 _entry = partial(tuple.__new__, ListEntry)
 
@@ -152,6 +157,52 @@ class RedisListStructure(ListStructure):
         not_locked: Iterable[int] = (),
         ignore_limit: bool = False,
     ) -> Change:
+        spec, elements = self._write_spec(
+            list_number,
+            key,
+            data,
+            adjunct,
+            secondary_key,
+            entry_id,
+            version,
+            position,
+            expect_authority,
+            ignore_limit,
+        )
+        if not_locked:
+            locks = v.check_locks(not_locked, self._lock_count)
+            args = [self._changer(), spec, data, *locks]
+        else:
+            args = [self._changer(), spec, data]
+        seq: int = self._run(scripts.WRITE, self._key, args)
+        entry: ListEntry = _entry(
+            (
+                seq.to_bytes(12, "big") if entry_id is None else entry_id,
+                list_number,
+                key,
+                data,
+                adjunct,
+                secondary_key,
+                version,
+                elements,
+            )
+        )
+        return _change((seq, entry))
+
+    def _write_spec(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes,
+        adjunct: bytes,
+        secondary_key: bytes | None,
+        entry_id: bytes | None,
+        version: int,
+        position: Position,
+        expect_authority: int | None,
+        ignore_limit: bool,
+    ) -> tuple[bytes, int]:
+        """A write's arguments checked (as the memory backend checks them) and packed."""
         if type(list_number) is not int or not 0 <= list_number < self._list_count:
             v.check_list(list_number, self._list_count)
         if type(key) is not bytes or len(key) != 16:
@@ -183,13 +234,57 @@ class RedisListStructure(ListStructure):
             secondary_key,
             entry_id,
         )
+        return spec, elements
+
+    def write_and_rekey(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes = b"",
+        *,
+        adjunct: bytes = b"",
+        secondary_key: bytes | None = None,
+        entry_id: bytes | None = None,
+        version: int = 0,
+        position: Position = Position.TAIL,
+        expect_authority: int | None = None,
+        not_locked: Iterable[int] = (),
+        ignore_limit: bool = False,
+        new_key: bytes,
+        new_secondary_key: bytes | Unchanged | None = UNCHANGED,
+        set_version: int | None = None,
+    ) -> tuple[Change, Change]:
+        if type(new_key) is not bytes or len(new_key) != 16:
+            v.check_key(new_key, "new key")
+        if new_secondary_key is not UNCHANGED:
+            v.check_secondary_key(new_secondary_key)
+        if set_version is not None:
+            v.check_version_update(set_version, False)
+        spec, elements = self._write_spec(
+            list_number,
+            key,
+            data,
+            adjunct,
+            secondary_key,
+            entry_id,
+            version,
+            position,
+            expect_authority,
+            ignore_limit,
+        )
+        if set_version == 0 and new_secondary_key is UNCHANGED:
+            rekey = _REKEY_TO_VERSION_0 + new_key + _ZERO_VERSION  # a put out of syncpoint
+        else:
+            rekey = options(
+                new_key=new_key, new_secondary_key=new_secondary_key, set_version=set_version
+            )
         if not_locked:
             locks = v.check_locks(not_locked, self._lock_count)
-            args = [self._changer(), spec, data, *locks]
+            args = [self._changer(), spec, data, rekey, *locks]
         else:
-            args = [self._changer(), spec, data]
-        seq: int = self._run(scripts.WRITE, self._key, args)
-        entry: ListEntry = _entry(
+            args = [self._changer(), spec, data, rekey]
+        seq: int = self._run(scripts.WRITE_REKEY, self._key, args)
+        written: ListEntry = _entry(
             (
                 seq.to_bytes(12, "big") if entry_id is None else entry_id,
                 list_number,
@@ -201,7 +296,19 @@ class RedisListStructure(ListStructure):
                 elements,
             )
         )
-        return _change((seq, entry))
+        moved: ListEntry = _entry(
+            (
+                written[0],
+                list_number,
+                new_key,
+                data,
+                adjunct,
+                secondary_key if new_secondary_key is UNCHANGED else new_secondary_key,
+                version if set_version is None else set_version,
+                elements,
+            )
+        )
+        return _change((seq, written)), _change((seq + 1, moved))
 
     def read(self, locator: Locator) -> ListEntry | None:
         reply = self._run(
@@ -270,12 +377,17 @@ class RedisListStructure(ListStructure):
         expect_version: int | None = None,
         expect_authority: int | None = None,
         not_locked: Iterable[int] = (),
+        with_data: bool = True,
     ) -> Change | None:
         found = pack_locator(locator, self._list_count)
         if expect_version is None and expect_authority is None:
-            spec = NO_OPTIONS
+            spec = NO_OPTIONS if with_data else _WITHOUT_DATA
         else:
-            spec = options(expect_version=expect_version, expect_authority=expect_authority)
+            spec = options(
+                expect_version=expect_version,
+                expect_authority=expect_authority,
+                without_data=not with_data,
+            )
         args: list[bytes | int] = [self._changer(), found, spec]
         if not_locked:
             args.extend(v.check_locks(not_locked, self._lock_count))

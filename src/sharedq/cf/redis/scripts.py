@@ -85,6 +85,7 @@ REQUESTS = (
     "user",
     "users",
     "write",
+    "write_rekey",
 )
 LIBRARY, SOURCE = build_library(REQUESTS)
 _DIGEST = LIBRARY.removeprefix("sharedq_")
@@ -124,3 +125,4 @@ UPDATE = _fn("update")
 USER = _fn("user")
 USERS = _fn("users")
 WRITE = _fn("write")
+WRITE_REKEY = _fn("write_rekey")

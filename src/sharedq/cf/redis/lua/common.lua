@@ -458,9 +458,10 @@ end
 
 -- Options of move, delete and update: flags(2), then the fields the flags announce, in
 -- this order: new key(16), version to set(8), expected version(8), expected
--- authority(8), new secondary key (the rest).  codec.py packs them.
+-- authority(8), new secondary key (the rest).  codec.py packs them.  Flag 1024 (a
+-- delete's): the reply carries no data.
 local NO_OPTIONS = {version = '', head = false, ignore_limit = false,
-                    increment_authority = false}
+                    increment_authority = false, without_data = false}
 
 local function options(s, at)
   local flags = from_be2(s, at)
@@ -468,7 +469,8 @@ local function options(s, at)
   at = at + 2
   local o = {version = '', head = bit.band(flags, 128) ~= 0,
              ignore_limit = bit.band(flags, 256) ~= 0,
-             increment_authority = bit.band(flags, 512) ~= 0}
+             increment_authority = bit.band(flags, 512) ~= 0,
+             without_data = bit.band(flags, 1024) ~= 0}
   if bit.band(flags, 1) ~= 0 then
     o.key = string.sub(s, at, at + 15)
     at = at + 16

@@ -1,4 +1,5 @@
--- delete: delete the located entry; the reply carries it as it was (record, data).
+-- delete: delete the located entry; the reply carries it as it was (record, data: none
+-- if the options say so).
 -- ARGV[2]: packed locator.  ARGV[3]: options (see options()).  ARGV[4..]: lock numbers.
 local done = recorded()
 if done then return done end
@@ -15,7 +16,8 @@ check_version(r, o.expect_version)
 check_conditions(4, #ARGV, list, o.expect_authority, l[LIST_AUTHORITY])
 local seq = c[SEQ] + 1
 local elements = rec_elements(r)
-local data = rec_data(r)
+local data = ''
+if not o.without_data then data = rec_data(r) end
 keep_old(r, true)
 unplace(r, l[LIST_MONITORS] > 0)
 redis.call('HDEL', E, rec_id(r))
