@@ -229,24 +229,12 @@ class StructureAccess:
             )
             assert moved is not None
             return written, moved
+        # No journal records here (see above): nothing to note.
         pair: tuple[Change, Change] = (
             self.conn.write_and_rekey(list_number, key, data, **options, **rekey)
             if self.gate is None
             else self._gated("write_and_rekey", list_number, key, data, **options, **rekey)
         )
-        if self._journaling:
-            uow_id = _uow_id(uow)
-            journal = self._journal
-            journal.changed(
-                ChangeNote(
-                    kind, self.name, "write", pair[0], options, queue, uow_id, persistent, msg_id
-                )
-            )
-            journal.changed(
-                ChangeNote(
-                    then, self.name, "move", pair[1], rekey, queue, uow_id, persistent, msg_id
-                )
-            )
         return pair
 
     def move(
