@@ -48,6 +48,7 @@ __all__ = [
     "capacity_summary",
     "check_headroom",
     "command",
+    "headroom_option",
     "overflow_threshold",
     "recommend",
     "run",
@@ -436,20 +437,24 @@ def capacity_summary(recs: list[Recommendation], headroom: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _headroom_option(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+def _checked_headroom(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
     check_headroom(value)
     return value
 
 
-@job_command("capacity")
-@click.option(
+#: ``--headroom``, checked before Spark starts (the capacity and report commands).
+headroom_option = click.option(
     "--headroom",
     type=float,
     default=DEFAULT_HEADROOM,
     show_default=True,
-    callback=_headroom_option,
+    callback=_checked_headroom,
     help="per cent to add to the peaks when sizing",
 )
+
+
+@job_command("capacity")
+@headroom_option
 def capacity_job(ctx: JobContext, headroom: float = DEFAULT_HEADROOM) -> JobResult:
     """Peak list entries and data elements per structure, and the structure size and
     overflow threshold (OVFLWMAX) recommended for them with HEADROOM per cent to spare."""

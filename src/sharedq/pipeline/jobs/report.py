@@ -26,6 +26,7 @@ from sharedq.pipeline import charts
 from sharedq.pipeline.cli_support import job_command
 from sharedq.pipeline.html_report import Chart, Section, write_report
 from sharedq.pipeline.job import JobContext, JobResult
+from sharedq.pipeline.jobs.capacity import headroom_option
 from sharedq.pipeline.sizing import DEFAULT_HEADROOM, check_headroom
 
 if TYPE_CHECKING:
@@ -239,11 +240,6 @@ def run(
     )
 
 
-def _headroom_option(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
-    check_headroom(value)
-    return value
-
-
 def _interval_option(
     _ctx: click.Context, _param: click.Parameter, value: float | None
 ) -> float | None:
@@ -258,14 +254,7 @@ def _interval_option(
 
 
 @job_command("report")
-@click.option(
-    "--headroom",
-    type=float,
-    default=DEFAULT_HEADROOM,
-    show_default=True,
-    callback=_headroom_option,
-    help="capacity: per cent to add to the peaks",
-)
+@headroom_option
 @click.option(
     "--interval",
     type=float,

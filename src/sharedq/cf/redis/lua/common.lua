@@ -400,6 +400,43 @@ local function check_limit(list, l, ignore)
   end
 end
 
+-- A new entry may be written (write, write_rekey): its id is free, the conditions hold
+-- (locks from ARGV[first_lock]; flag 4: the list's authority as the spec expects), its
+-- list is below its limit (flag 2 ignores it) and the structure has room.
+local function check_new_entry(spec, list, flags, elements, id, c, l, first_lock)
+  if id ~= '' and redis.call('HEXISTS', E, id) == 1 then
+    fail(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use')
+  end
+  if bit.band(flags, 4) ~= 0 then
+    check_conditions(first_lock, #ARGV, list, from_be(string.sub(spec, 29, 36)),
+      l[LIST_AUTHORITY])
+  elseif #ARGV >= first_lock then
+    check_conditions(first_lock, #ARGV, list, nil, nil)
+  end
+  check_limit(list, l, bit.band(flags, 2) ~= 0)
+  if c[ENTRIES] >= c[MAX_ENTRIES] then
+    fail(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has all ' .. int(c[MAX_ENTRIES])
+      .. ' entries in use')
+  end
+  if c[ELEMENTS] + elements > c[MAX_ELEMENTS] then
+    fail(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has ' .. int(c[ELEMENTS])
+      .. ' of ' .. int(c[MAX_ELEMENTS]) .. ' elements in use; ' .. elements
+      .. ' more do not fit')
+  end
+end
+
+-- Store a new entry's record.  A generated id is new unless a caller chose one of that
+-- shape: HSETNX checks that and, when it holds, is the first write.
+local function store_new_entry(id, r, generated)
+  if generated then
+    if redis.call('HSETNX', E, id, r) == 0 then
+      fail(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use')
+    end
+  else
+    redis.call('HSET', E, id, r)
+  end
+end
+
 -- -- locating ------------------------------------------------------------------------
 
 -- The record a locator finds, or nil for a positional miss.  kind: 'i' id (arg; list
