@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sharedq.log.codec import gc_paused
@@ -35,8 +36,16 @@ from sharedq.log.segment import SeqRanges, seq_ranges
 _META_PREFIX = "sharedq.log."
 _VERSION_COLUMN = FIELD_NAMES.index("version")
 _TIME_COLUMN = FIELD_NAMES.index("time_us")
-_SIGN = 2**63
 _WRAP = 2**64
+#: A record as one Arrow struct, its version unsigned: pyarrow converts the record
+#: tuples row by row in C++, several times faster than building each column from
+#: Python lists, and the version's int64 form is then a reinterpreting cast.
+_ROW_TYPE = pa.struct(
+    [
+        pa.field(f.name, pa.uint64() if index == _VERSION_COLUMN else f.arrow_type)
+        for index, f in enumerate(FIELDS)
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -58,14 +67,9 @@ class DatasetMeta:
 
 def records_to_table(records: list[LogRecord]) -> pa.Table:
     """An Arrow table of ``records`` in :data:`ARROW_SCHEMA` (versions as int64)."""
-    columns: list[Any] = list(zip(*records, strict=True)) if records else [()] * len(FIELDS)
-    arrays = []
-    for index, field in enumerate(FIELDS):
-        values = columns[index]
-        if index == _VERSION_COLUMN:
-            values = [v - _WRAP if v is not None and v >= _SIGN else v for v in values]
-        arrays.append(pa.array(values, type=field.arrow_type))
-    return pa.Table.from_arrays(arrays, schema=ARROW_SCHEMA)
+    columns = pa.array(records, type=_ROW_TYPE).flatten()
+    columns[_VERSION_COLUMN] = pc.cast(columns[_VERSION_COLUMN], pa.int64(), safe=False)
+    return pa.Table.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
 def table_to_records(table: pa.Table) -> list[LogRecord]:

@@ -102,7 +102,8 @@ def stage_log(pairs: list[PairInput], work_dir: str | Path) -> StagedLog:
         stream = LogStream.open_existing(pair.log)
         sources = stream.sources()
         target = staged / f"{pair.name}.parquet"
-        pq.write_table(records_to_table(sources.staging), target)
+        # Scratch, read once by the next job: not worth compressing.
+        pq.write_table(records_to_table(sources.staging), target, compression="none")
         paths.append(str(target))
         paths.extend(str(p) for p in sources.datasets)
         for structure, point in sources.retention.items():

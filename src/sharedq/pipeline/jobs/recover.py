@@ -1,7 +1,7 @@
 """``sharedq pipeline recover``: a structure's image at the end of the log, or at a point.
 
 "What was on queue X at 10:42?": the newest valid SRDS at or before the point, plus the
-log after it, folded with DataFrame operations
+log after it, folded in one Spark job
 (:mod:`sharedq.pipeline.transforms.recover`).  The result equals, object for object,
 what the servers' own recovery computes from the same SRDS and records
 (:mod:`sharedq.pipeline.inprocess` decides which those are, for both).
@@ -14,7 +14,6 @@ list_number, position, entry_id, key, secondary_key, version, adjunct, data) and
 from __future__ import annotations
 
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
@@ -25,7 +24,6 @@ import click
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Observation
-from pyspark.sql import functions as F
 
 from sharedq.log import LogStream
 from sharedq.pipeline.cli_support import job_command
@@ -36,7 +34,7 @@ from sharedq.pipeline.sources import PairInput, log_frame, read_srds, stage_log
 from sharedq.pipeline.transforms import recover as T
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row
+    from pyspark.sql import DataFrame
 
 #: The ``lists`` table's schema, as Spark writes it (every column nullable).
 _LISTS_SCHEMA = pa.schema(
@@ -73,8 +71,7 @@ def run(
         rows = T.targets_at_time(log, [name for _, name in targets], at_us).collect()
         by_time = {r.structure: int(r.target_seq or 0) for r in rows}
     entries: list[DataFrame] = []
-    touched: list[DataFrame] = []
-    plans: list[tuple[str, ImageChoice, int | None]] = []
+    plans: list[_Plan] = []
     for pair, name in targets:
         target = at_seq
         if at_us is not None:
@@ -88,29 +85,29 @@ def run(
             if image.slot is not None
             else None
         )
-        nets = T.net_changes(changes, image_rows)
+        # The records applied are counted while the fold reads them.
+        applied = Observation(f"sharedq_recover_{len(plans)}")
+        nets = T.net_changes(changes.observe(applied, *T.applied_metrics()), image_rows)
         entries.append(T.recovered_entries(name, nets, list_size=True))
-        touched.append(T.list_changes(changes).select(F.lit(name).alias("structure"), "*"))
-        plans.append((name, image, target))
+        plans.append(_Plan(name, image, target, changes, applied))
     out = ctx.job_dir("recover")
-    # One small aggregation gives every structure's list controls and records applied
-    # (a row per list touched), run beside the entries' write, whose stages leave cores
-    # idle; the entries per list are counted while they are written.
+    # The entries per list are counted while they are written.
     sizes = Observation("sharedq_recover_lists")
     entries_frame = _union(entries).observe(sizes, T.list_sizes_metric()).select(*T.ENTRY_COLUMNS)
-    ctx.step("folding the log, writing the entries; list controls beside")
-    with ThreadPoolExecutor(1, thread_name_prefix="sharedq-recover") as pool:
-        touched_rows = pool.submit(_union(touched).collect)
-        entries_path = write_table(entries_frame, out / "entries")
-        controls: dict[str, list[Row]] = {name: [] for name, _, _ in plans}
-        for row in touched_rows.result():
-            controls[row.structure].append(row)
+    ctx.step("folding the log, writing the entries")
+    entries_path = write_table(entries_frame, out / "entries")
+    counts = {plan.name: _Applied.of(plan.applied.get) for plan in plans}
     ctx.step("writing the list controls")
     lists_path = _write_lists(
         [
             row
-            for name, image, _ in plans
-            for row in T.recovered_lists(name, _base_lists(image), controls[name])
+            for plan in plans
+            for row in T.recovered_lists(
+                plan.name,
+                _base_lists(plan.image),
+                # Few logs change list controls after the image: only those are read again.
+                T.list_changes(plan.changes).collect() if counts[plan.name].touches else [],
+            )
         ],
         out / "lists",
     )
@@ -118,15 +115,12 @@ def run(
     per_list: dict[str, dict[int, int]] = {}
     for item in sizes.get["lists"] or []:
         per_list.setdefault(item["structure"], {})[int(item["list_number"])] = int(item["entries"])
-    counts = {name: _Applied.of(rows) for name, rows in controls.items()}
     figures: dict[str, Any] = {
         "entries": sum(sum(v.values()) for v in per_list.values()),
         "records_applied": sum(c.records for c in counts.values()),
-        "image_seq": {
-            name: image.seq if image.slot is not None else None for name, image, _ in plans
-        },
-        "target_seq": {name: target for name, _, target in plans},
-        "structures": [name for name, _, _ in plans],
+        "image_seq": {p.name: p.image.seq if p.image.slot is not None else None for p in plans},
+        "target_seq": {p.name: p.target for p in plans},
+        "structures": [p.name for p in plans],
     }
     summary = _summary(plans, counts, per_list, at_seq, at_time)
     return JobResult(
@@ -138,22 +132,35 @@ def run(
 
 
 @dataclass(frozen=True)
+class _Plan:
+    """One structure's recovery: its image, its target and its change records."""
+
+    name: str
+    image: ImageChoice
+    target: int | None
+    changes: DataFrame
+    applied: Observation
+
+
+@dataclass(frozen=True)
 class _Applied:
-    """The change records applied to one structure: how many, the first and last seq."""
+    """The change records applied to one structure: how many, the first and last seq,
+    and how many changed list controls."""
 
     records: int
     first_seq: int | None
     last_seq: int | None
+    touches: int
 
     @classmethod
-    def of(cls, rows: list[Row]) -> _Applied:
-        """From the structure's :func:`~sharedq.pipeline.transforms.recover.list_changes` rows."""
-        firsts = [int(r.first_seq) for r in rows if r.first_seq is not None]
-        lasts = [int(r.last_seq) for r in rows if r.last_seq is not None]
+    def of(cls, metrics: dict[str, Any]) -> _Applied:
+        """From the observed :func:`~sharedq.pipeline.transforms.recover.applied_metrics`."""
+        first, last = metrics.get("first_seq"), metrics.get("last_seq")
         return cls(
-            sum(int(r.records) for r in rows),
-            min(firsts, default=None),
-            max(lasts, default=None),
+            int(metrics.get("records") or 0),
+            None if first is None else int(first),
+            None if last is None else int(last),
+            int(metrics.get("touches") or 0),
         )
 
 
@@ -235,7 +242,7 @@ def _union(frames: list[DataFrame]) -> DataFrame:
 
 
 def _summary(
-    plans: list[tuple[str, ImageChoice, int | None]],
+    plans: list[_Plan],
     applied: dict[str, _Applied],
     per_list: dict[str, dict[int, int]],
     at_seq: int | None,
@@ -247,7 +254,8 @@ def _summary(
     if at_time is not None:
         point.append(f"time {at_time}")
     lines = [f"recover: structures at {' and '.join(point) or 'the end of the log'}", ""]
-    for name, image, target in plans:
+    for plan in plans:
+        name, image, target = plan.name, plan.image, plan.target
         row = applied.get(name)
         records = row.records if row is not None else 0
         last = row.last_seq if row is not None else None

@@ -1,6 +1,6 @@
 """The ``recover`` job's transformations: a structure's image at a point, as DataFrames.
 
-These reproduce, with DataFrame operations only, what structure recovery does in
+These reproduce, with Spark SQL over DataFrames only, what structure recovery does in
 process (:mod:`sharedq.recovery.restore`: load the SRDS, then
 :func:`sharedq.log.replay.replay`, which folds the log into each entry's *net* change):
 
@@ -21,18 +21,18 @@ process (:mod:`sharedq.recovery.restore`: load the SRDS, then
 
 Each function takes and returns DataFrames; reading the log and the SRDS, choosing
 the image and writing are the job's (:mod:`sharedq.pipeline.jobs.recover`).  No Python
-UDF runs and nothing is collected: the fold is one hash-partitioned aggregation per
-entry id.
+UDF runs and nothing is collected: the fold is one aggregation per entry id (partial
+in each task before the shuffle, so that a consumed message's data never crosses it)
+and one window per list.  The fold and the placement are written in Spark SQL: one
+statement is analysed in one call, where the same plan built column by column took
+thousands of calls through Py4J, a second of driver time per run.
 """
 
 from __future__ import annotations
 
-from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import DecimalType, LongType
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Row
@@ -40,9 +40,9 @@ if TYPE_CHECKING:
 WRITE, MOVE, DELETE, UPDATE, CONTROLS, NONE = 1, 2, 3, 4, 5, 127
 #: ``limit`` of a list-controls record meaning "no limit".
 LIMIT_NONE = -1
-_U64 = Decimal(2**64)
-_MAX_VERSION = Decimal(2**64 - 1)
-_I64_MAX = Decimal(2**63 - 1)
+_U64 = 2**64
+_MAX_VERSION = 2**64 - 1
+_I64_MAX = 2**63 - 1
 #: The columns of the ``entries`` table, in order.
 ENTRY_COLUMNS = (
     "structure",
@@ -102,192 +102,138 @@ def image_entries(srds_rows: DataFrame, structure: str) -> DataFrame:
     )
 
 
-def _last(condition: Column, *fields: Column) -> Column:
-    """The named fields of the latest record (highest seq) that meets ``condition``."""
-    return F.max(F.when(condition, F.struct(F.col("seq").alias("s"), *fields)))
-
-
-#: ``op`` of the pseudo-record that stands for an image entry in :func:`net_changes`.
+#: ``op`` of the pseudo-record that stands for an image entry in the fold.
 IMAGE = 0
-#: Its ``seq``: below every change's.
-_IMAGE_SEQ = -1
-#: The columns of a change record the fold reads, with the image entry's position.
-_FOLD_COLUMNS = (
-    "entry_id",
-    "seq",
-    "op",
-    "list_number",
-    "at_head",
-    "key",
-    "secondary_key",
-    "set_secondary_key",
-    "data",
-    "adjunct",
-    "version",
-    "increment_version",
-    "_img_position",
+
+#: The change records the fold reads, and the image's entries as pseudo-records: one
+#: per entry, op IMAGE, seq -1 (before every change), setting the entry's key,
+#: secondary key, data, adjunct and version, and placing it where the image has it.
+_RECORDS = """
+  SELECT entry_id, seq, op, list_number, at_head, key, secondary_key, set_secondary_key,
+         data, adjunct, version, increment_version, CAST(NULL AS BIGINT) AS img_position
+  FROM {changes} WHERE op IN (1, 2, 3, 4) AND entry_id IS NOT NULL
+"""
+_IMAGE_RECORDS = """
+  UNION ALL
+  SELECT entry_id, -1L, CAST(0 AS TINYINT), list_number, CAST(NULL AS BOOLEAN), key,
+         secondary_key, true, data, adjunct, version, CAST(NULL AS BOOLEAN), position
+  FROM {image}
+"""
+
+
+def _records(changes: DataFrame, image: DataFrame | None) -> tuple[str, dict[str, Any]]:
+    """The fold's input as SQL text, and the DataFrames it names."""
+    if image is None:
+        return _RECORDS, {"changes": changes}
+    return _RECORDS + _IMAGE_RECORDS, {"changes": changes, "image": image}
+
+
+#: One aggregation per entry id.  Every "last record of a kind" is the ``max`` of a
+#: struct led by the seq; a delete counts as the last record of every kind and blanks
+#: the key, data and adjunct, so that the partial aggregation each task runs before
+#: the shuffle (a message's put, read and delete lie close in the log, in one task)
+#: reduces a consumed message to a few numbers: its data never crosses the shuffle.
+#: Version increments are rare: their seqs are collected, and those after the last
+#: record that set the version are counted.
+_FOLD = """
+WITH flagged AS (
+  SELECT *, coalesce(set_secondary_key, false) AS skey_set, op = 3 AS gone
+  FROM ({records})
 )
-
-
-def _image_records(image: DataFrame) -> DataFrame:
-    """The image's entries (:func:`image_entries`) as pseudo-records: one per entry, op
-    :data:`IMAGE`, before every change, setting the entry's key, secondary key, data,
-    adjunct and version, and placing it where the image has it."""
-    return image.select(
-        "entry_id",
-        F.lit(_IMAGE_SEQ).cast(LongType()).alias("seq"),
-        F.lit(IMAGE).cast("tinyint").alias("op"),
-        F.col("list_number").cast("int").alias("list_number"),
-        F.lit(None).cast("boolean").alias("at_head"),
-        "key",
-        "secondary_key",
-        F.lit(True).alias("set_secondary_key"),
-        "data",
-        "adjunct",
-        F.col("version").cast(LongType()).alias("version"),
-        F.lit(None).cast("boolean").alias("increment_version"),
-        F.col("position").cast(LongType()).alias("_img_position"),
-    )
+SELECT entry_id,
+  CAST(MAX(seq * 8 + op) % 8 AS TINYINT) AS last_op,
+  MAX(CASE WHEN op IN (1, 2) THEN struct(seq AS s, list_number, at_head AS head) END) AS place,
+  MAX(CASE WHEN op = 0 THEN struct(list_number, img_position AS position) END) AS img,
+  MAX(CASE WHEN (op IN (1, 2) AND key IS NOT NULL) OR op = 0 OR gone
+      THEN struct(seq AS s, key AS v) END).v AS key,
+  MAX(CASE WHEN op IN (0, 1) OR (op = 2 AND skey_set) OR gone
+      THEN struct(seq AS s, CASE WHEN skey_set AND NOT gone THEN secondary_key END AS v) END).v
+    AS secondary_key,
+  MAX(CASE WHEN op IN (0, 1) OR (op = 4 AND data IS NOT NULL) OR gone
+      THEN struct(seq AS s, CASE WHEN NOT gone THEN coalesce(data, X'') END AS v) END).v
+    AS data,
+  MAX(CASE WHEN op IN (0, 1) OR (op = 4 AND adjunct IS NOT NULL) OR gone
+      THEN struct(seq AS s, CASE WHEN NOT gone THEN coalesce(adjunct, X'') END AS v) END).v
+    AS adjunct,
+  MAX(CASE WHEN op IN (0, 1) OR (op IN (2, 4) AND version IS NOT NULL)
+      THEN struct(seq AS s, coalesce(version, 0L) AS v) END) AS ver,
+  collect_list(CASE WHEN op IN (2, 4) AND version IS NULL AND increment_version THEN seq END)
+    AS inc_seqs
+FROM flagged GROUP BY entry_id
+"""
 
 
 def net_changes(changes: DataFrame, image: DataFrame | None = None) -> DataFrame:
     """Each entry's net change over the image and ``changes``, one row per entry id.
 
     ``image`` (:func:`image_entries`; ``None``: no image) enters as one pseudo-record
-    per entry (op :data:`IMAGE`, seq -1) in the same fold as the change records, so that
-    the image and the log meet in one shuffle, not a join.
+    per entry (op :data:`IMAGE`, seq -1) in the same aggregation as the change records,
+    so that the image and the log meet in one shuffle, not a join.
 
-    Columns: ``entry_id``; ``last_op`` (of the last change; :data:`IMAGE` when only the
-    image has the entry); ``place`` (s, list_number, head) of its last write or move;
-    ``img`` (s, list_number, position) where the image has it; ``key_rec``;
-    ``skey_rec``; ``data_rec``; ``adj_rec``; ``ver_rec`` (s, v) of the last record that
-    set the version (the image's counts), and ``incs``, the increments after it.  A
-    struct is null when no record of its kind counts.
-
-    Most of a queue's log is messages put, read and deleted.  The records are
-    partitioned by entry id once; a window over each entry's records (the same sort
-    serves it and the aggregation) finds its last record and its last version-setting
-    one, and of an entry whose last record is a delete only that record goes on to the
-    fold (``last_op`` 3, every other field null), so that the fold, which carries keys
-    and data, sees a small share of the log.
+    Columns: ``entry_id``; ``last_op`` (of its last record; :data:`IMAGE` when only the
+    image has the entry; 3 when it is deleted, and then the other columns say nothing);
+    ``place`` (s, list_number, head) of its last write or move; ``img`` (list_number,
+    position) where the image has it; ``key``; ``secondary_key``; ``data``;
+    ``adjunct``; ``ver`` (s, v) of its last record that set the version;
+    ``inc_seqs``, the seqs of its ``increment_version`` records.  ``place``, ``img``
+    and ``ver`` are null when no record of the kind counts.
     """
-    op = F.col("op")
-    records = changes.where(
-        op.isin(WRITE, MOVE, DELETE, UPDATE) & F.col("entry_id").isNotNull()
-    ).select(*_FOLD_COLUMNS[:-1], F.lit(None).cast(LongType()).alias("_img_position"))
-    if image is not None:
-        records = records.unionByName(_image_records(image))
-    is_image = op == IMAGE
-    versioned = (op == WRITE) | (op.isin(MOVE, UPDATE) & F.col("version").isNotNull()) | is_image
-    increment = op.isin(MOVE, UPDATE) & F.col("version").isNull() & F.col("increment_version")
-    by_entry = Window.partitionBy("entry_id")
-    # seq * 8 + op orders an entry's records as seq does (one record per seq and entry).
-    rank = F.col("seq") * 8 + op.cast(LongType())
-    marked = records.select(
-        *_FOLD_COLUMNS,
-        F.max(rank).over(by_entry).alias("_last"),
-        F.max(F.when(versioned, F.col("seq"))).over(by_entry).alias("_ver_seq"),
-    ).where((F.col("_last") % 8 != DELETE) | (rank == F.col("_last")))
-    placed = op.isin(WRITE, MOVE)
-    skey_set = F.coalesce(F.col("set_secondary_key"), F.lit(False))
-    after_version = F.col("_ver_seq").isNull() | (F.col("seq") > F.col("_ver_seq"))
-    return marked.groupBy("entry_id").agg(
-        # -8 % 8 is 0: IMAGE for an entry only the image has.
-        (F.max("_last") % 8).cast("tinyint").alias("last_op"),
-        _last(
-            placed, F.col("list_number").alias("list_number"), F.col("at_head").alias("head")
-        ).alias("place"),
-        _last(
-            is_image,
-            F.col("list_number").alias("list_number"),
-            F.col("_img_position").alias("position"),
-        ).alias("img"),
-        _last((placed & F.col("key").isNotNull()) | is_image, F.col("key").alias("v")).alias(
-            "key_rec"
-        ),
-        _last(
-            (op == WRITE) | ((op == MOVE) & skey_set) | is_image,
-            F.when(skey_set, F.col("secondary_key")).alias("v"),
-        ).alias("skey_rec"),
-        _last(
-            (op == WRITE) | ((op == UPDATE) & F.col("data").isNotNull()) | is_image,
-            F.coalesce(F.col("data"), F.lit(b"")).alias("v"),
-        ).alias("data_rec"),
-        _last(
-            (op == WRITE) | ((op == UPDATE) & F.col("adjunct").isNotNull()) | is_image,
-            F.coalesce(F.col("adjunct"), F.lit(b"")).alias("v"),
-        ).alias("adj_rec"),
-        _last(versioned, F.coalesce(F.col("version"), F.lit(0).cast(LongType())).alias("v")).alias(
-            "ver_rec"
-        ),
-        F.count(F.when(increment & after_version, True)).alias("incs"),
-    )
+    records, frames = _records(changes, image)
+    return changes.sparkSession.sql(_FOLD.replace("{records}", records), **frames)
 
 
-def _add_versions(version: Column, increments: Column) -> Column:
-    """``version + increments`` on the unsigned 64-bit versions stored as signed int64.
+def _add_versions(version: str, increments: str) -> str:
+    """``version + increments`` (SQL) on the unsigned 64-bit versions stored as int64.
 
     Saturates at 2**64-1, as ``move_entries`` does; entries without increments (all
     but a few) keep their value untouched.
     """
-    wide = DecimalType(21, 0)
-    unsigned = F.when(version < 0, version.cast(wide) + F.lit(_U64)).otherwise(version.cast(wide))
-    total = F.least(unsigned + increments.cast(wide), F.lit(_MAX_VERSION).cast(wide))
-    signed = F.when(total > F.lit(_I64_MAX), total - F.lit(_U64)).otherwise(total)
-    return F.when(increments == 0, version).otherwise(signed.cast(LongType()))
+    unsigned = (
+        f"CASE WHEN {version} < 0 THEN CAST({version} AS DECIMAL(21, 0)) + {_U64} "
+        f"ELSE CAST({version} AS DECIMAL(21, 0)) END"
+    )
+    total = f"least({unsigned} + {increments}, {_MAX_VERSION})"
+    signed = f"CASE WHEN {total} > {_I64_MAX} THEN {total} - {_U64} ELSE {total} END"
+    return f"CASE WHEN {increments} = 0 THEN {version} ELSE CAST({signed} AS BIGINT) END"
+
+
+#: Within a list, entries sort by key, then: head placements after the image (latest
+#: first), the image's entries not placed again (in SRDS order), tail placements.
+_ENTRIES = f"""
+WITH counted AS (
+  SELECT *, size(filter(inc_seqs, s -> s > coalesce(ver.s, -2L))) AS incs
+  FROM {{nets}} WHERE last_op != 3
+),
+placed AS (
+  SELECT coalesce(place.list_number, img.list_number) AS list_number, entry_id, key,
+    secondary_key, {_add_versions("ver.v", "incs")} AS version, adjunct, data,
+    CASE WHEN place.s IS NULL THEN 1 WHEN coalesce(place.head, false) THEN 0 ELSE 2 END
+      AS grp,
+    CASE WHEN place.s IS NULL THEN img.position
+         WHEN coalesce(place.head, false) THEN -place.s ELSE place.s END AS ord
+  FROM counted
+)
+SELECT CAST(:structure AS STRING) AS structure, list_number,
+  CAST(row_number() OVER (PARTITION BY list_number ORDER BY key, grp, ord) - 1 AS BIGINT)
+    AS position,
+  entry_id, key, secondary_key, version, adjunct, data
+  {{sizes}}
+FROM placed
+"""
 
 
 def recovered_entries(structure: str, nets: DataFrame, *, list_size: bool = False) -> DataFrame:
     """The structure's entries after the image and the net changes, with their positions.
 
     One row per entry (:data:`ENTRY_COLUMNS`); ``position`` is 0-based within the list.
-    ``nets`` (:func:`net_changes`, with the image) holds a row for every entry the image
-    or the changes have, deleted ones included (``last_op`` 3).  ``list_size``: a last
-    column, ``list_size``, the number of entries of the entry's list.
+    ``nets`` (:func:`net_changes`, with the image) holds a row for every entry the
+    image or the changes have, deleted ones included (``last_op`` 3).
+    ``list_size``: a last column, ``list_size``, the number of entries of the entry's
+    list.
     """
-    placed_at = F.col("place.s")
-    head = F.coalesce(F.col("place.head"), F.lit(False))
-    increments = F.coalesce(F.col("incs"), F.lit(0).cast(LongType()))
-    # Equal keys: head placements (latest first), the image's order, tail placements.
-    group = F.when(placed_at.isNull(), F.lit(1)).when(head, F.lit(0)).otherwise(F.lit(2))
-    within = (
-        F.when(placed_at.isNull(), F.col("img.position"))
-        .when(head, -placed_at)
-        .otherwise(placed_at)
-    )
-    list_number = F.coalesce(F.col("place.list_number"), F.col("img.list_number"))
-    order = Window.partitionBy("list_number").orderBy("key", "_grp", "_ord")
-    sizes = (
-        [F.count(F.lit(1)).over(Window.partitionBy("list_number")).alias("list_size")]
-        if list_size
-        else []
-    )
-    return (
-        nets.where(F.col("last_op") != DELETE)
-        .select(
-            F.lit(structure).alias("structure"),
-            list_number.alias("list_number"),
-            F.col("entry_id"),
-            F.col("key_rec.v").alias("key"),
-            F.col("skey_rec.v").alias("secondary_key"),
-            _add_versions(F.col("ver_rec.v"), increments).alias("version"),
-            F.coalesce(F.col("adj_rec.v"), F.lit(b"")).alias("adjunct"),
-            F.coalesce(F.col("data_rec.v"), F.lit(b"")).alias("data"),
-            group.alias("_grp"),
-            within.alias("_ord"),
-        )
-        .select(
-            "structure",
-            "list_number",
-            (F.row_number().over(order) - 1).cast(LongType()).alias("position"),
-            "entry_id",
-            "key",
-            "secondary_key",
-            "version",
-            "adjunct",
-            "data",
-            *sizes,
-        )
+    sizes = ", COUNT(1) OVER (PARTITION BY list_number) AS list_size" if list_size else ""
+    return nets.sparkSession.sql(
+        _ENTRIES.replace("{sizes}", sizes), args={"structure": structure}, nets=nets
     )
 
 
@@ -302,27 +248,45 @@ def list_sizes_metric() -> Column:
     ).alias("lists")
 
 
-def list_changes(changes: DataFrame) -> DataFrame:
-    """The changes' effect on list controls, and the records applied, in one aggregation.
-
-    One row per list a list-controls record or an update with ``increment_authority``
-    touched (``list_number``; ``limit``, the limit the last list-controls record that
-    set one set, ``-1`` for none, null when none did; ``bumps``, the authority
-    increments) and one row with ``list_number`` null for the other records; each row
-    with ``records``, ``first_seq`` and ``last_seq`` of its records.  At most a row
-    per list and one more, whatever the log's size.  Fixed-width buffers only (no
-    struct), so a hash aggregation over narrow columns.
-    """
+def _touches() -> Column:
+    """Whether a change record changes list controls: a list-controls record, or an
+    update that increments the list's authority."""
     op = F.col("op")
     bumps = F.coalesce(F.col("increment_authority"), F.lit(False))
-    touches = ((op == CONTROLS) | ((op == UPDATE) & bumps)) & F.col("list_number").isNotNull()
-    sets_limit = touches & (op == CONTROLS) & F.col("limit").isNotNull()
-    return changes.groupBy(F.when(touches, F.col("list_number")).alias("list_number")).agg(
-        F.max_by(F.col("limit"), F.when(sets_limit, F.col("seq"))).alias("limit"),
-        F.count(F.when(touches & bumps, True)).alias("bumps"),
+    return ((op == CONTROLS) | ((op == UPDATE) & bumps)) & F.col("list_number").isNotNull()
+
+
+def applied_metrics() -> list[Column]:
+    """Over a structure's change records (:func:`select_changes`): how many
+    (``records``), the first and last seq, and how many change list controls
+    (``touches``).  Fixed-width aggregates, observed while the fold reads the records."""
+    return [
         F.count(F.lit(1)).alias("records"),
         F.min("seq").alias("first_seq"),
         F.max("seq").alias("last_seq"),
+        F.count(F.when(_touches(), True)).alias("touches"),
+    ]
+
+
+def list_changes(changes: DataFrame) -> DataFrame:
+    """The changes' effect on list controls: one row per list a list-controls record or
+    an update with ``increment_authority`` touched.
+
+    ``list_number``; ``limit``, the limit the last list-controls record that set one
+    set, ``-1`` for none, null when none did; ``bumps``, the authority increments.  At
+    most a row per list, whatever the log's size.
+    """
+    op = F.col("op")
+    sets_limit = (op == CONTROLS) & F.col("limit").isNotNull()
+    return (
+        changes.where(_touches())
+        .groupBy("list_number")
+        .agg(
+            F.max_by(F.col("limit"), F.when(sets_limit, F.col("seq"))).alias("limit"),
+            F.count(F.when(F.coalesce(F.col("increment_authority"), F.lit(False)), True)).alias(
+                "bumps"
+            ),
+        )
     )
 
 
@@ -333,7 +297,7 @@ def recovered_lists(
 
     ``base`` holds every list of the structure, ``(list_number, limit, authority)``, as
     the image left them (a new structure: no limit, authority 0); ``touched`` the rows
-    of :func:`list_changes` (a handful: one per list touched).  List-controls records
+    of :func:`list_changes` (one per list touched).  List-controls records
     set the limit (``-1``: none) and add to the authority; updates may add to it too.
     """
     by_list = {int(r.list_number): r for r in touched if r.list_number is not None}
