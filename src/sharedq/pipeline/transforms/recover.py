@@ -25,7 +25,7 @@ UDF runs and nothing is collected: the fold is one aggregation per entry id (par
 in each task before the shuffle, so that a consumed message's data never crosses it)
 and one window per list.  The fold and the placement are written in Spark SQL: one
 statement is analysed in one call, where the same plan built column by column took
-thousands of calls through Py4J, a second of driver time per run.
+thousands of calls through Py4J, most of a second of driver time per run.
 """
 
 from __future__ import annotations
@@ -108,6 +108,7 @@ IMAGE = 0
 #: The change records the fold reads, and the image's entries as pseudo-records: one
 #: per entry, op IMAGE, seq -1 (before every change), setting the entry's key,
 #: secondary key, data, adjunct and version, and placing it where the image has it.
+#: In the SQL, ops are numbers: 0 IMAGE, 1 WRITE, 2 MOVE, 3 DELETE, 4 UPDATE.
 _RECORDS = """
   SELECT entry_id, seq, op, list_number, at_head, key, secondary_key, set_secondary_key,
          data, adjunct, version, increment_version, CAST(NULL AS BIGINT) AS img_position
