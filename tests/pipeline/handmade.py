@@ -73,6 +73,8 @@ SCRIPT: list[tuple[int, str, str, int, str, str]] = [
     (2200, "QM3", "put", 10, "Q1", "c1"),
     (2250, "QM3", "get", 10, "Q1", "c1"),
     (2300, "QM3", "commit-gets", 10, "Q1", "c1"),
+    # m11: QM3 died before its put's record reached the log; QM2 backed the put out
+    (2400, "QM2", "backout-puts", 11, "Q1", "c2"),
 ]
 #: The last record's time (a shutdown), ms after T0: the end of the log.
 END_MS = 2500
@@ -88,6 +90,7 @@ OUTCOMES = {
     8: "uncommitted",
     9: "locked",
     10: "consumed",
+    11: "backed-out-put",
 }
 
 

@@ -16,6 +16,7 @@ import os
 import signal
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
+from multiprocessing.synchronize import Barrier as BarrierType
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,7 +29,12 @@ WORKER_SILENCE_SECONDS = 120.0
 
 
 def worker_main(
-    url: str, output: str, number: int, plan: WorkloadPlan, events: Connection
+    url: str,
+    output: str,
+    number: int,
+    plan: WorkloadPlan,
+    events: Connection,
+    barrier: BarrierType,
 ) -> None:  # pragma: no cover - runs in a child process (its effects are tested)
     """One manager's process: connect, work, report each round, shut down cleanly."""
     facility = open_facility(url)
@@ -36,8 +42,14 @@ def worker_main(
     tally = ManagerTally()
 
     def checkpoint() -> None:
-        qm.checkpoint()
-        events.send(("checkpoint", qm.name))
+        # As in the threaded demo: everybody is mid-work when the first manager takes
+        # the checkpoint, and nobody reaches the crash round before it.  Killed before
+        # it, the victim's work would all lie below the SRDS, deleted from the log.
+        barrier.wait(timeout=WORKER_SILENCE_SECONDS)
+        if number == 1:
+            qm.checkpoint()
+            events.send(("checkpoint", qm.name))
+        barrier.wait(timeout=WORKER_SILENCE_SECONDS)
 
     try:
         work_rounds(
@@ -45,7 +57,7 @@ def worker_main(
             number - 1,
             plan,
             tally,
-            at_checkpoint=checkpoint if number == 1 else None,
+            at_checkpoint=checkpoint,
             on_round=lambda name: events.send(("round", name)),
         )
         qm.close()
@@ -70,11 +82,12 @@ def run_in_processes(
     result = WorkloadResult({name: ManagerTally() for name in names})
     processes = {}
     readers: dict[Connection, str] = {}
+    barrier = context.Barrier(len(names))
     for n, name in enumerate(names, start=1):
         reader, writer = context.Pipe(duplex=False)
         processes[name] = context.Process(
             target=worker_main,
-            args=(url, str(layout.output), n, plan, writer),
+            args=(url, str(layout.output), n, plan, writer, barrier),
             name=f"sharedq-demo-{name}",
             daemon=True,
         )
@@ -133,7 +146,8 @@ def _handle(
             result.crashed = name
     elif kind == "checkpoint":
         result.checkpoints += 1
-    elif kind == "done":
+    elif kind == "done" and not result.tallies[name].died:
+        # A victim that raced to the end before its kill landed still counts as killed.
         result.tallies[name] = event[2]
         running.discard(name)
     elif kind == "error":

@@ -26,7 +26,14 @@ from sharedq.log.errors import (
     log_error,
 )
 from sharedq.log.offload import OffloadResult
-from sharedq.log.reader import LogReader, LogSources, ReadFilter
+from sharedq.log.reader import (
+    DecodedSources,
+    LogReader,
+    LogSources,
+    ReadFilter,
+    SegmentDecoded,
+    StagingSegment,
+)
 from sharedq.log.records import (
     ARROW_SCHEMA,
     FIELDS,
@@ -53,6 +60,7 @@ __all__ = [
     "ChangeOp",
     "Damage",
     "DamageReason",
+    "DecodedSources",
     "Durability",
     "DurabilityMode",
     "Field",
@@ -78,6 +86,8 @@ __all__ = [
     "RecordType",
     "ReplayError",
     "ReplayResult",
+    "SegmentDecoded",
+    "StagingSegment",
     "StreamMismatch",
     "WriterClosed",
     "WriterInUse",

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_left
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import pyarrow as pa
 
@@ -92,6 +93,64 @@ class LogSources:
     datasets: list[Path]
     retention: dict[str, int]
     damage: list[Damage]
+
+
+T = TypeVar("T")
+U = TypeVar("U")
+
+
+@dataclass(frozen=True)
+class StagingSegment:
+    """A staging segment no data set held when the stream was listed.
+
+    ``may_be_writing``: the newest segment of a writer that is running, which may end
+    in the frame being appended at this moment (a torn last frame there is no damage).
+    """
+
+    writer: str
+    first_lsn: int
+    path: Path
+    may_be_writing: bool
+
+
+@dataclass(frozen=True)
+class SegmentDecoded(Generic[T]):
+    """What decoding one segment found (see :meth:`LogReader.decoded_sources`).
+
+    ``found``: False when the file was gone (offloaded or purged since listed);
+    ``damage``: where its sound frames end, if they end before the file does;
+    ``value``: what the decoder made of its records.
+    """
+
+    found: bool
+    damage: Damage | None
+    value: T
+
+
+@dataclass(frozen=True)
+class DecodedSources(Generic[T]):
+    """:class:`LogSources` with the staging segments decoded by the caller.
+
+    ``segments``: each segment no data set holds, with what its decoding produced; its
+    records are not filtered by retention (drop those below ``retention``, as for the
+    data sets).
+    """
+
+    segments: list[tuple[StagingSegment, T]]
+    datasets: list[Path]
+    retention: dict[str, int]
+    damage: list[Damage]
+
+
+@dataclass
+class _Listing:
+    """A listing of the stream's sources: the segments to read, the data sets seen so
+    far, the lsn ranges they hold per writer and the data set files already seen."""
+
+    segments: list[StagingSegment]
+    datasets: list[DatasetMeta]
+    covered: dict[str, list[tuple[int, int]]]
+    seen: set[Path]
 
 
 class LogReader:
@@ -188,7 +247,47 @@ class LogReader:
     def _sources(
         self, selection: ReadFilter, strict: bool
     ) -> tuple[list[list[LogRecord]], list[DatasetMeta]]:
-        """Read every wanted staging segment; list the wanted data sets (not read yet).
+        """Read every wanted staging segment; list the wanted data sets (not read yet)."""
+        listing = self._list_sources(selection, strict)
+        read: list[tuple[StagingSegment, list[LogRecord]]] = []
+        for segment in listing.segments:
+            records = self._read_segment(segment.path, segment.may_be_writing, strict)
+            if records is not None:  # (None: offloaded or purged since listed)
+                read.append((segment, records))
+        kept, datasets = self._settle(listing, read, selection, strict)
+        return [records for _, records in kept], datasets
+
+    def decoded_sources(
+        self, decode: Callable[[list[StagingSegment]], list[SegmentDecoded[T]]]
+    ) -> DecodedSources[T]:
+        """The stream's sources, with the staging segments decoded by ``decode``.
+
+        For a reader that decodes segments its own way, elsewhere or in parallel (the
+        Spark pipeline decodes them in its Python workers, each into a Parquet file).
+        ``decode`` gets every segment no data set held when listed, and returns, for
+        each in order, whether the file was still there, the damage it ends in and
+        what the decoding produced.  This reader keeps to its own rules as
+        :meth:`sources` does: damage is reported (except a torn last frame of the
+        segment a live writer is appending to), and a segment that a data set written
+        meanwhile holds is dropped in favour of the data set.
+        """
+        self.damage = []
+        points = self._retention.load()
+        selection = ReadFilter()
+        listing = self._list_sources(selection, strict=False)
+        read: list[tuple[StagingSegment, T]] = []
+        results = decode(listing.segments)
+        for segment, result in zip(listing.segments, results, strict=True):
+            if not result.found:
+                continue  # offloaded or purged since listed
+            if result.damage is not None:
+                self._segment_damage(result.damage, segment.may_be_writing, strict=False)
+            read.append((segment, result.value))
+        kept, datasets = self._settle(listing, read, selection, strict=False)
+        return DecodedSources(kept, [m.path for m in datasets], points, list(self.damage))
+
+    def _list_sources(self, selection: ReadFilter, strict: bool) -> _Listing:
+        """The staging segments to read (those no data set holds), and the data sets.
 
         Segments are listed before data sets: an offload writes its data set before it
         deletes the segments, so a segment that vanishes before it is read is found in
@@ -203,29 +302,40 @@ class LogReader:
         covered: dict[str, list[tuple[int, int]]] = {}
         for meta in all_sets:
             covered.setdefault(meta.writer, []).append((meta.first_lsn, meta.last_lsn))
-        read: list[tuple[str, int, list[LogRecord]]] = []
+        segments: list[StagingSegment] = []
         for writer in writers:
-            segments = listed[writer]
-            alive = owner_alive(self._layout.writer_dir(writer)) if segments else False
-            for number, (first_lsn, path) in enumerate(segments):
+            found = listed[writer]
+            alive = owner_alive(self._layout.writer_dir(writer)) if found else False
+            for number, (first_lsn, path) in enumerate(found):
                 if lsn_covered(first_lsn, covered.get(writer, ())):
                     continue
-                newest_of_live_writer = alive and number == len(segments) - 1
-                records = self._read_segment(path, newest_of_live_writer, strict)
-                if records is not None:  # (None: offloaded or purged since listed)
-                    read.append((writer, first_lsn, records))
-        # A data set written meanwhile holds segments that vanished before they were read,
-        # or were read just before they went: take the data set, drop those segments.
-        for meta in self._datasets(strict, seen):
+                newest_of_live_writer = alive and number == len(found) - 1
+                segments.append(StagingSegment(writer, first_lsn, path, newest_of_live_writer))
+        return _Listing(segments, all_sets, covered, seen)
+
+    def _settle(
+        self,
+        listing: _Listing,
+        read: list[tuple[StagingSegment, U]],
+        selection: ReadFilter,
+        strict: bool,
+    ) -> tuple[list[tuple[StagingSegment, U]], list[DatasetMeta]]:
+        """The segments read that no data set holds now, and the wanted data sets.
+
+        A data set written meanwhile holds segments that vanished before they were
+        read, or were read just before they went: take the data set, drop those
+        segments.
+        """
+        all_sets, covered = listing.datasets, listing.covered
+        for meta in self._datasets(strict, listing.seen):
             all_sets.append(meta)
             covered.setdefault(meta.writer, []).append((meta.first_lsn, meta.last_lsn))
-        staging = [
-            records
-            for writer, first_lsn, records in read
-            if not lsn_covered(first_lsn, covered.get(writer, ()))
+        kept = [
+            (segment, value)
+            for segment, value in read
+            if not lsn_covered(segment.first_lsn, covered.get(segment.writer, ()))
         ]
-        datasets = [m for m in all_sets if self._wanted(m, selection)]
-        return staging, datasets
+        return kept, [m for m in all_sets if self._wanted(m, selection)]
 
     def _datasets(self, strict: bool, seen: set[Path]) -> list[DatasetMeta]:
         """The data sets not ``seen`` yet (and now seen); unreadable ones are reported."""
@@ -260,13 +370,15 @@ class LogReader:
             contents = read_segment(path)
         except FileNotFoundError:
             return None
-        damage = contents.damage
-        if damage is not None:
-            if may_be_writing and damage.reason is DamageReason.TRUNCATED:
-                pass  # the frame being appended right now
-            else:
-                self._report(damage, strict)
+        if contents.damage is not None:
+            self._segment_damage(contents.damage, may_be_writing, strict)
         return contents.records
+
+    def _segment_damage(self, damage: Damage, may_be_writing: bool, strict: bool) -> None:
+        """Report a segment's damage, unless it is the frame a live writer is appending."""
+        if may_be_writing and damage.reason is DamageReason.TRUNCATED:
+            return
+        self._report(damage, strict)
 
     def _load_dataset(
         self, meta: DatasetMeta, selection: ReadFilter, strict: bool

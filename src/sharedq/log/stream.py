@@ -23,20 +23,30 @@ import json
 import os
 import threading
 import weakref
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sharedq.log.codec import Damage
 from sharedq.log.config import LogConfig
 from sharedq.log.errors import LogReason, log_error
 from sharedq.log.layout import Layout, write_atomically
-from sharedq.log.reader import LogReader, LogSources, ReadFilter
+from sharedq.log.reader import (
+    DecodedSources,
+    LogReader,
+    LogSources,
+    ReadFilter,
+    SegmentDecoded,
+    StagingSegment,
+)
 from sharedq.log.records import SCHEMA_VERSION, LogPosition, LogRecord
 from sharedq.log.retention import LogFullHandler, LogSpace, PurgeResult, Retention
 from sharedq.log.writer import Clock, LogWriter, system_clock
 
 _STREAM_NAME_MAX = 64
+
+
+T = TypeVar("T")
 
 
 class LogStream:
@@ -193,6 +203,13 @@ class LogStream:
     def sources(self) -> LogSources:
         """The staging records and data set files, for a reader of its own (Spark)."""
         return self.reader().sources()
+
+    def decoded_sources(
+        self, decode: Callable[[list[StagingSegment]], list[SegmentDecoded[T]]]
+    ) -> DecodedSources[T]:
+        """The data set files, and the staging segments decoded by ``decode`` (in
+        parallel, elsewhere); see :meth:`LogReader.decoded_sources`."""
+        return self.reader().decoded_sources(decode)
 
     def verify(self) -> list[Damage]:
         """Read the whole stream and return the damage found (empty when sound)."""

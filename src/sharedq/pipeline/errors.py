@@ -22,6 +22,9 @@ class PipelineReason(IntEnum):
     SPARK_UNAVAILABLE = 4004
     #: The log contradicts itself (a change of an entry that does not exist).
     INCONSISTENT_LOG = 4005
+    #: Spark's Python workers failed at work the job gave them (decoding staging
+    #: segments): ``sharedq`` not importable where they run, a path they cannot reach.
+    WORKERS_FAILED = 4006
 
 
 class PipelineError(SharedqError):

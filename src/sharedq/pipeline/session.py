@@ -7,7 +7,9 @@ cluster deployment only changes ``--master`` and ``--conf``.
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -71,13 +73,28 @@ def start_session(
             "no Java runtime found: install Java 17 "
             "(Debian: apt-get install openjdk-17-jre-headless)",
         )
+    settings = {**DEFAULT_CONF, **(conf or {})}
+    if master.startswith("local"):
+        _workers_run_this_python(settings)
     started = time.perf_counter()
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return StartedSession(spark, time.perf_counter() - started)
+
+
+def _workers_run_this_python(settings: Mapping[str, str]) -> None:
+    """In local mode, Spark's Python workers run this Python, which imports ``sharedq``.
+
+    PySpark starts workers with ``PYSPARK_PYTHON``, else ``python3`` from the ``PATH``,
+    which need not be the virtual environment the job runs in (``.venv/bin/sharedq``
+    runs without ``.venv/bin`` on the ``PATH``).  A ``spark.pyspark.python`` setting
+    or an exported ``PYSPARK_PYTHON`` is kept.
+    """
+    chosen = settings.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = chosen or sys.executable
 
 
 def parse_conf(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -94,7 +111,5 @@ def parse_conf(pairs: tuple[str, ...] | list[str]) -> dict[str, str]:
 
 
 def _java_home() -> bool:
-    import os
-
     home = os.environ.get("JAVA_HOME")
     return bool(home) and os.path.exists(os.path.join(str(home), "bin", "java"))

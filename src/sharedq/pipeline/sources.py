@@ -2,24 +2,26 @@
 
 A job is given a path: a recovery root (one directory per structure pair), one pair's
 directory (``log/`` and ``srds/``), or a bare log stream.  Log data sets are read by
-Spark in parallel; records still in staging are decoded by the log's own reader
-(CRC checks, damage handling, the lsn bookkeeping that tells which segments a data set
-already holds) and handed to Spark as one Parquet file per stream, so that every
-record the in-process reader yields is seen once, and no other.
+Spark in parallel; records still in staging are decoded by the log's own code (CRC
+checks, damage handling), as the log's reader decides (the lsn bookkeeping that tells
+which segments a data set already holds), and handed to Spark as one Parquet file per
+segment (:mod:`sharedq.pipeline.staging`), so that every record the in-process reader
+yields is seen once, and no other.
 """
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow.parquet as pq
-
 from sharedq.log import ARROW_SCHEMA, LogStream
-from sharedq.log.datasets import read_dataset_meta, records_to_table
-from sharedq.log.segment import merge_ranges, seq_ranges
+from sharedq.log.datasets import read_dataset_meta
+from sharedq.log.segment import merge_ranges
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
+from sharedq.pipeline.staging import stage_segments, write_empty
 from sharedq.recovery.srds import ENTRY_SCHEMA as SRDS_ENTRY_SCHEMA
 from sharedq.recovery.srds import SLOTS, SlotStatus, slot_status, srds_path
 
@@ -90,32 +92,42 @@ class StagedLog:
     structures: dict[str, tuple[int, int]] | None
 
 
-def stage_log(pairs: list[PairInput], work_dir: str | Path) -> StagedLog:
-    """Write the records still in staging under ``work_dir`` (one Parquet file per pair)
-    and list what Spark must read; see :func:`read_log`."""
+def stage_log(
+    pairs: list[PairInput], work_dir: str | Path, spark: SparkSession | None = None
+) -> StagedLog:
+    """Decode the records still in staging into Parquet files under ``work_dir`` and list
+    what Spark must read; see :func:`read_log`.
+
+    With ``spark``, several segments are decoded in its Python workers at once
+    (:mod:`sharedq.pipeline.staging`); without, here.
+    """
     staged = Path(work_dir) / "staging"
-    staged.mkdir(parents=True, exist_ok=True)
+    if staged.exists():
+        shutil.rmtree(staged)
     paths: list[str] = []
     retention: dict[str, int] = {}
     ranges: dict[str, tuple[int, int]] | None = {}
     for pair in pairs:
+        directory = staged / pair.name
+        directory.mkdir(parents=True)
         stream = LogStream.open_existing(pair.log)
-        sources = stream.sources()
-        target = staged / f"{pair.name}.parquet"
-        # Scratch, read once by the next job: not worth compressing.
-        pq.write_table(records_to_table(sources.staging), target, compression="none")
-        paths.append(str(target))
+        sources = stream.decoded_sources(partial(stage_segments, spark, directory=directory))
+        paths.extend(staged_file.path for _, staged_file in sources.segments)
         paths.extend(str(p) for p in sources.datasets)
         for structure, point in sources.retention.items():
             retention[structure] = max(point, retention.get(structure, 0))
         if ranges is not None:
-            merge_ranges(ranges, seq_ranges(sources.staging))
+            for _, staged_file in sources.segments:
+                merge_ranges(ranges, staged_file.ranges)
             for path in sources.datasets:
                 try:
                     merge_ranges(ranges, read_dataset_meta(path).ranges)
                 except (OSError, KeyError, ValueError):
                     ranges = None
                     break
+    if not paths:
+        staged.mkdir(parents=True, exist_ok=True)
+        paths.append(write_empty(staged / "empty.parquet"))
     kept = None
     if ranges is not None:
         kept = {
@@ -140,7 +152,7 @@ def read_log(spark: SparkSession, pairs: list[PairInput], work_dir: str | Path) 
     order.  Staging records are written under ``work_dir`` first (Spark must be able to
     read that directory: on a cluster, shared storage).
     """
-    return log_frame(spark, stage_log(pairs, work_dir))
+    return log_frame(spark, stage_log(pairs, work_dir, spark))
 
 
 def read_srds(spark: SparkSession, pair: PairInput, slot: int) -> DataFrame:

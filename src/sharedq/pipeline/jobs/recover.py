@@ -88,7 +88,8 @@ def run(
         # The records applied are counted while the fold reads them.
         applied = Observation(f"sharedq_recover_{len(plans)}")
         nets = T.net_changes(changes.observe(applied, *T.applied_metrics()), image_rows)
-        entries.append(T.recovered_entries(name, nets, list_size=True))
+        increments = T.version_increments(changes)
+        entries.append(T.recovered_entries(name, nets, increments, list_size=True))
         plans.append(_Plan(name, image, target, changes, applied))
     out = ctx.job_dir("recover")
     # The entries per list are counted while they are written.
@@ -174,7 +175,7 @@ def _log(ctx: JobContext) -> tuple[DataFrame, dict[str, tuple[int, int]] | None]
     if ctx._log is not None:
         return ctx._log, None
     ctx.step("reading the log")
-    staged = stage_log(ctx.pairs, ctx.work)
+    staged = stage_log(ctx.pairs, ctx.work, ctx.spark)
     return log_frame(ctx.spark, staged), staged.structures
 
 

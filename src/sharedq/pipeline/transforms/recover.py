@@ -22,10 +22,11 @@ process (:mod:`sharedq.recovery.restore`: load the SRDS, then
 Each function takes and returns DataFrames; reading the log and the SRDS, choosing
 the image and writing are the job's (:mod:`sharedq.pipeline.jobs.recover`).  No Python
 UDF runs and nothing is collected: the fold is one aggregation per entry id (partial
-in each task before the shuffle, so that a consumed message's data never crosses it)
-and one window per list.  The fold and the placement are written in Spark SQL: one
-statement is analysed in one call, where the same plan built column by column took
-thousands of calls through Py4J, most of a second of driver time per run.
+in each task before the shuffle, so that a consumed message's data never crosses it),
+with a small one beside it for the rare version increments, and one window per list.
+The fold and the placement are written in Spark SQL: one statement is analysed in
+one call, where the same plan built column by column took thousands of calls through
+Py4J, most of a second of driver time per run.
 """
 
 from __future__ import annotations
@@ -134,8 +135,7 @@ def _records(changes: DataFrame, image: DataFrame | None) -> tuple[str, dict[str
 #: the key, data and adjunct, so that the partial aggregation each task runs before
 #: the shuffle (a message's put, read and delete lie close in the log, in one task)
 #: reduces a consumed message to a few numbers: its data never crosses the shuffle.
-#: Version increments are rare: their seqs are collected, and those after the last
-#: record that set the version are counted.
+#: Version increments are folded apart (:data:`_INCREMENTS`).
 _FOLD = """
 WITH flagged AS (
   SELECT *, coalesce(set_secondary_key, false) AS skey_set, op = 3 AS gone
@@ -157,10 +157,20 @@ SELECT entry_id,
       THEN struct(seq AS s, CASE WHEN NOT gone THEN coalesce(adjunct, X'') END AS v) END).v
     AS adjunct,
   MAX(CASE WHEN op IN (0, 1) OR (op IN (2, 4) AND version IS NOT NULL)
-      THEN struct(seq AS s, coalesce(version, 0L) AS v) END) AS ver,
-  collect_list(CASE WHEN op IN (2, 4) AND version IS NULL AND increment_version THEN seq END)
-    AS inc_seqs
+      THEN struct(seq AS s, coalesce(version, 0L) AS v) END) AS ver
 FROM flagged GROUP BY entry_id
+"""
+
+#: Version increments (a move or update without a version that increments it: a
+#: backout's count) are rare.  Their seqs, collected per entry, are an aggregation of
+#: their own: in the fold, the one list-valued aggregate made every record of the log
+#: go through Spark's object aggregation, a fifth slower; here the scan skips every row
+#: group without an increment by its statistics.
+_INCREMENTS = """
+SELECT entry_id, collect_list(seq) AS inc_seqs
+FROM {changes}
+WHERE op IN (2, 4) AND version IS NULL AND increment_version AND entry_id IS NOT NULL
+GROUP BY entry_id
 """
 
 
@@ -175,12 +185,17 @@ def net_changes(changes: DataFrame, image: DataFrame | None = None) -> DataFrame
     image has the entry; 3 when it is deleted, and then the other columns say nothing);
     ``place`` (s, list_number, head) of its last write or move; ``img`` (list_number,
     position) where the image has it; ``key``; ``secondary_key``; ``data``;
-    ``adjunct``; ``ver`` (s, v) of its last record that set the version;
-    ``inc_seqs``, the seqs of its ``increment_version`` records.  ``place``, ``img``
-    and ``ver`` are null when no record of the kind counts.
+    ``adjunct``; ``ver`` (s, v) of its last record that set the version.  ``place``,
+    ``img`` and ``ver`` are null when no record of the kind counts.
     """
     records, frames = _records(changes, image)
     return changes.sparkSession.sql(_FOLD.replace("{records}", records), **frames)
+
+
+def version_increments(changes: DataFrame) -> DataFrame:
+    """Per entry with ``increment_version`` records among ``changes``: ``entry_id`` and
+    ``inc_seqs``, their seqs (those after the entry's last version-setting record count)."""
+    return changes.sparkSession.sql(_INCREMENTS, changes=changes)
 
 
 def _add_versions(version: str, increments: str) -> str:
@@ -202,8 +217,9 @@ def _add_versions(version: str, increments: str) -> str:
 #: first), the image's entries not placed again (in SRDS order), tail placements.
 _ENTRIES = f"""
 WITH counted AS (
-  SELECT *, size(filter(inc_seqs, s -> s > coalesce(ver.s, -2L))) AS incs
-  FROM {{nets}} WHERE last_op != 3
+  SELECT n.*, coalesce(size(filter(i.inc_seqs, s -> s > coalesce(n.ver.s, -2L))), 0) AS incs
+  FROM {{nets}} n LEFT JOIN {{increments}} i ON n.entry_id = i.entry_id
+  WHERE n.last_op != 3
 ),
 placed AS (
   SELECT coalesce(place.list_number, img.list_number) AS list_number, entry_id, key,
@@ -223,18 +239,24 @@ FROM placed
 """
 
 
-def recovered_entries(structure: str, nets: DataFrame, *, list_size: bool = False) -> DataFrame:
+def recovered_entries(
+    structure: str, nets: DataFrame, increments: DataFrame, *, list_size: bool = False
+) -> DataFrame:
     """The structure's entries after the image and the net changes, with their positions.
 
     One row per entry (:data:`ENTRY_COLUMNS`); ``position`` is 0-based within the list.
     ``nets`` (:func:`net_changes`, with the image) holds a row for every entry the
-    image or the changes have, deleted ones included (``last_op`` 3).
+    image or the changes have, deleted ones included (``last_op`` 3); ``increments``
+    (:func:`version_increments`) the version increments among the same changes.
     ``list_size``: a last column, ``list_size``, the number of entries of the entry's
     list.
     """
     sizes = ", COUNT(1) OVER (PARTITION BY list_number) AS list_size" if list_size else ""
     return nets.sparkSession.sql(
-        _ENTRIES.replace("{sizes}", sizes), args={"structure": structure}, nets=nets
+        _ENTRIES.replace("{sizes}", sizes),
+        args={"structure": structure},
+        nets=nets,
+        increments=increments,
     )
 
 

@@ -10,7 +10,9 @@ The log may not reach back to the structure's start: retention drops the records
 structure checkpoint (SRDS) already holds.  Messages already on a queue when the log
 starts are its *opening balance*: taken from that SRDS image when the job has it
 (:func:`opening_messages`), and otherwise inferred from messages whose first record in
-the log is not their put.  A message that was queued at the log's start and never
+the log is neither their put nor the backout of their uncommitted put (a manager logs
+a change after making it, so one killed in between leaves a put in the structure that
+the log never saw, and a peer backs it out).  A message that was queued at the log's start and never
 touched after is only visible in the image.
 """
 
@@ -215,10 +217,17 @@ def message_lives(events: DataFrame, opening: DataFrame | None = None) -> DataFr
     # A put gotten in its own unit of work is removed at commit without ever taking
     # its committed key: it was put and consumed, committed, all at once.
     own_unit = (F.col("puts") > 0) & (F.col("put_commit_records") == 0) & (F.col("get_commits") > 0)
+    # Not in the image, or no image: a message the log touches without its put was
+    # there before the log, unless its first touch is a backout of an uncommitted put.
+    # A manager logs a change after making it: killed in between, its last put is in
+    # the structure and not in the log; a peer backs it out, and it was never committed.
     opening_flag = F.when(
         F.col("state").isNotNull(), F.col("state").isin("queued", "locked")
     ).otherwise(
-        (F.col("puts") == 0) & (F.col("put_commit_records") == 0) & F.col("first_kind").isNotNull()
+        (F.col("puts") == 0)
+        & (F.col("put_commit_records") == 0)
+        & F.col("first_kind").isNotNull()
+        & (F.col("first_kind") != BACKOUT_PUTS)
     )
     lives = (
         lives.withColumn("outcome", F.coalesce(outcome, F.col("state")))
