@@ -105,14 +105,15 @@ def _bases(ctx: JobContext, structures: list[str], log_params: dict[str, Any]) -
     retention: dict[str, int] = {}
     descriptions: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for pair in ctx.pairs:
-        sources = LogStream.open_existing(pair.log).sources()
+        # Only the retention points: the records themselves come through the job's scan.
+        points = LogStream.open_existing(pair.log).retention_points()
         descriptions[pair.name] = _srds_descriptions(pair)
-        named = {pair.name, *sources.retention}
+        named = {pair.name, *points}
         for _, description in descriptions[pair.name]:
             named.update(description.get("structures", {}))
         for name in named:
             owner.setdefault(name, pair)
-        for name, point in sources.retention.items():
+        for name, point in points.items():
             retention[name] = max(point, retention.get(name, 0))
     bases = []
     for name in structures:
