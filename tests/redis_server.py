@@ -43,12 +43,14 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """One private server; ``start()``, ``kill()``, ``restart()``, ``stop()``.
+    """One private server; ``start()``, ``kill()``, ``restart()``, ``stop()``, ``save()``.
 
     ``args`` are extra ``redis-server`` options (``["--maxmemory-policy", "allkeys-lru"]``);
     ``password`` sets ``requirepass``; ``tls`` adds a TLS port with a certificate from a
     private CA made for this server (``ca_path``, ``tls_url``).  The ports stay the same
-    across restarts, so clients can reconnect.
+    across restarts, so clients can reconnect, and so does the directory: a server
+    restarted after ``save()`` (or started with persistence in ``args``, e.g.
+    ``["--appendonly", "yes"]``) comes back with what it had persisted.
     """
 
     def __init__(
@@ -190,9 +192,24 @@ class RedisServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def restart(self) -> RedisServer:
-        """Kill the server if it runs and start it again, empty, on the same port."""
+        """Kill the server if it runs and start it again on the same port and directory.
+
+        It comes back empty unless it persisted something: an RDB snapshot taken with
+        ``save()`` (loaded as it was then, however old), or an AOF it was started with.
+        """
         self.kill()
         return self.start()
+
+    def save(self) -> None:
+        """Take an RDB snapshot now (``SAVE``): what a restart will load."""
+        self.command("SAVE")
+
+    @property
+    def run_id(self) -> str:
+        """The server process's ``run_id`` (a new one each start)."""
+        info = self.command("INFO", "server")
+        assert isinstance(info, dict)
+        return str(info["run_id"])
 
     def _reap(self) -> None:
         if self.process is not None:
@@ -241,11 +258,14 @@ class RedisCluster:
     def __init__(self, size: int = 3) -> None:
         # Each node's cluster bus port is given, not port + 10000 (which may be > 65535).
         self.bus_ports = [free_port() for _ in range(size)]
-        options = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                   "--cluster-node-timeout", "2000"]  # fmt: skip
+        self.options = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                        "--cluster-node-timeout", "2000"]  # fmt: skip
         self.nodes = [
-            RedisServer([*options, "--cluster-port", str(bus_port)]) for bus_port in self.bus_ports
+            RedisServer([*self.options, "--cluster-port", str(bus_port)])
+            for bus_port in self.bus_ports
         ]
+        #: Replicas added with ``add_replica`` (not in ``nodes``, which are the primaries).
+        self.replicas: list[RedisServer] = []
         self.ranges = [
             (n * self.SLOTS // size, (n + 1) * self.SLOTS // size - 1) for n in range(size)
         ]
@@ -303,10 +323,46 @@ class RedisCluster:
         for node in self.nodes:
             node.command("CLUSTER", "SETSLOT", slot, "NODE", target_id)  # type: ignore[arg-type]
 
+    def add_replica(self, primary: RedisServer) -> RedisServer:
+        """Start a replica of ``primary`` in the cluster and wait until it is in sync.
+
+        When ``primary`` dies, the cluster promotes it (after the node timeout, 2 s).
+        """
+        bus_port = self.bus_ports[self.nodes.index(primary)]
+        for attempt in range(3):  # a free port may be taken before the server binds it
+            replica = RedisServer([*self.options, "--cluster-port", str(free_port())])
+            try:
+                replica.start()
+                break
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+        self.replicas.append(replica)
+        replica.command("CLUSTER", "MEET", "127.0.0.1", primary.port, bus_port)
+        primary_id = primary.command("CLUSTER", "MYID")
+        assert isinstance(primary_id, bytes | str)
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                replica.command("CLUSTER", "REPLICATE", primary_id)
+                break
+            except Exception:  # it has not heard of the primary yet
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        while True:
+            info = replica.command("INFO", "replication")
+            assert isinstance(info, dict)
+            if info.get("master_link_status") == "up":
+                return replica
+            if time.monotonic() > deadline:
+                raise RuntimeError("the test replica did not come in sync")
+            time.sleep(0.05)
+
     def flush(self) -> None:
         for node in self.nodes:
             node.flush()
 
     def stop(self) -> None:
-        for node in self.nodes:
+        for node in [*self.nodes, *self.replicas]:
             node.stop()

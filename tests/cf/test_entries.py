@@ -62,6 +62,18 @@ def test_write_returns_the_entry_as_stored(struct: ListStructure) -> None:
     assert struct.read(ById(entry.entry_id)) == entry
 
 
+def test_a_reserve_write_is_a_write_held_to_the_structure_s_counts(
+    struct: ListStructure,
+) -> None:
+    plain = struct.write(3, key(1), b"d" * 10, adjunct=b"\x01")
+    reserved = struct.write(3, key(1), b"d" * 10, adjunct=b"\x01", reserve=True)
+    assert reserved.seq == plain.seq + 1
+    assert reserved.entry._replace(entry_id=plain.entry.entry_id) == plain.entry
+    assert [e.entry_id for e in struct.scan(3)] == [plain.entry.entry_id, reserved.entry.entry_id]
+    with pytest.raises(EntryExists):
+        struct.write(3, key(2), entry_id=reserved.entry.entry_id, reserve=True)
+
+
 def test_generated_entry_ids_are_unique(struct: ListStructure) -> None:
     ids = {struct.write(n % 8, key(n)).entry.entry_id for n in range(100)}
     assert len(ids) == 100

@@ -107,12 +107,19 @@ class ListStructure(ABC):
         expect_authority: int | None = None,
         not_locked: Iterable[int] = (),
         ignore_limit: bool = False,
+        reserve: bool = False,
     ) -> Change:
         """Create an entry on ``list_number`` at its key position.
 
         The entry takes ``ceil(len(data) / element_size)`` data elements (at most 255,
         and at most 64 KiB of data).  ``entry_id`` is assigned by the caller (the
         patent's program-assigned entry ids) or, when ``None``, by the structure.
+
+        ``reserve``: the entry is a small, short-lived control entry that lets work go
+        on which frees room (a unit of work's commit descriptor): it may use memory the
+        backend holds back, where it has a limit of its own besides the structure's
+        counts (a Redis server at ``maxmemory``).  The structure's own entry and
+        element counts apply as for any write.
 
         Raises:
             InvalidRequest: bad key, list number, data size, adjunct, secondary key, id.

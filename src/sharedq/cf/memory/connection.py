@@ -115,7 +115,9 @@ class MemoryListStructure(ListStructure):
         expect_authority: int | None = None,
         not_locked: Iterable[int] = (),
         ignore_limit: bool = False,
+        reserve: bool = False,
     ) -> Change:
+        # (reserve: a process's memory has no limit of its own beyond the counts)
         s = self._s
         with s.lock:
             if self._user.live != self._incarnation:

@@ -10,24 +10,40 @@ redis-py's own retries are switched off, because it would resend a function call
 may already have changed the structure.  A resent request carries the retry flag, and
 a function that sees it returns the result it recorded the first time, if there was a
 first time (see ``record()`` in ``lua/common.lua``), so no change is applied twice.
+
+That holds only on the same server process.  A server that restarted may have come
+back from an older snapshot (its structures' seqs gone back, acknowledged changes
+missing, old users' tokens still valid), and a promoted replica may lack the last
+changes; a request resent there would be applied to a structure its user no longer
+knows.  So every socket, when it connects, asks the server its ``run_id`` and compares
+it with the one its *epoch* knows for that address (``Epoch`` below): a user connection
+is bound to the epoch it was made in, sends only over that epoch's sockets, and so
+never reaches a server that restarted or took over after it was made; it gets
+``STRUCTURE_LOST`` instead, for good.  The check costs nothing per request: only a new
+socket asks (``INFO server``, once), and what a lost connection does instead of a
+request is decided when the change is seen.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from dataclasses import dataclass
-from typing import Any, cast
+from functools import partial
+from typing import Any, Protocol, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import redis
 from redis import exceptions as rx
 from redis._parsers.helpers import parse_info
 from redis.backoff import NoBackoff
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS
 from redis.retry import Retry
 
 from sharedq.cf.errors import CFReason, cf_error
 from sharedq.cf.redis import codec, scripts
-from sharedq.cf.redis.errors import is_transient, translate
+from sharedq.cf.redis.errors import ServerChanged, is_transient, structure_lost, translate
 from sharedq.cf.redis.nodes import (
     Address,
     ClusterNodes,
@@ -48,6 +64,11 @@ SOCKET_TIMEOUT = 10.0
 CONNECT_TIMEOUT = 5.0
 #: The oldest server we run on: Redis functions came with 7.0.
 MIN_SERVER_VERSION = (7, 0)
+
+#: Server changes (restarts, failovers) one facility request follows before giving up.
+MAX_SERVER_CHANGES = 8
+#: What a new socket asks its server, for its run id.
+_INFO_SERVER = pack_command(("INFO", "server"))
 
 #: Arguments of ours in a facility URL's query; the rest go to redis-py.
 _OUR_OPTIONS = {"lease": "lease_seconds", "retry": "retry_seconds"}
@@ -110,26 +131,257 @@ def _info(reply: bytes) -> dict[str, Any]:
     return parsed
 
 
+def _run_id(reply: bytes) -> str:
+    """The ``run_id`` line of ``INFO server`` (read as text: it may look like a number)."""
+    for line in reply.decode().splitlines():
+        if line.startswith("run_id:"):
+            return line[7:].strip()
+    raise rx.ResponseError("INFO server has no run_id")
+
+
+def _node(address: Address) -> str:
+    return "the server" if address is None else f"node {address[0]}:{address[1]}"
+
+
+class Loser(Protocol):
+    """A user connection bound to an epoch (``RedisListStructure``)."""
+
+    def lose(self, why: str) -> None:
+        """Fail every request from now on with ``STRUCTURE_LOST`` saying ``why``; never raises."""
+
+
+class Epoch:
+    """The servers as a client knew them for a while, and sockets that reach only those.
+
+    ``identities`` holds the run id of the server at each address, learned by the first
+    socket this epoch (or the one before it) made there.  Every socket of the epoch
+    checks, when it connects, that its server still has that run id; one that finds
+    another (a restart, or a failover that put another server at the address) records
+    the change (``RedisClient._identify``) and fails with ``ServerChanged`` before
+    anything is sent on it.  The change makes the epoch *lost* for that address
+    (``lost``; on a cluster, a slot whose node went away and whose slot map then named
+    another owner is lost too, ``lost_slots``); the user connections bound to the
+    epoch there are told at once (``Loser.lose``), and the client goes on with a new
+    epoch, which knows the new run id, for the facility's own requests and for the
+    connections made from then on.
+
+    A request sent before the change and recovering after it (``recover``) finds its
+    epoch lost or its socket refusing the new server, whichever comes first, and so is
+    never resent to the new server: the epoch of a request is that of its connection,
+    fixed when the connection was made.
+    """
+
+    def __init__(
+        self, client: RedisClient, identities: dict[Address, str], slots: list[Address] | None
+    ) -> None:
+        self.client = client
+        self.identities = identities
+        self.lost: dict[Address, str] = {}
+        self.lost_slots: dict[int, str] = {}
+        #: User connections bound to this epoch, and their structures' keys.
+        self.users: weakref.WeakKeyDictionary[Loser, str] = weakref.WeakKeyDictionary()
+        make = partial(client._connection, self)
+        if slots is None:
+            self.nodes: Nodes = Nodes(make)
+        else:
+            assert client.seed is not None
+            self.nodes = ClusterNodes(make, client.seed, slots)
+
+    def __repr__(self) -> str:
+        return f"<Epoch {self.identities} lost={sorted(map(str, self.lost))}>"
+
+    # -- a user connection's requests (facility requests go through RedisClient) -----
+
+    def run(self, function: Function, key: str, args: list[Any]) -> Any:
+        """Call a user's request function; ``args[0]`` is its header (``codec.*_header``)."""
+        connection = self.nodes.connection(key)
+        try:
+            connection.send_packed_command(
+                [pack_command(("FCALL", function.fcall, 1, key, *args))], False
+            )
+            return connection.read_response()
+        except rx.RedisError as exc:
+            return self.recover(exc, ("FCALL", function.fcall, 1, key), args, key, True)[0]
+
+    def command(self, *args: Any, key: str) -> Any:
+        """A user's plain command that changes nothing, on the server of ``key``."""
+        try:
+            return call(self.nodes.connection(key), *args)
+        except rx.RedisError as exc:
+            return self.recover(exc, args, [], key, True)[0]
+
+    def block(self, key: str, seconds: float) -> None:
+        """Wait up to ``seconds`` for an entry on stream ``key`` (it is not consumed).
+
+        Never longer than half the socket timeout (a URL may set it short), so that a
+        quiet stream is not mistaken for a dead server.
+        """
+        timeout = self.client.redis.connection_pool.connection_kwargs.get("socket_timeout")
+        if timeout:
+            seconds = min(seconds, timeout / 2)
+        milliseconds = max(1, int(seconds * 1000))
+        self.command("XREAD", "COUNT", 1, "BLOCK", milliseconds, "STREAMS", key, "0-0", key=key)
+
+    def why_lost(self, key: str | None) -> str | None:
+        """Why this epoch's connections to the structure of ``key`` are lost, if they are."""
+        why = self.lost.get(self.nodes.address_of(key))
+        if why is None and self.lost_slots:
+            slot = self.nodes.slot_of(key)
+            if slot is not None:
+                why = self.lost_slots.get(slot)
+        return why
+
+    def recover(
+        self,
+        exc: rx.RedisError,
+        command: tuple[Any, ...],
+        args: list[Any],
+        key: str | None,
+        user: bool,
+    ) -> tuple[Any, Epoch]:
+        """Resend a request that failed for a reason worth resending; else raise ours.
+
+        ``args`` are the request's own arguments, after ``command``: a function call's
+        header gets the retry flag, so that a change is not applied twice.  A user's
+        request (``user``) is never resent to a server that restarted or took over
+        since its connection was made: it fails with ``STRUCTURE_LOST``.  A facility
+        request goes on with the client's current epoch.  Returns the reply and the
+        epoch that served it.
+        """
+        client = self.client
+        epoch = self
+        deadline: float | None = None
+        delay = 0.01
+        redirects = changes = 0
+        went_away = False  # whether the server went away during this request
+        while True:
+            asking: Address = None
+            if isinstance(exc, ServerChanged):
+                changes += 1
+                if user or changes > MAX_SERVER_CHANGES:
+                    if key is None:
+                        raise translate(exc, client.where) from None
+                    raise structure_lost(key, epoch.why_lost(key) or exc.why) from None
+                epoch = client.epoch
+            elif isinstance(exc, rx.AskError) and redirects < 16:
+                # MOVED: the slot has a new owner for good; ASK: for this request only.
+                redirects += 1
+                if isinstance(exc, rx.MovedError):
+                    if user and went_away and key is not None:
+                        # Its node went away and another serves the slot: a failover,
+                        # which may have lost the last changes.
+                        why = client._slot_taken_over(epoch, exc.slot_id, (exc.host, exc.port))
+                        raise structure_lost(key, why) from None
+                    if not user:
+                        epoch = client.epoch
+                    epoch.nodes.moved(exc.slot_id, exc.host, exc.port)
+                else:
+                    asking = (exc.host, exc.port)
+            elif str(exc).startswith("Function not found"):
+                # A server without our library; it may drop this connection too.
+                try:
+                    epoch.load_library(epoch.nodes.address_of(key))
+                except rx.RedisError as again:
+                    exc = again
+                    continue
+            elif is_transient(exc):
+                went_away = True
+                now = time.monotonic()
+                if deadline is None:
+                    deadline = now + client.options.retry_seconds
+                elif now >= deadline:
+                    raise translate(exc, client.where) from None
+                if command[0] == "FCALL":
+                    args[0] = codec.as_retry(args[0])
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
+                epoch._refresh_quietly()
+                if not user:
+                    epoch = client.epoch
+            else:
+                raise translate(exc, client.where) from None
+            if user and key is not None:
+                lost = epoch.why_lost(key)
+                if lost is not None:
+                    raise structure_lost(key, lost) from None
+            try:
+                if asking is not None:
+                    connection = epoch.nodes.connection_to(asking)
+                    call(connection, "ASKING")
+                else:
+                    connection = epoch.nodes.connection(key)
+                return call(connection, *command, *args), epoch
+            except rx.RedisError as again:
+                exc = again
+
+    def load_library(self, address: Address = None) -> None:
+        """Give a server our functions (a new or restarted server lacks them).
+
+        Asked first whether it has them: ``FUNCTION LOAD`` is refused when the server
+        is at ``maxmemory`` even for a library it has, and a facility must open then
+        (to drain the queues, or to recover).
+        """
+        connection = self.nodes.connection_to(address)
+        if call(connection, "FUNCTION", "LIST", "LIBRARYNAME", scripts.LIBRARY):
+            return
+        try:
+            call(connection, "FUNCTION", "LOAD", scripts.SOURCE)
+        except rx.ResponseError as exc:
+            if "already exists" not in str(exc):
+                raise
+
+    def _refresh_quietly(self) -> None:
+        # After a dropped connection a cluster may have failed over: learn its new map.
+        try:
+            slots = self.nodes.read_slots()
+        except Exception:  # the next attempt reports what is wrong
+            return
+        known = self.nodes.slots
+        if slots is not None and known is not None and slots != known:
+            self.client._slots_changed(
+                {
+                    slot: now
+                    for slot, (was, now) in enumerate(zip(known, slots, strict=True))
+                    if was != now
+                }
+            )
+
+    def _connected(self, address: Address, connection: Any) -> None:
+        """A socket of this epoch connected (redis-py's ``redis_connect_func``).
+
+        Authenticates and selects the database as redis-py would, then checks the
+        server's identity; raises ``ServerChanged`` (the socket is then closed) if
+        the server is not the one this epoch knows at ``address``.
+        """
+        handshake = getattr(connection, "on_connect_check_health", None)
+        if handshake is not None:  # redis-py 6 and later: what it calls without our hook
+            handshake(check_health=False)
+        else:
+            connection.on_connect()
+        connection.send_packed_command([_INFO_SERVER], False)
+        self.client._identify(self, address, _run_id(connection.read_response()))
+
+
 class RedisClient:
-    """A checked connection to a server or cluster, shared by a facility and its users."""
+    """A checked connection to a server or cluster, shared by a facility and its users.
+
+    Requests go through the current ``epoch``; a user connection keeps the epoch it
+    was made in (``serve`` says which served its ``ATTACH``).
+    """
 
     def __init__(self, client: redis.Redis, where: str, options: Options, cluster: bool) -> None:
         self.redis = client
         self.where = where
         self.options = options
         pool = client.connection_pool
-        kwargs = pool.connection_kwargs
-
-        def make(address: Address) -> Connection:
-            if address is None:
-                return cast(Connection, pool.connection_class(**kwargs))
-            where = {"host": address[0], "port": address[1]}
-            return cast(Connection, pool.connection_class(**{**kwargs, **where}))
-
-        if cluster:
-            self.nodes: Nodes = ClusterNodes(make, (kwargs["host"], kwargs["port"]))
-        else:
-            self.nodes = Nodes(make)
+        self._connection_class = pool.connection_class
+        self._kwargs = pool.connection_kwargs
+        self.seed: Address = (self._kwargs["host"], self._kwargs["port"]) if cluster else None
+        self._lock = threading.Lock()
+        self._epochs: weakref.WeakSet[Epoch] = weakref.WeakSet()
+        self.epoch = self._new_epoch(
+            {}, [self.seed] * REDIS_CLUSTER_HASH_SLOTS if cluster else None
+        )
 
     @classmethod
     def open(cls, url: str, **overrides: float) -> RedisClient:
@@ -155,7 +407,8 @@ class RedisClient:
             self = cls(client, where, options, cluster)
             self.nodes.refresh()
             for address in self.nodes.addresses():
-                # Every primary must be suitable, and have our functions.
+                # Every primary must be suitable, and have our functions; the first
+                # socket to each learns its identity (run id).
                 connection = self.nodes.connection_to(address)
                 info = _info(call(connection, "INFO", "server"))
                 info.update(_info(call(connection, "INFO", "memory")))
@@ -169,118 +422,179 @@ class RedisClient:
             raise
         return self
 
+    @property
+    def nodes(self) -> Nodes:
+        """The servers as the current epoch knows them."""
+        return self.epoch.nodes
+
     def close(self) -> None:
-        self.nodes.close()
+        with self._lock:
+            epochs = list(self._epochs)
+        for epoch in epochs:
+            epoch.nodes.close()
         self.redis.close()
 
-    # -- requests ---------------------------------------------------------------------
+    # -- the facility's requests ---------------------------------------------------------
 
     def run(self, function: Function, key: str, args: list[Any]) -> Any:
-        """Call a request's function; ``args[0]`` is its header (``codec.*_header``)."""
-        connection = self.nodes.connection(key)
+        """Call a facility request's function (one no user connection makes)."""
+        return self.serve(function, key, args)[0]
+
+    def serve(self, function: Function, key: str, args: list[Any]) -> tuple[Any, Epoch]:
+        """``run``, and the epoch whose sockets served the call."""
+        epoch = self.epoch
+        connection = epoch.nodes.connection(key)
         try:
             connection.send_packed_command(
                 [pack_command(("FCALL", function.fcall, 1, key, *args))], False
             )
-            return connection.read_response()
+            return connection.read_response(), epoch
         except rx.RedisError as exc:
-            return self._recover(exc, ("FCALL", function.fcall, 1, key), args, key)
+            return epoch.recover(exc, ("FCALL", function.fcall, 1, key), args, key, False)
 
     def command(self, *args: Any, key: str | None = None) -> Any:
         """Run a plain command that changes nothing, on the server of ``key``.
 
         Resent after a dropped connection, like a request.
         """
+        epoch = self.epoch
         try:
-            return call(self.nodes.connection(key), *args)
+            return call(epoch.nodes.connection(key), *args)
         except rx.RedisError as exc:
-            return self._recover(exc, args, [], key)
+            return epoch.recover(exc, args, [], key, False)[0]
 
     def on_node(self, address: Address, *args: Any) -> Any:
         """Run a command on one primary (``nodes.addresses()`` lists them)."""
-        try:
-            return call(self.nodes.connection_to(address), *args)
-        except rx.RedisError as exc:
-            raise translate(exc, self.where) from None
-
-    def block(self, key: str, seconds: float) -> None:
-        """Wait up to ``seconds`` for an entry on stream ``key`` (it is not consumed).
-
-        Never longer than half the socket timeout (a URL may set it short), so that a
-        quiet stream is not mistaken for a dead server.
-        """
-        timeout = self.redis.connection_pool.connection_kwargs.get("socket_timeout")
-        if timeout:
-            seconds = min(seconds, timeout / 2)
-        milliseconds = max(1, int(seconds * 1000))
-        self.command("XREAD", "COUNT", 1, "BLOCK", milliseconds, "STREAMS", key, "0-0", key=key)
-
-    def _recover(
-        self, exc: rx.RedisError, command: tuple[Any, ...], args: list[Any], key: str | None
-    ) -> Any:
-        """Resend a request that failed for a reason worth resending; else raise ours.
-
-        ``args`` are the request's own arguments, after ``command``: a function call's
-        header gets the retry flag, so that a change is not applied twice.
-        """
-        deadline: float | None = None
-        delay = 0.01
-        redirects = 0
-        while True:
-            asking: Address = None
-            if isinstance(exc, rx.AskError) and redirects < 16:
-                # MOVED: the slot has a new owner for good; ASK: for this request only.
-                redirects += 1
-                if isinstance(exc, rx.MovedError):
-                    self.nodes.moved(exc.slot_id, exc.host, exc.port)
-                else:
-                    asking = (exc.host, exc.port)
-            elif str(exc).startswith("Function not found"):
-                # A restarted server; it may drop this connection too: judge that alike.
-                try:
-                    self.load_library(None if key is None else self._address_of(key))
-                except rx.RedisError as again:
-                    exc = again
-                    continue
-            elif is_transient(exc):
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + self.options.retry_seconds
-                elif now >= deadline:
-                    raise translate(exc, self.where) from None
-                if command[0] == "FCALL":
-                    args[0] = codec.as_retry(args[0])
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
-                self._refresh_quietly()
-            else:
-                raise translate(exc, self.where) from None
+        for _ in range(MAX_SERVER_CHANGES):
             try:
-                if asking is not None:
-                    connection = self.nodes.connection_to(asking)
-                    call(connection, "ASKING")
-                else:
-                    connection = self.nodes.connection(key)
-                return call(connection, *command, *args)
-            except rx.RedisError as again:
-                exc = again
-
-    def _address_of(self, key: str) -> Address:
-        if isinstance(self.nodes, ClusterNodes):
-            return self.nodes.address_of(key)
-        return None
-
-    def _refresh_quietly(self) -> None:
-        # After a dropped connection a cluster may have failed over: learn its new map.
-        try:
-            self.nodes.refresh()
-        except Exception:  # the next attempt reports what is wrong
-            return
+                return call(self.nodes.connection_to(address), *args)
+            except ServerChanged:
+                continue  # recorded: the current epoch knows the new server now
+            except rx.RedisError as exc:
+                raise translate(exc, self.where) from None
+        raise cf_error(CFReason.STRUCTURE_LOST, f"{self.where} keeps changing servers")
 
     def load_library(self, address: Address = None) -> None:
         """Give a server our functions (a new or restarted server lacks them)."""
-        try:
-            call(self.nodes.connection_to(address), "FUNCTION", "LOAD", scripts.SOURCE)
-        except rx.ResponseError as exc:
-            if "already exists" not in str(exc):
-                raise
+        self.epoch.load_library(address)
+
+    # -- epochs ------------------------------------------------------------------------
+
+    def bind(self, epoch: Epoch, user: Loser, key: str) -> None:
+        """Bind a new user connection to the epoch that attached it."""
+        with self._lock:
+            epoch.users[user] = key
+            why = epoch.why_lost(key)
+        if why is not None:  # the server changed while it was being attached
+            user.lose(why)
+
+    def _new_epoch(self, identities: dict[Address, str], slots: list[Address] | None) -> Epoch:
+        epoch = Epoch(self, identities, slots)
+        self._epochs.add(epoch)
+        return epoch
+
+    def _connection(self, epoch: Epoch, address: Address) -> Connection:
+        """A connection of ``epoch`` to ``address`` (it connects when first used)."""
+        kwargs = {**self._kwargs, "redis_connect_func": partial(epoch._connected, address)}
+        if address is not None:
+            kwargs.update(host=address[0], port=address[1])
+        return cast(Connection, self._connection_class(**kwargs))
+
+    def _server(self, address: Address) -> str:
+        return self.where if address is None else f"{self.where} ({_node(address)})"
+
+    def _identify(self, epoch: Epoch, address: Address, run_id: str) -> None:
+        """Check the run id a new socket of ``epoch`` found at ``address``.
+
+        The first socket to an address records it.  A different one means that the
+        server restarted or was replaced: every epoch that knew the old server is lost
+        there and its user connections there are told, the current epoch is succeeded
+        by one that knows the new server, and ``ServerChanged`` is raised if ``epoch``
+        is one that knew the old server.
+        """
+        losers: list[tuple[Loser, str]] = []
+        with self._lock:
+            known = epoch.identities.get(address)
+            if known is None:
+                epoch.identities[address] = run_id
+                return
+            if known == run_id:
+                return
+            server = self._server(address)
+            for other in list(self._epochs):
+                old = other.identities.get(address)
+                if old is None or old == run_id or address in other.lost:
+                    continue
+                other.lost[address] = (
+                    f"{server} restarted (run id {old}, now {run_id}) or another server took "
+                    "its place, so it may hold an older state than this connection left "
+                    "(an older RDB snapshot or AOF, or a replica that lacked the last "
+                    "changes); no request of this connection is sent to it. Check the "
+                    "structure against its log before using it, then connect again"
+                )
+                losers += [
+                    (user, other.lost[address])
+                    for user, key in list(other.users.items())
+                    if other.nodes.address_of(key) == address
+                ]
+            current = self.epoch
+            if current.identities.get(address, run_id) != run_id:
+                self.epoch = self._new_epoch(
+                    {**current.identities, address: run_id}, current.nodes.slots
+                )
+            else:
+                current.identities[address] = run_id
+            why = epoch.lost[address]
+        for user, reason in losers:
+            user.lose(reason)
+        raise ServerChanged(why)
+
+    def _slots_changed(self, owners: dict[int, Address]) -> None:
+        """Slots have new ``owners`` after a node went away: a failover, maybe.
+
+        Each of those slots is lost to every epoch that follows another owner (its user
+        connections there are told); the current epoch, if it is one, is succeeded by
+        one that follows the new owners.
+        """
+        losers: list[tuple[Loser, str]] = []
+        with self._lock:
+            for epoch in list(self._epochs):
+                slots = epoch.nodes.slots
+                if slots is None:
+                    continue
+                changed = {
+                    slot
+                    for slot, owner in owners.items()
+                    if slots[slot] != owner and slot not in epoch.lost_slots
+                }
+                for slot in changed:
+                    epoch.lost_slots[slot] = self._taken_over(slots[slot], owners[slot])
+                if changed:
+                    for user, key in list(epoch.users.items()):
+                        slot_of_user = epoch.nodes.slot_of(key)
+                        if slot_of_user in changed:
+                            losers.append((user, epoch.lost_slots[slot_of_user]))
+            current = self.epoch.nodes.slots
+            if current is not None and any(current[s] != o for s, o in owners.items()):
+                new = list(current)
+                for slot, owner in owners.items():
+                    new[slot] = owner
+                self.epoch = self._new_epoch(dict(self.epoch.identities), new)
+        for user, why in losers:
+            user.lose(why)
+
+    def _slot_taken_over(self, epoch: Epoch, slot: int, owner: Address) -> str:
+        """A user's request found its node gone, then ``owner`` serving its ``slot``."""
+        slots = epoch.nodes.slots
+        assert slots is not None
+        was = slots[slot]
+        self._slots_changed({slot: owner})
+        return epoch.lost_slots.get(slot) or self._taken_over(was, owner)
+
+    def _taken_over(self, was: Address, now: Address) -> str:
+        return (
+            f"{self._server(was)} went away and the structure's slot is now served by "
+            f"{_node(now)} (a failover, which may have lost the last changes); "
+            "no request of this connection is sent there. Check the structure against "
+            "its log before using it, then connect again"
+        )

@@ -6,6 +6,13 @@ function (``lua/<request>.lua``), which checks the user, the conditions and the 
 before its first write.  Requests that change something carry a request id: a
 channel (the calling thread) and a number, so that a request resent after a lost
 reply is answered from the function's record instead of being applied twice.
+
+A connection is bound to the client's epoch that attached it (``Epoch`` in
+``client.py``) and sends over that epoch's sockets only.  When the server it was made
+on restarts or is replaced (a failover), the epoch tells it (``lose``): from then on
+every request fails with ``STRUCTURE_LOST``, without reaching any server, because the
+server may have come back older than the connection left it.  The caller reconnects
+(``facility.connect``) and checks the structure against its log.
 """
 
 from __future__ import annotations
@@ -13,9 +20,9 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sharedq.cf import validation as v
 from sharedq.cf.api import ListStructure, StructureSnapshot
@@ -23,6 +30,7 @@ from sharedq.cf.errors import CFReason, StoreError, cf_error
 from sharedq.cf.redis import codec, keys, scripts
 from sharedq.cf.redis import snapshot as redis_snapshot
 from sharedq.cf.redis.codec import NO_OPTIONS, entry_of, options, pack_locator
+from sharedq.cf.redis.errors import structure_lost
 from sharedq.cf.types import (
     HIGHEST_KEY,
     LOWEST_KEY,
@@ -47,7 +55,9 @@ from sharedq.cf.types import (
 )
 
 if TYPE_CHECKING:
+    from sharedq.cf.redis.client import Epoch
     from sharedq.cf.redis.facility import RedisFacility
+    from sharedq.cf.redis.scripts import Function
 
 #: Entries a bulk request handles before it returns for a redrive, when not told: few
 #: enough that one function call stays short (Redis serves nobody else meanwhile).
@@ -74,6 +84,7 @@ class RedisListStructure(ListStructure):
     def __init__(
         self,
         facility: RedisFacility,
+        epoch: Epoch,
         name: str,
         user_name: str,
         user_id: int,
@@ -83,8 +94,10 @@ class RedisListStructure(ListStructure):
         lock_count: int,
     ) -> None:
         self._facility = facility
-        self._client = facility.client
-        self._run = facility.client.run
+        # Requests go over the sockets of the epoch that attached this connection, and
+        # only there; lose() swaps both for a function that fails.
+        self._run: Callable[[Function, str, list[Any]], Any] = epoch.run
+        self._block: Callable[[str, float], None] = epoch.block
         self._name = name
         self._key = keys.meta_key(name)
         self._user_name = user_name
@@ -131,6 +144,27 @@ class RedisListStructure(ListStructure):
         except StoreError:
             return False
 
+    def lose(self, why: str) -> None:
+        """The server this connection was made on restarted or was replaced (``why``).
+
+        From now on every request fails with ``STRUCTURE_LOST`` without being sent, and
+        the lease is no longer renewed.  Called by the client, once, when it sees the
+        change; a request already under way learns it from its epoch.
+        """
+        error_key = self._key
+
+        def lost(*args: object) -> NoReturn:
+            raise structure_lost(error_key, why)
+
+        self._run = lost
+        self._block = lost
+        self._facility.lost(self)
+
+    @property
+    def token(self) -> bytes:
+        """This connection's token (the facility reclaims a lost connection's user)."""
+        return self._token
+
     def renew_lease(self) -> None:
         """Called by the facility's lease keeper; a failure here is seen by requests."""
         try:
@@ -156,6 +190,7 @@ class RedisListStructure(ListStructure):
         expect_authority: int | None = None,
         not_locked: Iterable[int] = (),
         ignore_limit: bool = False,
+        reserve: bool = False,
     ) -> Change:
         spec, elements = self._write_spec(
             list_number,
@@ -174,7 +209,8 @@ class RedisListStructure(ListStructure):
             args = [self._changer(), spec, data, *locks]
         else:
             args = [self._changer(), spec, data]
-        seq: int = self._run(scripts.WRITE, self._key, args)
+        function = scripts.WRITE_RESERVE if reserve else scripts.WRITE
+        seq: int = self._run(function, self._key, args)
         entry: ListEntry = _entry(
             (
                 seq.to_bytes(12, "big") if entry_id is None else entry_id,
@@ -422,8 +458,10 @@ class RedisListStructure(ListStructure):
             expect_version=expect_version,
             expect_authority=expect_authority,
         )
+        # An update that keeps the data replaces fixed-size fields only: it runs at
+        # maxmemory too (a descriptor's status, a definition's version).
         reply = self._run(
-            scripts.UPDATE,
+            scripts.UPDATE if not isinstance(data, Unchanged) else scripts.UPDATE_IN_PLACE,
             self._key,
             [
                 self._changer(),
@@ -610,12 +648,12 @@ class RedisListStructure(ListStructure):
 
     def lock(self, lock_number: int) -> int:
         v.check_lock_number(lock_number, self._lock_count)
-        seq: int = self._run(scripts.LOCK, self._key, [self._changer(), b"l", lock_number])
+        seq: int = self._run(scripts.LOCK, self._key, [self._changer(), lock_number])
         return seq
 
     def unlock(self, lock_number: int) -> int:
         v.check_lock_number(lock_number, self._lock_count)
-        seq: int = self._run(scripts.LOCK, self._key, [self._changer(), b"u", lock_number])
+        seq: int = self._run(scripts.UNLOCK, self._key, [self._changer(), lock_number])
         return seq
 
     def lock_holder(self, lock_number: int) -> int | None:
@@ -667,7 +705,7 @@ class RedisListStructure(ListStructure):
             remaining = WAIT_SLICE if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
                 return []
-            self._client.block(queue, min(remaining, WAIT_SLICE))
+            self._block(queue, min(remaining, WAIT_SLICE))
 
     # -- users -----------------------------------------------------------------------------
 

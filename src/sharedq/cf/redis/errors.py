@@ -15,6 +15,26 @@ from sharedq.cf.errors import CFError, CFReason, cf_error
 #: The ACL a sharedq user needs, for the message that reports a refused command.
 ACL_HINT = "the ACL user needs ~sq:* and +@read +@write +@scripting +@connection +info"
 
+
+class ServerChanged(rx.RedisError):
+    """A new socket found another server at an address than the one its epoch knew.
+
+    Raised while the socket connects, before any request is sent on it: the server
+    restarted (its run id changed) or another took its place (a failover).  Never
+    worth resending a user's request over (see ``Epoch`` in ``client.py``).
+    """
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+def structure_lost(key: str, why: str) -> CFError:
+    """``STRUCTURE_LOST`` for a connection to the structure of ``key`` that ``why`` ended."""
+    name = key[key.find("{") + 1 : key.find("}")] if "{" in key else key
+    return cf_error(CFReason.STRUCTURE_LOST, f"structure {name} is lost to this connection: {why}")
+
+
 #: Failures worth retrying on a fresh connection: the request may not have run.
 TRANSIENT = (
     rx.ConnectionError,
@@ -60,6 +80,8 @@ def translate(exc: BaseException, where: str, *, connecting: bool = False) -> CF
     """
     if isinstance(exc, CFError):
         return exc
+    if isinstance(exc, ServerChanged):
+        return cf_error(CFReason.STRUCTURE_LOST, exc.why)
     text = str(exc)
     if isinstance(exc, rx.ResponseError) and text.startswith("SQ"):
         return script_error(text)

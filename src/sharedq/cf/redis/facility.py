@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from typing import Any
 
 from sharedq.cf.api import CouplingFacility
-from sharedq.cf.errors import CFReason, cf_error
+from sharedq.cf.errors import CFReason, UserError, cf_error
 from sharedq.cf.params import StructureParams, validate_params
 from sharedq.cf.redis import codec, keys, scripts
 from sharedq.cf.redis.client import RedisClient
@@ -30,6 +31,11 @@ _NO_USER = codec.reader_header(0, bytes(16))
 #: How this version keeps a structure (``fmt`` in its meta hash): 2, entry data apart
 #: from the entry records.  Connecting to a structure kept otherwise is refused.
 STORAGE_FORMAT = b"2"
+#: Deletes a token key if it still holds the given token: a lost connection's lease
+#: ended at once, so that its user may reconnect (``connect``).
+_END_LEASE = (
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+)
 
 
 def _describe(params: StructureParams, sequence_floor: int) -> str:
@@ -50,6 +56,10 @@ class RedisFacility(CouplingFacility):
         self.lease_ms = int(client.options.lease_seconds * 1000)
         self._leases = LeaseKeeper(client.options.lease_seconds / RENEWALS_PER_LEASE)
         self._closed = False
+        # (structure, user name) -> (user id, token) of connections lost to a server
+        # restart or failover, whose tokens may still be valid on the server.
+        self._lost: dict[tuple[str, str], set[tuple[int, bytes]]] = {}
+        self._lost_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, **options: float) -> RedisFacility:
@@ -119,15 +129,35 @@ class RedisFacility(CouplingFacility):
         return sorted(names)
 
     def connect(self, name: str, user_name: str) -> RedisListStructure:
+        """Attach ``user_name``; after a server restart or failover, how users reconnect.
+
+        A connection of this facility lost to a restart (or failover) leaves its token
+        on the server if the server came back with it (a snapshot, an AOF, a replica):
+        its user would look connected until the lease lapsed.  Reconnecting under that
+        name ends that lease at once and reattaches the user (with its locks, monitors
+        and events, as after any failure).
+        """
         if not isinstance(user_name, str) or not 1 <= len(user_name) <= 64:
             raise cf_error(CFReason.BAD_ARGUMENT, f"user name {user_name!r} must be 1-64 chars")
-        user_id, token, list_count, element_size, lock_count = self.client.run(
-            scripts.ATTACH,
-            keys.meta_key(name),
-            [_NO_USER, user_name, os.urandom(8), self.lease_ms, STORAGE_FORMAT],
-        )
+        meta = keys.meta_key(name)
+        try:
+            reply, epoch = self.client.serve(
+                scripts.ATTACH,
+                meta,
+                [_NO_USER, user_name, os.urandom(8), self.lease_ms, STORAGE_FORMAT],
+            )
+        except UserError as exc:
+            if exc.reason is not CFReason.USER_ACTIVE or not self._end_lost_leases(name, user_name):
+                raise
+            reply, epoch = self.client.serve(
+                scripts.ATTACH,
+                meta,
+                [_NO_USER, user_name, os.urandom(8), self.lease_ms, STORAGE_FORMAT],
+            )
+        user_id, token, list_count, element_size, lock_count = reply
         structure = RedisListStructure(
             self,
+            epoch,
             name,
             user_name,
             int(user_id),
@@ -136,12 +166,36 @@ class RedisFacility(CouplingFacility):
             int(element_size),
             int(lock_count),
         )
+        if self._lost:
+            with self._lost_lock:  # attached: the tokens its lost connections left are gone
+                self._lost.pop((name, user_name), None)
         self._leases.add(structure)
+        self.client.bind(epoch, structure, meta)
         return structure
 
     def forget(self, structure: RedisListStructure) -> None:
         """Stop renewing a connection's lease (it disconnected)."""
         self._leases.discard(structure)
+
+    def lost(self, structure: RedisListStructure) -> None:
+        """A connection's server restarted or was replaced: stop its lease, keep its token."""
+        self._leases.discard(structure)
+        with self._lost_lock:
+            self._lost.setdefault((structure.structure_name, structure.user_name), set()).add(
+                (structure.user_id, structure.token)
+            )
+
+    def _end_lost_leases(self, name: str, user_name: str) -> bool:
+        """End the leases lost connections of ``user_name`` left; whether one was ended."""
+        with self._lost_lock:
+            lost = self._lost.pop((name, user_name), set())
+        ended = False
+        for user_id, token in lost:
+            token_key = f"{keys.PREFIX}:{{{name}}}:t:{user_id}"
+            ended |= bool(
+                self.client.command("EVAL", _END_LEASE, 1, token_key, token, key=token_key)
+            )
+        return ended
 
     def close(self) -> None:
         """Stop renewing leases and close the client's connections.

@@ -6,6 +6,10 @@ parses), without a pool checkout per command.  One server is the usual case; on 
 Redis Cluster the structure's hash slot picks the node, from a slot map read with
 ``CLUSTER SLOTS`` and corrected by the MOVED replies of nodes that no longer own a
 slot.
+
+A client has one ``Nodes`` per epoch (see ``Epoch`` in ``client.py``): the sockets of
+an epoch reach only the servers that epoch knows, so a user connection bound to it
+never talks to a server that restarted or took over since.
 """
 
 from __future__ import annotations
@@ -80,6 +84,23 @@ class Nodes:
     def connection_to(self, address: Address) -> Connection:
         return self.connection()
 
+    def address_of(self, key: str | None) -> Address:
+        """The server ``key`` lives on: the one server."""
+        return None
+
+    def slot_of(self, key: str | None) -> int | None:
+        """The cluster hash slot of ``key``; none with one server."""
+        return None
+
+    def read_slots(self) -> list[Address] | None:
+        """The cluster's slot map as a node tells it now; none with one server."""
+        return None
+
+    @property
+    def slots(self) -> list[Address] | None:
+        """The slot map requests follow; none with one server."""
+        return None
+
     def addresses(self) -> list[Address]:
         """Every primary: the one server."""
         return [None]
@@ -107,14 +128,30 @@ class Nodes:
 class ClusterNodes(Nodes):
     """The calling thread's connection to the cluster node that owns a key's slot."""
 
-    def __init__(self, make: Callable[[Address], Connection], seed: Address) -> None:
+    def __init__(
+        self,
+        make: Callable[[Address], Connection],
+        seed: Address,
+        slots: list[Address] | None = None,
+    ) -> None:
         super().__init__(make)
         assert seed is not None
         self._seed = seed
-        self._slots: list[Address] = [seed] * REDIS_CLUSTER_HASH_SLOTS
+        self._slots: list[Address] = (
+            [seed] * REDIS_CLUSTER_HASH_SLOTS if slots is None else list(slots)
+        )
 
-    def address_of(self, key: str) -> Address:
+    def address_of(self, key: str | None) -> Address:
+        if key is None:
+            return self._seed
         return self._slots[key_slot(key.encode("utf-8"))]
+
+    def slot_of(self, key: str | None) -> int | None:
+        return None if key is None else key_slot(key.encode("utf-8"))
+
+    @property
+    def slots(self) -> list[Address]:
+        return self._slots
 
     def connection(self, key: str | None = None) -> Connection:
         if key is None:
@@ -138,7 +175,14 @@ class ClusterNodes(Nodes):
         self._slots[slot] = (host, port)
 
     def refresh(self) -> None:
-        """Read the slot map from the first node that answers (a node may be down)."""
+        """Follow the slot map the first node that answers tells (a node may be down)."""
+        self._slots = self.read_slots()
+
+    def read_slots(self) -> list[Address]:
+        """The slot map as the first node that answers tells it; followed by nobody yet.
+
+        Slots no node serves keep the owner they had here.
+        """
         last: Exception | None = None
         for address in [self._seed, *self.addresses()]:
             try:
@@ -146,9 +190,10 @@ class ClusterNodes(Nodes):
             except Exception as exc:  # try the next node
                 last = exc
                 continue
+            slots = list(self._slots)
             for start, end, primary, *_ in ranges:
                 host = primary[0].decode() or self._seed[0]
-                self._slots[start : end + 1] = [(host, int(primary[1]))] * (end - start + 1)
-            return
+                slots[start : end + 1] = [(host, int(primary[1]))] * (end - start + 1)
+            return slots
         assert last is not None
         raise last

@@ -4,9 +4,69 @@ Each request is exactly one function call (FCALL), because a function is the onl
 Redis runs atomically with logic in it.  The files are assembled into one function
 library: the shared parts (``common``, ``counts``, ``release``, ``bulk``) first, defined
 once when the library loads, then each request file as the body of a function that
-starts by binding its keys and arguments (``begin`` in ``common.lua``).  A request file
-whose header says ``-- flags: no-writes`` only reads: Redis runs it even when out of
-memory, and refuses the others before they start, never halfway.
+starts by binding its keys and arguments (``begin`` in ``common.lua``).
+
+A request file may open with a line ``-- flags: FLAG ...`` naming Redis function flags
+(``FLAGS`` below collects them).  Two are used, both about a server at ``maxmemory``
+(with ``maxmemory-policy noeviction``, which sharedq requires), where Redis refuses
+every function without one of them before it starts, never halfway:
+
+``no-writes``
+    The function only reads (Redis enforces it): alive, holder, list_info, read, scan,
+    snapshot_read, stats, users.
+
+``allow-oom``
+    The function writes but never grows the structure's memory beyond a small bound,
+    so it must run when the server is out of memory: that is how consumers drain a
+    full queue-sharing group and how managers keep their leases.  Flagged:
+
+    * delete, bulk_delete: remove entries (record, data, list members).
+    * move, bulk_move: a get (a move of the queue head), a commit of puts, a backout.
+      A move rewrites the entry's record and list member in place of the old ones and
+      never writes entry data (``D``); it may add a secondary-key index member, at most
+      one per entry.
+    * unlock: removes a lock-table entry (``lock.lua`` takes one, unflagged).
+    * renew: extends the expiry of the caller's existing token key.
+    * detach, user (cleanup_user, mark_failed): release a user's monitors, events,
+      locks and results; mark_failed deletes a live user's token and queues one wake-up
+      marker for it (none when the token was gone already).
+    * unmonitor, events: free an EMC, take queued events.
+    * snapshot_drop, destroy: free a snapshot's copy, a whole structure.
+    * controls, alter: rewrite fixed-size fields of the meta hash (a list's controls,
+      the structure's size); the first change of a list's controls adds its 32-byte
+      field.
+
+    What a flagged change may add besides: the result it keeps for a resend (one per
+    client thread of a user, replacing that thread's previous one, so a get keeps one
+    message's data per thread; dropped when the user goes); for a snapshot still being
+    read, the first old record of each entry it changes (copy on write; a delete's
+    data moves there from the structure; gone when the snapshot is dropped or
+    expires); and monitor events for the empty/non-empty transitions it causes.  A
+    non-empty event is queued at most once per monitor until taken.  Empty events are
+    queued only for monitors that asked for them (the queue manager's never do); those
+    are the one growth bounded only by their user taking its events, a few dozen
+    bytes per transition, and a transition back to non-empty out of memory needs a
+    move (a backout), since nothing can be written.
+
+    * monitor: an EMC and its records, for a get that waits.  The structure counts
+      EMCs against its own size (``StructureParams``), so they are bounded by it.
+    * write_reserve: ``write`` (the same file) for the few entries the interface's
+      ``reserve=True`` asks for: a unit of work's commit descriptors, one set per unit
+      being committed and deleted when its commit ends, so that a unit of several
+      gets can commit (and free their messages) at ``maxmemory``.
+    * update_in_place: ``update`` (the same file) when the data is left as it is: the
+      adjunct (at most 64 bytes), the version and the list's authority are rewritten in
+      place of the old ones (a unit's status in its descriptor, as it commits).
+
+    Not flagged, because they store new entries or new data, or create things:
+    write, write_rekey, bulk_write (new entries), update with new data (may grow it),
+    create (a structure), snapshot (copies every list), lock (a lock-table entry),
+    attach (a user and its token).  At
+    ``maxmemory`` they fail with ``STRUCTURE_FULL`` ("the Redis server is out of
+    memory") and change nothing.
+
+Never flag ``allow-oom`` on a function that can store new entries or data: Redis then
+lets it grow memory past ``maxmemory`` without bound.
 
 The library and function names carry a digest of the code, so that different sharedq
 versions sharing a server each find their own.  A server that lacks the library (new,
@@ -23,6 +83,9 @@ from importlib import resources
 #: Files defining what every function shares, in the order they are loaded.
 SHARED = ("common", "counts", "release", "bulk")
 _PREFIX = "@@PREFIX@@"
+_FLAGS_LINE = "-- flags:"
+#: The function flags a request file may declare (see the module's docstring).
+KNOWN_FLAGS = frozenset({"no-writes", "allow-oom"})
 
 
 @dataclass(frozen=True)
@@ -37,9 +100,36 @@ def _text(name: str) -> str:
     return (resources.files("sharedq.cf.redis") / "lua" / f"{name}.lua").read_text("utf-8")
 
 
+def flags_of(text: str) -> frozenset[str]:
+    """The Redis function flags a request file's first line declares (``-- flags: ...``)."""
+    first = text.partition("\n")[0]
+    if not first.startswith(_FLAGS_LINE):
+        return frozenset()
+    flags = frozenset(first.removeprefix(_FLAGS_LINE).replace(",", " ").split())
+    unknown = flags - KNOWN_FLAGS
+    if unknown or not flags:
+        raise ValueError(f"bad flags line {first!r}: known flags are {sorted(KNOWN_FLAGS)}")
+    return flags
+
+
+#: Functions made from another request's file, with flags of their own.
+VARIANTS: dict[str, tuple[str, frozenset[str]]] = {
+    "write_reserve": ("write", frozenset({"allow-oom"})),
+    "update_in_place": ("update", frozenset({"allow-oom"})),
+}
+
+
+def _source_of(name: str) -> str:
+    return _text(VARIANTS[name][0]) if name in VARIANTS else _text(name)
+
+
+def _flags(name: str) -> frozenset[str]:
+    return VARIANTS[name][1] if name in VARIANTS else flags_of(_text(name))
+
+
 def _function(name: str) -> str:
-    text = _text(name)
-    flags = "'no-writes'" if text.startswith("-- flags: no-writes\n") else ""
+    text = _source_of(name)
+    flags = ", ".join(f"'{flag}'" for flag in sorted(_flags(name)))
     return (
         f"redis.register_function{{function_name = '{_PREFIX}_{name}', flags = {{{flags}}},\n"
         f"callback = function(KEYS, ARGV)\nbegin(KEYS, ARGV)\n{text}end}}\n"
@@ -80,14 +170,19 @@ REQUESTS = (
     "snapshot_drop",
     "snapshot_read",
     "stats",
+    "unlock",
     "unmonitor",
     "update",
     "user",
     "users",
     "write",
     "write_rekey",
+    "write_reserve",
+    "update_in_place",
 )
 LIBRARY, SOURCE = build_library(REQUESTS)
+#: Each request's declared flags: what the server lets it do at ``maxmemory``.
+FLAGS = {name: _flags(name) for name in REQUESTS}
 _DIGEST = LIBRARY.removeprefix("sharedq_")
 
 
@@ -120,9 +215,12 @@ SNAPSHOT = _fn("snapshot")
 SNAPSHOT_DROP = _fn("snapshot_drop")
 SNAPSHOT_READ = _fn("snapshot_read")
 STATS = _fn("stats")
+UNLOCK = _fn("unlock")
 UNMONITOR = _fn("unmonitor")
 UPDATE = _fn("update")
 USER = _fn("user")
 USERS = _fn("users")
 WRITE = _fn("write")
 WRITE_REKEY = _fn("write_rekey")
+WRITE_RESERVE = _fn("write_reserve")
+UPDATE_IN_PLACE = _fn("update_in_place")

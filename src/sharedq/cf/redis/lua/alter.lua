@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- alter: a new size and/or EMC share, within the maximum size and above what is in use.
 -- ARGV[2..]: size ('' keep), emc_percent ('' keep).  Reply: as statistics.
 local done = recorded()

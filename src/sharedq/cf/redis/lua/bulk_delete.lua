@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- delete_entries: delete entries by id, in order, each with its own seq.
 -- ARGV[2..]: missing_ok ('1'), lock count n, n lock numbers, entry ids...
 local done = recorded()

@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- move_entries: move entries by id, in order, each with its own seq, tail position.
 -- ARGV[2..]: ignore_limit ('1'), missing_ok ('1'), lock count n, n lock numbers, then
 -- one packed move each: id(12) to(2) from(2, 65535 none) flags(1) [new key(16)]

@@ -251,6 +251,13 @@ end
 -- Value: the request number(8), a kind, then 'n' a seq, 'c' a seq(8) and an entry
 -- record (a change, whose data is in field 'q<user>:<channel>d'), 'm' anything else
 -- in MessagePack.
+--
+-- Why the functions flagged allow-oom (scripts.py) may keep these even when the server
+-- is at maxmemory: the record is bounded.  There are two fields per client thread of a
+-- connected user (at most 32 users), each overwritten by that thread's next request
+-- rather than added to, and all of a user's go when it disconnects, is cleaned up or
+-- reattaches (forget_results).  So a get (a move) at maxmemory keeps at most one
+-- message's data per thread, in place of the one it kept before; it never accumulates.
 local function kept_field()
   return 'q' .. UID .. ':' .. string.sub(REQ, 1, 8)
 end

@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- set_list_controls: a list's limit and/or authority.
 -- ARGV[2..]: list, limit ('u' keep, '' none, else the limit), increment_authority
 -- ('1'), expect_authority ('' none), lock numbers...

@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- delete: delete the located entry; the reply carries it as it was (record, data: none
 -- if the options say so).
 -- ARGV[2]: packed locator.  ARGV[3]: options (see options()).  ARGV[4..]: lock numbers.

@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- delete a structure: every key under its hash tag.  Refused while users are
 -- connected unless forced; their next requests then find it lost.
 -- ARGV[2]: force ('1').

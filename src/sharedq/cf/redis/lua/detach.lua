@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- disconnect: release the caller's monitors, events and locks and free its user id.
 if RETRY and redis.call('GET', token_key(UID)) ~= TOKEN then
   return 0  -- the first attempt went through; its reply was lost

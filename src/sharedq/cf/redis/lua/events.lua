@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- events_nowait: dequeue every event queued for the caller, oldest first.  Each is
 -- "monitor,list,state,seq,token"; wake-up markers (mark_failed) are dropped.  Taking
 -- them clears the caller's undelivered-nonempty marks, as the memory backend does.

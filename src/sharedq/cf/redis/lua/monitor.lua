@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- register_monitor: take an EMC and watch a key range or secondary key of a list.
 -- ARGV[2..]: list, low key, high key, secondary key ('' none: the key range),
 -- notify_empty ('1'), token.  Reply: monitor id, nonempty now (1/0), seq.

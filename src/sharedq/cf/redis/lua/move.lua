@@ -1,6 +1,13 @@
+-- flags: allow-oom
 -- move: move the located entry to a list, optionally re-keyed and re-versioned.
 -- ARGV[2]: packed locator.  ARGV[3]: target list(2), then options (see options()).
 -- ARGV[4..]: lock numbers.
+-- allow-oom (a get is a move, and so are a commit of puts and a backout): the entry's
+-- record and list member replace the old ones (a new secondary key may lengthen the
+-- record and add one index member, once per entry), and its data in D is never
+-- written.  The one copy of the data it makes is the result kept for a resend, which
+-- replaces the calling thread's previous one (see kept_field in common.lua); a
+-- snapshot being read keeps the old record, once per entry (keep_old).
 local done = recorded()
 if done then return done end
 local spec = ARGV[3]

@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- Renew the caller's lease while its connection is live; 0 once it is not (a lapsed
 -- lease is never renewed: that user has failed).
 -- ARGV[2]: lease in milliseconds.

@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- snapshot_drop: free a snapshot's copy (UNLINK: the server frees it in the background).
 -- ARGV[2]: snapshot id.  Dropping one that is gone does nothing.
 local X = P .. 'x' .. ARGV[2] .. ':'

@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- stop_monitor: free the EMC and drop the monitor's undelivered events.
 -- ARGV[2]: monitor id.
 local done = recorded()

@@ -1,3 +1,4 @@
+-- flags: allow-oom
 -- mark_failed ('f') or cleanup_user ('c') of another user (or oneself).
 -- ARGV[2..]: 'f' or 'c', the user id.
 local done = recorded()
@@ -8,9 +9,13 @@ if redis.call('HEXISTS', M, 'n' .. target) == 0 then
   fail(NO_SUCH_USER, 'no user ' .. target .. ' on ' .. structure_name())
 end
 if ARGV[2] == 'f' then
-  redis.call('DEL', token_key(target))
-  -- Wake the failed user's waiters, so that they see it at once.
-  redis.call('XADD', P .. 'q:' .. target, '*', 'w', '1')
+  -- Wake the failed user's waiters, so that they see it at once.  Only when its token
+  -- was live: the waiters of a user already failed (lease lapsed, or marked before)
+  -- notice within a wait slice anyway, and one marker per live token is what keeps this
+  -- allow-oom function from growing the user's stream by a marker a call.
+  if redis.call('DEL', token_key(target)) == 1 then
+    redis.call('XADD', P .. 'q:' .. target, '*', 'w', '1')
+  end
 else
   if redis.call('EXISTS', token_key(target)) == 1 then
     fail(USER_NOT_FAILED, 'user ' .. target .. ' is active; only failed users are cleaned up')
