@@ -7,6 +7,9 @@ staging and of Parquet data sets against ``msgpack.unpackb`` of the same bodies;
 offload against ``pyarrow.parquet.write_table`` of the same table already in memory;
 and structure recovery (read + replay onto a fresh memory structure) against the read
 alone, for a queue workload where most messages are consumed and one where all stay.
+Dual logging (each segment written under two roots) against one copy, committing every
+ten records and syncing every record; and the continuity check a recovery makes
+before it reads, against the read.
 """
 
 from __future__ import annotations
@@ -68,21 +71,31 @@ def _log(w: LogWriter, kind: str, change: Change, info: MessageInfo) -> None:
         w.log_delete(change, message=info)
 
 
-def _stream(root: Path, **config: object) -> LogStream:
-    if root.exists():
-        shutil.rmtree(root)
+def _stream(root: Path, copy_root: Path | None = None, **config: object) -> LogStream:
+    for path in (root, copy_root):
+        if path is not None and path.exists():
+            shutil.rmtree(path)
     settings: dict[str, object] = {"staging_bytes": 1 << 30, "segment_bytes": 64 << 20}
     settings.update(config)
-    return LogStream(root, name="BENCH.LOG", structure="BENCH", config=LogConfig(**settings))  # type: ignore[arg-type]
+    return LogStream(
+        root,
+        name="BENCH.LOG",
+        structure="BENCH",
+        config=LogConfig(**settings),  # type: ignore[arg-type]
+        copy_root=copy_root,
+    )
 
 
 def append_figures(report: Report, base: Path, n: int, n_sync: int) -> None:
     work = _changes(n, 0.9)
     info = MessageInfo(uow=b"U" * 8, queue=b"\x01TRANA   IMSA   ", message_id=b"M" * 24)
 
-    def appender(durability: Durability, count: int, commit_every: int) -> Callable[[], None]:
+    def appender(
+        durability: Durability, count: int, commit_every: int, dual: bool = False
+    ) -> Callable[[], None]:
         def run() -> None:
-            stream = _stream(base / "append", durability=durability)
+            copy = base / "append-copy" if dual else None
+            stream = _stream(base / "append", copy, durability=durability)
             w = stream.writer("QM1")
             for index, (kind, change) in enumerate(work[:count]):
                 _log(w, kind, change, info)
@@ -134,6 +147,10 @@ def append_figures(report: Report, base: Path, n: int, n_sync: int) -> None:
         report.add(f"append_{name}_per_s", rate, "records/s", note)
         baseline = raw_sync_rate if name == "every_record" else raw_rate
         report.add(f"append_{name}_ratio_vs_raw", rate / baseline, "", "vs raw write (+sync)")
+        if name in ("every_commit_10", "every_record"):
+            dual = best_rate(count, appender(durability, count, commit_every, True), repeats=2)
+            report.add(f"append_{name}_dual_per_s", dual, "records/s", "two copies")
+            report.add(f"dual_{name}_ratio_vs_single", dual / rate, "", "dual logging vs one copy")
 
 
 def _fill(root: Path, n: int, consumed: float, **config: object) -> LogStream:
@@ -219,6 +236,20 @@ def replay_figures(report: Report, base: Path, n: int) -> None:
         )
 
 
+def check_figures(report: Report, base: Path, n: int) -> None:
+    """The continuity check a recovery runs before it reads, against the read itself."""
+    stream = _fill(base / "check", n, 0.9, staging_bytes=16 << 20, segment_bytes=1 << 20)
+    read = best_rate(n, _reading(stream, n), repeats=3)
+
+    def check() -> None:
+        coverage = stream.plan().check(starts=None, needed_seq={"BENCH": 0})
+        assert coverage.whole
+
+    checked = best_rate(n, check, repeats=3)
+    report.add("check_records_per_s", checked, "records/s", "plan + continuity check")
+    report.add("check_ratio_vs_read", checked / read, "", "check vs the merged read")
+
+
 def _reading(stream: LogStream, n: int) -> Callable[[], None]:
     """Read and decode every record, keeping them (as recovery does)."""
 
@@ -258,6 +289,7 @@ def main() -> None:
         append_figures(report, base, n, n_sync)
         read_figures(report, base, n)
         replay_figures(report, base, n)
+        check_figures(report, base, n)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     report.emit(args.json)

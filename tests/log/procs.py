@@ -66,3 +66,24 @@ def append_until_killed(root: str, writer: str, durability: str, conn: Connectio
             )
             assert position is not None
             conn.send(position.lsn)
+
+
+def append_and_die(root: str, writer: str, count: int, first_seq: int) -> None:
+    """Append ``count`` records, sync them, and die without closing the writer (a crash)."""
+    import os
+
+    stream = _stream(root, segment_bytes=1 << 20, staging_bytes=1 << 22)
+    w = stream.writer(writer)
+    for n in range(count):
+        seq = first_seq + n
+        w.append(
+            RecordType.PUT,
+            op=1,
+            seq=seq,
+            entry_id=seq.to_bytes(12, "big"),
+            list_number=0,
+            key=seq.to_bytes(16, "big"),
+            data=b"c" * (n % 30),
+        )
+    w.commit()
+    os._exit(0)

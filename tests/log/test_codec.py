@@ -1,4 +1,5 @@
-"""Framing: what is encoded decodes to the same record; damage is named precisely."""
+"""Framing: what is encoded decodes to the same record; damage is named precisely and
+skipped, so that the sound frames after it are read too."""
 
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ records = st.builds(
 @given(st.lists(records, max_size=20))
 def test_frames_round_trip(batch: list[LogRecord]) -> None:
     buf = SEGMENT_HEADER + b"".join(encode_frame(r) for r in batch)
-    decoded, end, damage = decode_frames(buf, "seg")
-    assert damage is None
+    decoded, end, damages = decode_frames(buf, "seg")
+    assert damages == []
     assert end == len(buf)
     assert decoded == batch
     assert all(type(r) is LogRecord for r in decoded)
@@ -73,7 +74,7 @@ def _record(n: int) -> LogRecord:
     return LogRecord(n, 1, "QM1", n, 7, "S1", n, data=b"d" * n)
 
 
-def test_each_kind_of_damage_stops_decoding_after_the_sound_frames() -> None:
+def test_each_kind_of_damage_is_skipped_and_the_frames_after_it_are_read() -> None:
     good = [encode_frame(_record(n)) for n in range(1, 4)]
     base = SEGMENT_HEADER + b"".join(good)
     offset = len(base)
@@ -92,12 +93,38 @@ def test_each_kind_of_damage_stops_decoding_after_the_sound_frames() -> None:
         for tail in tails:
             # (truncation can only be at the end; other damage has sound frames after it)
             after = b"" if reason is DamageReason.TRUNCATED else nxt
-            decoded, end, damage = decode_frames(base + tail + after, "seg")
-            assert [r.seq for r in decoded] == [1, 2, 3]
-            assert end == offset
-            assert damage is not None
+            decoded, end, damages = decode_frames(base + tail + after, "seg")
+            assert len(damages) == 1
+            damage = damages[0]
             assert (damage.reason, damage.offset, damage.records_before) == (reason, offset, 3)
             assert damage.path == "seg" and str(offset) in str(damage)
+            if reason is DamageReason.TRUNCATED:
+                assert [r.seq for r in decoded] == [1, 2, 3]
+                assert end == offset
+                assert damage.at_tail and "nothing sound after it" in str(damage)
+            else:
+                assert [r.seq for r in decoded] == [1, 2, 3, 9]
+                assert end == len(base + tail + after)
+                assert damage.resumed_at == offset + len(tail)
+                assert f"reading went on at byte {offset + len(tail)}" in str(damage)
+
+
+@given(st.lists(records, min_size=3, max_size=12), st.data())
+def test_a_flipped_byte_costs_at_most_the_frame_it_is_in(
+    batch: list[LogRecord], data: st.DataObject
+) -> None:
+    frames = [encode_frame(r) for r in batch]
+    buf = bytearray(SEGMENT_HEADER + b"".join(frames))
+    at = data.draw(st.integers(len(SEGMENT_HEADER), len(buf) - 1), label="flipped byte")
+    buf[at] ^= data.draw(st.integers(1, 255), label="mask")
+    decoded, _, damages = decode_frames(bytes(buf), "seg")
+    # Which frame the byte was in: every other record is read, in order.
+    starts = [len(SEGMENT_HEADER)]
+    for frame in frames:
+        starts.append(starts[-1] + len(frame))
+    hit = next(i for i in range(len(frames)) if starts[i] <= at < starts[i + 1])
+    assert decoded == batch[:hit] + batch[hit + 1 :]
+    assert len(damages) == 1 and damages[0].offset == starts[hit]
 
 
 def _crc(body: bytes) -> int:

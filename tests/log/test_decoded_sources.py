@@ -16,11 +16,11 @@ from sharedq.log import (
     SegmentDecoded,
     StagingSegment,
 )
-from sharedq.log.datasets import read_dataset
-from sharedq.log.segment import read_segment
+from sharedq.log.datasets import lsn_runs, read_dataset
+from sharedq.log.reader import decode_segment
 
 from .conftest import MakeStream, eid, key
-from .test_damage import _fill, _frame_ends
+from .helpers import fill, frames
 
 Decode = Callable[[list[StagingSegment]], list[SegmentDecoded[list[LogRecord]]]]
 
@@ -29,12 +29,16 @@ def _decode(segments: list[StagingSegment]) -> list[SegmentDecoded[list[LogRecor
     """Decode as a worker would: each segment alone, the file gone or not."""
     decoded: list[SegmentDecoded[list[LogRecord]]] = []
     for segment in segments:
-        try:
-            contents = read_segment(segment.path)
-        except FileNotFoundError:
-            decoded.append(SegmentDecoded(False, None, []))
+        contents = decode_segment(segment)
+        if contents is None:
+            decoded.append(SegmentDecoded(False, []))
             continue
-        decoded.append(SegmentDecoded(True, contents.damage, contents.records))
+        lsns = tuple(lsn_runs([r.lsn for r in contents.records]))
+        decoded.append(
+            SegmentDecoded(
+                True, contents.records, tuple(contents.damages), tuple(contents.repaired), lsns
+            )
+        )
     return decoded
 
 
@@ -53,11 +57,11 @@ def _everything(
 def test_decoded_sources_hold_what_the_reader_yields(make_stream: MakeStream) -> None:
     # Given two writers, one with data sets and several segments, after a purge
     stream = make_stream(staging_bytes=1 << 22)
-    _fill(stream, "QM1", 240, 1, step=2)
+    fill(stream, "QM1", 240, 1, step=2)
     with stream.writer("QM1") as w:
         w.offload()
-    _fill(stream, "QM1", 200, 481, step=2)
-    _fill(stream, "QM2", 60, 2, step=2)
+    fill(stream, "QM1", 200, 481, step=2)
+    fill(stream, "QM2", 60, 2, step=2)
     stream.delete_before("S1", 101)
     assert len(stream.layout.segments("QM1")) >= 3 and stream.layout.dataset_files()
     seen: list[StagingSegment] = []
@@ -80,11 +84,11 @@ def test_damage_found_by_the_decoder_is_reported_as_the_reader_reports_it(
     make_stream: MakeStream,
 ) -> None:
     stream = make_stream(staging_bytes=1 << 22)
-    _fill(stream, "QM1", 200, 1000, step=2)
+    fill(stream, "QM1", 200, 1000, step=2)
     segments = stream.layout.segments("QM1")
     _, path = segments[1]
     raw = bytearray(path.read_bytes())
-    raw[_frame_ends(bytes(raw))[3] + 10] ^= 0x40
+    raw[frames(bytes(raw))[4][0] + 10] ^= 0x40
     path.write_bytes(bytes(raw))
     reader = stream.reader()
     expected = list(reader.records())
@@ -92,6 +96,9 @@ def test_damage_found_by_the_decoder_is_reported_as_the_reader_reports_it(
     assert got == expected
     assert damage == reader.damage and len(damage) == 1
     assert damage[0].reason is DamageReason.BAD_CHECKSUM
+    # and the decoded sources' plan finds the same gap the reader's check finds
+    [gap] = stream.decoded_sources(_decode).plan.check(starts=None, needed_seq=None).gaps
+    assert gap == stream.check().gaps[0] and gap.count == 1
 
 
 def test_the_frame_a_live_writer_is_appending_is_not_damage(make_stream: MakeStream) -> None:
@@ -114,7 +121,7 @@ def test_a_data_set_written_while_decoding_replaces_its_segments(
 ) -> None:
     # Given a writer with several closed segments and no data set
     stream = make_stream(staging_bytes=1 << 22)
-    _fill(stream, "QM1", 200, 1, step=2)
+    fill(stream, "QM1", 200, 1, step=2)
     expected = list(stream.records())
     assert len(stream.layout.segments("QM1")) >= 3 and not stream.layout.dataset_files()
 

@@ -12,6 +12,7 @@ in :mod:`sharedq.log.records` and ``docs/log-records.md``; operators read ``docs
 from sharedq.log.changes import MessageInfo
 from sharedq.log.codec import Damage, DamageReason
 from sharedq.log.config import Durability, DurabilityMode, LogConfig
+from sharedq.log.continuity import Coverage, Gap
 from sharedq.log.errors import (
     InvalidLogRequest,
     LogDamaged,
@@ -31,6 +32,7 @@ from sharedq.log.reader import (
     LogReader,
     LogSources,
     ReadFilter,
+    ReadPlan,
     SegmentDecoded,
     StagingSegment,
 )
@@ -58,12 +60,14 @@ __all__ = [
     "LIMIT_NONE",
     "SCHEMA_VERSION",
     "ChangeOp",
+    "Coverage",
     "Damage",
     "DamageReason",
     "DecodedSources",
     "Durability",
     "DurabilityMode",
     "Field",
+    "Gap",
     "InvalidLogRequest",
     "LogConfig",
     "LogDamaged",
@@ -83,6 +87,7 @@ __all__ = [
     "OffloadResult",
     "PurgeResult",
     "ReadFilter",
+    "ReadPlan",
     "RecordType",
     "ReplayError",
     "ReplayResult",

@@ -15,8 +15,12 @@ zero-filled and bit-flipped frames, and a corrupt length as well, since a wrong 
 frames the wrong bytes and their checksum fails.  A msgpack array (not a map) keeps
 bodies small and decodes straight into the record tuple.
 
-Decoding stops at the first frame that is not whole and sound, reporting where and
-why: nothing after damage in a segment is trusted, and nothing before it is lost.
+Damage does not end the reading.  A frame that is not whole and sound is reported
+(where and why) and skipped: the reader looks for the next sound frame after it
+(:func:`resync`: the next offset where a frame's length, CRC-32C and record all
+check, found through the msgpack array header every body starts with) and goes on
+from there, so one flipped byte costs one record, not every record after it.  Which
+records are then missing is told by their lsns (``continuity.py``), not here.
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ MAX_BODY_BYTES = 16 * 1024 * 1024
 
 _FRAME = struct.Struct("<II")
 _crc = google_crc32c.value
+#: The first bytes of every frame body: the msgpack header of an array of
+#: ``FIELD_COUNT`` elements (what :func:`resync` looks for).
+_BODY_START: bytes = msgpack.packb([None] * FIELD_COUNT)[:-FIELD_COUNT]
 
 
 class DamageReason(Enum):
@@ -67,10 +74,13 @@ class DamageReason(Enum):
 
 @dataclass(frozen=True)
 class Damage:
-    """Damage found in a segment or data set: where, why, and what came before it.
+    """Damage found in a segment or data set: where, why, and what was read around it.
 
     ``offset`` is the byte offset of the first frame not read (for a data set, 0);
-    ``records_before`` the number of sound records before it, all of which were read.
+    ``records_before`` the number of sound records before it in the file;
+    ``resumed_at`` the offset of the next sound frame, where reading went on, or
+    ``None`` when nothing sound follows (the damage runs to the end of the file: a
+    *tail*, which is what a writer killed mid-write leaves).
     """
 
     path: str
@@ -78,11 +88,22 @@ class Damage:
     reason: DamageReason
     detail: str
     records_before: int
+    resumed_at: int | None = None
+
+    @property
+    def at_tail(self) -> bool:
+        """Whether nothing sound follows the damage in its file."""
+        return self.resumed_at is None
 
     def __str__(self) -> str:
+        after = (
+            "nothing sound after it"
+            if self.resumed_at is None
+            else f"reading went on at byte {self.resumed_at}"
+        )
         return (
             f"{self.path} at byte {self.offset}: {self.reason.value} ({self.detail}); "
-            f"{self.records_before} records before it were read, nothing after it"
+            f"{self.records_before} records before it were read, {after}"
         )
 
 
@@ -135,14 +156,69 @@ def check_header(buf: bytes, path: str) -> Damage | None:
 
 def decode_frames(
     buf: bytes, path: str, start: int = SEGMENT_HEADER_BYTES
-) -> tuple[list[LogRecord], int, Damage | None]:
-    """Decode frames from ``start`` until the end of ``buf`` or the first damage.
+) -> tuple[list[LogRecord], int, list[Damage]]:
+    """Decode every sound frame from ``start`` to the end of ``buf``, skipping damage.
 
-    Returns the records, the offset just after the last sound frame (where a writer
-    may append again), and the damage or ``None``.  This is the hot loop of every read:
-    keep it free of per-record function calls beyond the three C calls it needs.
+    Returns the sound records in file order, the offset just after the last sound
+    frame (where a writer may append again) and the damage found, each with where
+    reading resumed.
     """
     records: list[LogRecord] = []
+    damages: list[Damage] = []
+    good_end = start
+    pos = start
+    end = len(buf)
+    while pos < end:
+        before = len(records)
+        pos, problem = _decode_run(buf, pos, records)
+        if len(records) > before:
+            good_end = pos
+        if problem is None:
+            break
+        resume = resync(buf, pos + 1)
+        damages.append(Damage(path, pos, problem[0], problem[1], len(records), resume))
+        if resume is None:
+            break
+        pos = resume
+    return records, good_end, damages
+
+
+def resync(buf: bytes, start: int) -> int | None:
+    """The offset of the first sound frame at or after ``start``, or ``None``.
+
+    Every body is a msgpack array of :data:`FIELD_COUNT` fields, so a frame starts
+    eight bytes before such an array header; a candidate counts only when its length
+    fits, its CRC-32C matches and its body decodes as a record: a false match needs a
+    checksum collision inside a record's own bytes.
+    """
+    end = len(buf)
+    mark = buf.find(_BODY_START, start + FRAME_HEADER_BYTES)
+    while mark != -1:
+        at = mark - FRAME_HEADER_BYTES
+        length, checksum = _FRAME.unpack_from(buf, at)
+        body_end = mark + length
+        if 0 < length <= MAX_BODY_BYTES and body_end <= end:
+            body = buf[mark:body_end]
+            if _crc(body) == checksum:
+                try:
+                    values = msgpack.unpackb(body, use_list=False, raw=False)
+                except (ValueError, TypeError, msgpack.UnpackException):
+                    values = None
+                if type(values) is tuple and len(values) == FIELD_COUNT:
+                    return at
+        mark = buf.find(_BODY_START, mark + 1)
+    return None
+
+
+def _decode_run(
+    buf: bytes, start: int, records: list[LogRecord]
+) -> tuple[int, tuple[DamageReason, str] | None]:
+    """Append sound frames from ``start`` to ``records`` until the end or a bad frame.
+
+    Returns where it stopped and what was wrong there (``None`` at the end).  This is
+    the hot loop of every read: keep it free of per-record function calls beyond the
+    three C calls it needs.
+    """
     append = records.append
     unpack_header = _FRAME.unpack_from
     unpackb = msgpack.unpackb
@@ -179,6 +255,4 @@ def decode_frames(
             break
         append(new(LogRecord, values))
         pos = body_end
-    if problem is None:
-        return records, pos, None
-    return records, pos, Damage(path, pos, problem[0], problem[1], len(records))
+    return pos, problem

@@ -4,13 +4,21 @@ A data set holds one writer's records with lsns ``first..last`` (whole staging
 segments), sorted by :class:`~sharedq.log.records.LogPosition`, in the columns of
 :data:`~sharedq.log.records.ARROW_SCHEMA`.  pyarrow and Spark read them directly
 (``spark.read.parquet("<root>/datasets")``).  The footer's key-value metadata carries
-what a reader needs to skip a data set without reading it: the writer, the lsn range
-and, per structure, the lowest and highest seq; every row group's statistics on
-``seq`` let a reader skip row groups before a starting seq.
+what a reader needs to skip a data set without reading it: the writer, the lsn span
+(the segments it holds) and the lsns it really has within it (fewer only when a
+segment's damage could not be made good: ``damage`` says what), per structure the
+lowest and highest seq, and every row group's highest seq, so that a reader skips
+row groups before a starting seq.
+
+A data set checks itself: every page carries a CRC (written and verified on read),
+and the metadata above carries a SHA-256 digest of itself, verified before any of it
+is believed (a flipped digit in a seq range could otherwise make a reader skip
+records it needs).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -34,6 +42,17 @@ from sharedq.log.records import (
 from sharedq.log.segment import SeqRanges, seq_ranges
 
 _META_PREFIX = "sharedq.log."
+_META_KEYS = (
+    "writer",
+    "first_lsn",
+    "last_lsn",
+    "seq_ranges",
+    "lsn_ranges",
+    "damage",
+    "group_max_seq",
+    "rows",
+)
+_DIGEST_KEY = b"sharedq.log.digest"
 _VERSION_COLUMN = FIELD_NAMES.index("version")
 _TIME_COLUMN = FIELD_NAMES.index("time_us")
 _WRAP = 2**64
@@ -50,7 +69,11 @@ _ROW_TYPE = pa.struct(
 
 @dataclass(frozen=True)
 class DatasetMeta:
-    """What a data set's footer says about it."""
+    """What a data set's footer says about it.
+
+    ``first_lsn..last_lsn`` is the span of the segments it holds; ``lsn_ranges`` the
+    lsns it has (the whole span unless damage lost some: ``damage`` says what).
+    """
 
     path: Path
     writer: str
@@ -59,6 +82,9 @@ class DatasetMeta:
     rows: int
     ranges: SeqRanges
     bytes: int
+    lsn_ranges: tuple[tuple[int, int], ...] = ()
+    damage: tuple[str, ...] = ()
+    group_max_seq: tuple[int, ...] = ()
 
     @property
     def min_seq(self) -> int:
@@ -92,31 +118,65 @@ def table_to_records(table: pa.Table) -> list[LogRecord]:
         return [new(LogRecord, row) for row in zip(*columns, strict=True)]
 
 
+def lsn_runs(lsns: list[int]) -> list[tuple[int, int]]:
+    """Sorted lsns as runs of consecutive numbers ``(first, last)``."""
+    runs: list[tuple[int, int]] = []
+    for lsn in sorted(lsns):
+        if runs and lsn == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], lsn)
+        elif not runs or lsn > runs[-1][1]:
+            runs.append((lsn, lsn))
+    return runs
+
+
 def write_dataset(
-    layout: Layout, writer: str, records: list[LogRecord], *, row_group_rows: int
+    layout: Layout,
+    writer: str,
+    records: list[LogRecord],
+    *,
+    row_group_rows: int,
+    span: tuple[int, int] | None = None,
+    damage: list[str] | tuple[str, ...] = (),
 ) -> DatasetMeta:
     """Write one writer's records (sorted by position) as a data set; durable on return.
 
-    The file is written under a hidden temporary name, synced, renamed into place and
-    the directory synced, so a reader (or Spark) sees either no data set or a whole one.
+    ``span`` is the lsn span of the segments the records come from (the records' own
+    lowest and highest lsn when not given); ``damage`` says why lsns of the span are
+    missing, if some are.  The file is written under a hidden temporary name, synced,
+    renamed into place and the directory synced, so a reader (or Spark) sees either no
+    data set or a whole one.
     """
     lsns = [r.lsn for r in records]
-    first, last = min(lsns), max(lsns)
+    first, last = span if span is not None else (min(lsns), max(lsns))
+    runs = lsn_runs(lsns)
     ranges = seq_ranges(records)
     table = records_to_table(records)
+    seqs = table.column(0).to_pylist()
+    group_max = [max(seqs[i : i + row_group_rows]) for i in range(0, len(seqs), row_group_rows)]
+    values = {
+        "writer": writer,
+        "first_lsn": str(first),
+        "last_lsn": str(last),
+        "seq_ranges": json.dumps(ranges, sort_keys=True),
+        "lsn_ranges": json.dumps(runs),
+        "damage": json.dumps(list(damage)),
+        "group_max_seq": json.dumps(group_max),
+        "rows": str(len(records)),
+    }
     metadata = dict(table.schema.metadata or {})
-    metadata.update(
-        {
-            f"{_META_PREFIX}writer".encode(): writer.encode(),
-            f"{_META_PREFIX}first_lsn".encode(): str(first).encode(),
-            f"{_META_PREFIX}last_lsn".encode(): str(last).encode(),
-            f"{_META_PREFIX}seq_ranges".encode(): json.dumps(ranges, sort_keys=True).encode(),
-        }
-    )
+    metadata.update({f"{_META_PREFIX}{k}".encode(): v.encode() for k, v in values.items()})
+    metadata[_DIGEST_KEY] = _digest(values).encode()
     table = table.replace_schema_metadata(metadata)
     final = layout.datasets / dataset_name(writer, first, last)
     tmp = layout.datasets / f".{final.name}.tmp"
-    pq.write_table(table, tmp, row_group_size=row_group_rows, compression="snappy")
+    layout.datasets.mkdir(parents=True, exist_ok=True)
+    pq.write_table(
+        table,
+        tmp,
+        row_group_size=row_group_rows,
+        compression="snappy",
+        write_page_checksum=True,
+    )
     fd = os.open(tmp, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -126,50 +186,93 @@ def write_dataset(
     os.replace(tmp, final)
     fsync_dir(layout.datasets)
     # (a purge may remove it at once when all of it is below the retention point)
-    return DatasetMeta(final, writer, first, last, len(records), ranges, size)
-
-
-def read_dataset_meta(path: Path) -> DatasetMeta:
-    """The footer metadata of a data set (reads only the footer)."""
-    meta = pq.read_metadata(path)
-    kv = meta.metadata or {}
-
-    def get(name: str) -> str:
-        value: bytes = kv[f"{_META_PREFIX}{name}".encode()]
-        return value.decode()
-
-    version = int(kv.get(b"sharedq.log.schema_version", b"0"))
-    if version != SCHEMA_VERSION:
-        raise ValueError(f"schema version {version}, expected {SCHEMA_VERSION}")
-    ranges = {k: (int(v[0]), int(v[1])) for k, v in json.loads(get("seq_ranges")).items()}
     return DatasetMeta(
-        path,
-        get("writer"),
-        int(get("first_lsn")),
-        int(get("last_lsn")),
-        meta.num_rows,
+        final,
+        writer,
+        first,
+        last,
+        len(records),
         ranges,
-        path.stat().st_size,
+        size,
+        tuple(runs),
+        tuple(damage),
+        tuple(group_max),
     )
 
 
-def read_dataset(path: Path, *, from_seq: int | None = None) -> list[LogRecord]:
-    """A data set's records in position order, skipping row groups wholly before ``from_seq``."""
-    parquet = pq.ParquetFile(path)
+def read_dataset_meta(path: Path) -> DatasetMeta:
+    """The footer metadata of a data set, verified against its digest (reads the footer).
+
+    ``ValueError`` says what is wrong with a footer that does not verify.
+    """
+    meta = pq.read_metadata(path)
+    kv = meta.metadata or {}
+    version = int(kv.get(b"sharedq.log.schema_version", b"0"))
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"schema version {version}, expected {SCHEMA_VERSION}")
+    try:
+        values = {k: kv[f"{_META_PREFIX}{k}".encode()].decode() for k in _META_KEYS}
+        digest = kv[_DIGEST_KEY].decode()
+    except KeyError as exc:
+        raise ValueError(f"its footer lacks {exc.args[0]!r}") from None
+    if _digest(values) != digest:
+        raise ValueError("its footer's digest does not match what the footer says")
+    rows = int(values["rows"])
+    if rows != meta.num_rows:
+        raise ValueError(f"it holds {meta.num_rows} rows, its footer says {rows}")
+    ranges = {k: (int(v[0]), int(v[1])) for k, v in json.loads(values["seq_ranges"]).items()}
+    return DatasetMeta(
+        path,
+        values["writer"],
+        int(values["first_lsn"]),
+        int(values["last_lsn"]),
+        rows,
+        ranges,
+        path.stat().st_size,
+        tuple((int(a), int(b)) for a, b in json.loads(values["lsn_ranges"])),
+        tuple(str(d) for d in json.loads(values["damage"])),
+        tuple(int(v) for v in json.loads(values["group_max_seq"])),
+    )
+
+
+def read_dataset(
+    path: Path, *, from_seq: int | None = None, meta: DatasetMeta | None = None
+) -> list[LogRecord]:
+    """A data set's records in position order, skipping row groups wholly before ``from_seq``.
+
+    Every page's checksum is verified, and the rows read must be as many as the footer
+    says (``ValueError`` otherwise); groups are skipped by the digest-checked highest
+    seqs of the footer, never by Parquet's unchecked statistics.
+    """
+    meta = meta if meta is not None else read_dataset_meta(path)
+    parquet = pq.ParquetFile(path, page_checksum_verification=True)
     try:
         groups = list(range(parquet.num_row_groups))
+        if len(meta.group_max_seq) != len(groups):
+            raise ValueError(
+                f"it has {len(groups)} row groups, its footer describes {len(meta.group_max_seq)}"
+            )
         if from_seq is not None:
-            groups = [g for g in groups if _group_max_seq(parquet, g) >= from_seq]
+            groups = [g for g in groups if meta.group_max_seq[g] >= from_seq]
         if not groups:
             return []
         table = parquet.read_row_groups(groups, columns=list(FIELD_NAMES))
+        expected = sum(parquet.metadata.row_group(g).num_rows for g in groups)
     finally:
         parquet.close()
+    if table.num_rows != expected:
+        raise ValueError(f"read {table.num_rows} rows where its row groups hold {expected}")
     return table_to_records(table)
 
 
-def _group_max_seq(parquet: pq.ParquetFile, group: int) -> int:
-    stats = parquet.metadata.row_group(group).column(0).statistics
-    if stats is None or not stats.has_min_max:
-        return 2**63 - 1  # no statistics: read the group
-    return int(stats.max)
+def verify_dataset(path: Path) -> None:
+    """Read a whole data set, checking every page; ``ValueError``/``ArrowException`` if not."""
+    meta = read_dataset_meta(path)
+    table = pq.read_table(path, page_checksum_verification=True)
+    if table.num_rows != meta.rows:
+        raise ValueError(f"read {table.num_rows} rows, its footer says {meta.rows}")
+
+
+def _digest(values: dict[str, str]) -> str:
+    canonical = json.dumps(values, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(canonical).hexdigest()

@@ -6,11 +6,19 @@
     <root>/RETENTION                     per structure, the seq below which records
                                          are deleted (JSON); absent: nothing deleted
     <root>/staging/<writer>/.lock        held (flock) by the writer's owner
+    <root>/staging/<writer>/WRITER       the writer's state: the segment it appends to,
+                                         whether it closed cleanly and at which lsn,
+                                         lsns it knows are lost (a state file)
+    <root>/staging/<writer>/ROLL         left by a reader that found damage in the
+                                         writer's open segment: roll to a new one
     <root>/staging/<writer>/<lsn>.seg    staging segments, named by their first lsn
     <root>/datasets/<writer>.L<first>-<last>.parquet
                                          log data sets: one writer's records with
                                          lsns first..last, sorted by position
     <root>/damaged/...                   damaged bytes set aside, never deleted
+
+With dual logging a second root (on another disk) holds the same files, written
+alike; the ``STREAM`` file of the first names it.
 
 Names never collide: each writer owns its staging directory and the data sets
 carrying its name, and numbers them by its own lsns.  Numbers are zero-padded to 20
@@ -37,6 +45,8 @@ STAGING_DIR = "staging"
 DATASETS_DIR = "datasets"
 DAMAGED_DIR = "damaged"
 LOCK_FILE = ".lock"
+WRITER_STATE_FILE = "WRITER"
+ROLL_FILE = "ROLL"
 SEGMENT_SUFFIX = ".seg"
 DATASET_SUFFIX = ".parquet"
 
@@ -98,6 +108,12 @@ class Layout:
     def writer_dir(self, writer: str) -> Path:
         return self.staging / writer
 
+    def writer_state(self, writer: str) -> Path:
+        return self.staging / writer / WRITER_STATE_FILE
+
+    def roll_request(self, writer: str) -> Path:
+        return self.staging / writer / ROLL_FILE
+
     def make_dirs(self) -> None:
         for path in (self.staging, self.datasets, self.damaged):
             path.mkdir(parents=True, exist_ok=True)
@@ -138,6 +154,16 @@ class Layout:
                 found.append((parsed, self.datasets / name))
         found.sort()
         return found
+
+
+def segment_copies(layouts: list[Layout], writer: str) -> list[tuple[int, list[Path]]]:
+    """A writer's segments under any of the stream's roots, oldest first, each with its
+    path under every root (a copy missing under one root is still named: readers skip it)."""
+    firsts = {first for layout in layouts for first, _ in layout.segments(writer)}
+    return [
+        (first, [layout.writer_dir(writer) / segment_name(first) for layout in layouts])
+        for first in sorted(firsts)
+    ]
 
 
 def lsn_covered(first_lsn: int, ranges: Iterable[tuple[int, int]]) -> bool:

@@ -10,8 +10,11 @@ writer, so appends wait only for the segment switch, not for the Parquet writing
 Crash safety: a data set is complete and synced under its final name before the
 segments it holds are deleted.  A crash in between leaves segments whose lsns a data
 set already holds; readers skip them (see ``reader.py``) and the next offload deletes
-them.  A damaged closed segment is offloaded up to its damage and then moved to the
-stream's ``damaged/`` directory, never deleted.
+them.  With dual logging each segment is read from both copies where one is damaged
+(``segment.read_copies``) and each data set is written under both roots.  A segment
+with damage neither copy makes good is offloaded with every sound record it holds,
+the data set's footer records which lsns it lacks and why, and the segment is moved
+to the stream's ``damaged/`` directory, never deleted.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from sharedq.log.codec import Damage
 from sharedq.log.datasets import DatasetMeta, write_dataset
 from sharedq.log.layout import Layout, fsync_dir, lsn_covered
 from sharedq.log.records import LogRecord
-from sharedq.log.segment import read_segment, set_aside_file
+from sharedq.log.segment import read_copies, set_aside_file
 
 logger = logging.getLogger("sharedq.log")
 
@@ -42,17 +45,22 @@ class OffloadResult:
     damage: tuple[Damage, ...] = ()
 
 
+#: A closed segment to offload: its first lsn, its last (the next segment's first lsn
+#: less one, whatever damage lost), the paths of its copies, its size.
+ClosedSegment = tuple[int, int, list[Path], int]
+
+
 def choose_segments(
-    closed: list[tuple[int, Path, int]], staging_bytes: int, low_bytes: int
-) -> list[tuple[int, Path, int]]:
-    """The oldest closed segments ``(first_lsn, path, size)`` to offload to reach ``low_bytes``."""
+    closed: list[ClosedSegment], staging_bytes: int, low_bytes: int
+) -> list[ClosedSegment]:
+    """The oldest closed segments to offload to reach ``low_bytes`` of staging."""
     chosen = []
     remaining = staging_bytes
     for segment in closed:
         if remaining <= low_bytes:
             break
         chosen.append(segment)
-        remaining -= segment[2]
+        remaining -= segment[3]
     return chosen
 
 
@@ -62,57 +70,85 @@ def covered_lsns(layout: Layout, writer: str) -> list[tuple[int, int]]:
 
 
 def offload_segments(
-    layout: Layout,
+    layouts: list[Layout],
     writer: str,
-    segments: list[tuple[int, Path, int]],
+    segments: list[ClosedSegment],
     *,
     row_group_rows: int,
     dataset_bytes: int,
 ) -> OffloadResult:
-    """Move ``segments`` (closed, oldest first) into data sets of at most ~``dataset_bytes``."""
-    covered = covered_lsns(layout, writer)
+    """Move ``segments`` (closed, oldest first) into data sets of at most ~``dataset_bytes``.
+
+    ``layouts`` are the stream's roots, the first one first; every data set is written
+    under each of them.
+    """
+    primary = layouts[0]
+    covered = covered_lsns(primary, writer)
     datasets: list[DatasetMeta] = []
     removed: list[Path] = []
     damages: list[Damage] = []
     count = 0
     freed = 0
-    group: list[tuple[Path, int, Damage | None]] = []
+    group: list[tuple[list[Path], int, bool]] = []
     records: list[LogRecord] = []
+    notes: list[str] = []
+    span: list[int] = []
     group_bytes = 0
 
     def flush() -> None:
-        nonlocal records, group, group_bytes, count, freed
-        if records:
+        nonlocal records, group, group_bytes, count, freed, notes, span
+        if records or span:
             records.sort()
-            datasets.append(write_dataset(layout, writer, records, row_group_rows=row_group_rows))
+            metas = [
+                write_dataset(
+                    layout,
+                    writer,
+                    records,
+                    row_group_rows=row_group_rows,
+                    span=(span[0], span[1]),
+                    damage=notes,
+                )
+                for layout in layouts
+            ]
+            datasets.append(metas[0])
             count += len(records)
-        for path, size, damage in group:
-            if damage is not None:
-                set_aside_file(path, layout.damaged, writer)
-            else:
-                path.unlink(missing_ok=True)
-            removed.append(path)
+        for paths, size, damaged in group:
+            for path, layout in zip(paths, layouts, strict=True):
+                if damaged:
+                    if path.exists():
+                        set_aside_file(path, layout.damaged, writer)
+                else:
+                    path.unlink(missing_ok=True)
+                removed.append(path)
             freed += size
         if group:
-            fsync_dir(layout.writer_dir(writer))
-        records, group, group_bytes = [], [], 0
+            for layout in layouts:
+                directory = layout.writer_dir(writer)
+                if directory.exists():
+                    fsync_dir(directory)
+        records, group, group_bytes, notes, span = [], [], 0, [], []
 
-    for first_lsn, path, size in segments:
+    for first_lsn, last_lsn, paths, size in segments:
         if lsn_covered(first_lsn, covered):
             # A crash after the data set was written and before this was deleted.
-            path.unlink(missing_ok=True)
-            removed.append(path)
+            for path in paths:
+                path.unlink(missing_ok=True)
+                removed.append(path)
             freed += size
             continue
-        try:
-            contents = read_segment(path)
-        except FileNotFoundError:
+        contents = read_copies(paths)
+        if contents is None:
             continue  # purged meanwhile (all its records were below the retention point)
-        if contents.damage is not None:
-            damages.append(contents.damage)
-            logger.error("offload of a damaged segment: %s", contents.damage)
+        if contents.damages:
+            damages.extend(contents.damages)
+            notes.extend(str(d) for d in contents.damages)
+            logger.error(
+                "offload of a segment with damage no copy makes good: %s",
+                "; ".join(map(str, contents.damages)),
+            )
+        span = [span[0] if span else first_lsn, last_lsn]
         records.extend(contents.records)
-        group.append((path, size, contents.damage))
+        group.append((paths, size, bool(contents.damages or contents.repaired)))
         group_bytes += size
         if group_bytes >= dataset_bytes:
             flush()

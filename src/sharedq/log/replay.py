@@ -28,12 +28,18 @@ the log never wrote.  A server changes the structure first and logs the change b
 it answers; killed in between, it leaves an entry that no record describes (an
 uncommitted put), which the peer that recovers its units then deletes, and logs.  The
 delete's outcome, no such entry, holds either way, so replay lets it pass.
+
+After an operator accepted records as lost (``sharedq recovery accept-loss``), replay
+runs with ``on_conflict``: a change that cannot be applied because records before it
+are gone (a move of an entry whose write was lost, a write of one whose delete was)
+is reported to it and passed over, and the rest goes on; a rewritten entry replaces
+what is there.  The recovery report lists each.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import islice
 from typing import TypeVar
@@ -41,7 +47,7 @@ from typing import TypeVar
 from sharedq.cf.api import ListStructure
 from sharedq.cf.errors import CFError, NoSuchEntry
 from sharedq.cf.types import UNCHANGED, BulkWrite, ById, Position, Unchanged
-from sharedq.log.errors import LogReason, log_error
+from sharedq.log.errors import LogReason, ReplayError, log_error
 from sharedq.log.records import LIMIT_NONE, MAX_VERSION, ChangeOp, LogRecord
 
 _WRITE, _MOVE, _DELETE, _UPDATE, _CONTROLS = (
@@ -57,6 +63,9 @@ DEFAULT_WINDOW = 200_000
 #: Entries per bulk delete request.
 _BULK = 1024
 _T = TypeVar("_T")
+
+#: Told of each change replay passed over (the record, and why) after accepted loss.
+ConflictHandler = Callable[[LogRecord, str], None]
 
 
 @dataclass(frozen=True)
@@ -126,12 +135,15 @@ def replay(
     structure_name: str | None = None,
     fold: bool = True,
     window: int = DEFAULT_WINDOW,
+    on_conflict: ConflictHandler | None = None,
 ) -> ReplayResult:
     """Apply the changes among ``records`` (in log order) that concern the structure.
 
     ``structure_name`` selects the records (by default the structure's own name; give
     the old name when rebuilding under another).  Records of other structures and
-    records that are not changes are skipped.
+    records that are not changes are skipped.  ``on_conflict``: pass over changes that
+    cannot be applied, telling it of each, instead of raising (only after records
+    were accepted as lost).
     """
     name = structure_name if structure_name is not None else structure.structure_name
     changes = (r for r in records if r.op != _NONE and r.structure == name)
@@ -140,7 +152,12 @@ def replay(
     last: int | None = None
     if not fold:
         for record in changes:
-            apply_record(structure, record)
+            try:
+                apply_record(structure, record)
+            except ReplayError as exc:
+                if on_conflict is None:
+                    raise
+                on_conflict(record, exc.detail)
             count += 1
             if first is None:
                 first = record.seq
@@ -157,7 +174,7 @@ def replay(
         count += len(chunk)
         first = chunk[0].seq if first is None else first
         last = chunk[-1].seq
-        requests += _Fold(chunk).apply(structure)
+        requests += _Fold(chunk, on_conflict).apply(structure)
     return ReplayResult(count, requests, first, last)
 
 
@@ -201,7 +218,8 @@ class _Net:
 class _Fold:
     """Folds a window of change records into net changes, then applies them."""
 
-    def __init__(self, records: list[LogRecord]) -> None:
+    def __init__(self, records: list[LogRecord], on_conflict: ConflictHandler | None) -> None:
+        self.on_conflict = on_conflict
         self.nets: dict[bytes, _Net] = {}
         self.limits: dict[int, int | None] = {}
         self.authority: dict[int, int] = {}
@@ -227,7 +245,12 @@ class _Fold:
                     net = nets[entry_id] = _Net(True, record)
             elif (op == _WRITE) == net.present:
                 what = "exists already" if op == _WRITE else "was deleted before"
-                raise _failed(record, f"entry {entry_id.hex()} {what} (seq {net.record.seq})")
+                why = f"entry {entry_id.hex()} {what} (seq {net.record.seq})"
+                if self.on_conflict is None:
+                    raise _failed(record, why)
+                self.on_conflict(record, why)
+                if op != _WRITE:
+                    continue
             net.record = record
             if op == _WRITE:
                 net.rewritten = net.existed
@@ -299,7 +322,8 @@ class _Fold:
         rewritten = [
             (e, n) for e, n in self.nets.items() if n.existed and n.present and n.rewritten
         ]
-        for deletes, missing_ok in ((gone, True), (rewritten, False)):
+        lenient = self.on_conflict is not None
+        for deletes, missing_ok in ((gone, True), (rewritten, lenient)):
             for start in range(0, len(deletes), _BULK):
                 batch = deletes[start : start + _BULK]
                 ids = [e for e, _ in batch]
@@ -318,7 +342,13 @@ class _Fold:
             if not net.present:
                 continue
             if net.existed and not net.rewritten:
-                requests += self._update(structure, entry_id, net)
+                try:
+                    requests += self._update(structure, entry_id, net)
+                except ReplayError as exc:
+                    if self.on_conflict is None:
+                        raise
+                    self.on_conflict(net.record, exc.detail)
+                    continue
             if net.placed_at is not None:
                 placements.append((net.placed_at, entry_id, net))
         placements.sort(key=_first)
@@ -329,17 +359,19 @@ class _Fold:
             if not net.existed or net.rewritten:
                 writes.append((_as_write(entry_id, net), net))
                 if len(writes) >= _BULK:
-                    requests += _write_batch(structure, writes)
+                    requests += _write_batch(structure, writes, self.on_conflict)
                 continue
             if writes:
-                requests += _write_batch(structure, writes)
+                requests += _write_batch(structure, writes, self.on_conflict)
             requests += 1
             try:
                 self._place(structure, entry_id, net)
             except CFError as exc:
-                raise _failed(net.record, exc) from exc
+                if self.on_conflict is None:
+                    raise _failed(net.record, exc) from exc
+                self.on_conflict(net.record, str(exc))
         if writes:
-            requests += _write_batch(structure, writes)
+            requests += _write_batch(structure, writes, self.on_conflict)
         for number in sorted(set(self.limits) | set(self.authority)):
             increments = self.authority.get(number, 0)
             limit = self.limits.get(number, UNCHANGED)
@@ -415,8 +447,16 @@ def _as_write(entry_id: bytes, net: _Net) -> BulkWrite:
     )
 
 
-def _write_batch(structure: ListStructure, batch: list[tuple[BulkWrite, _Net]]) -> int:
-    """Write a batch in as few requests as the backend's budget allows; empties it."""
+def _write_batch(
+    structure: ListStructure,
+    batch: list[tuple[BulkWrite, _Net]],
+    on_conflict: ConflictHandler | None = None,
+) -> int:
+    """Write a batch in as few requests as the backend's budget allows; empties it.
+
+    With ``on_conflict``, an entry whose id is taken (its delete was lost) replaces the
+    entry there; one that still cannot be written is reported and passed over.
+    """
     writes = [write for write, _ in batch]
     requests = done = 0
     while done < len(writes):
@@ -427,9 +467,20 @@ def _write_batch(structure: ListStructure, batch: list[tuple[BulkWrite, _Net]]) 
         except CFError as exc:
             raise _failed(batch[done][1].record, exc) from exc
         requests += 1
-        if result.error is not None:
-            raise _failed(batch[done + result.processed][1].record, result.error)
         done += result.processed
+        if result.error is not None:
+            record = batch[done][1].record
+            if on_conflict is None:
+                raise _failed(record, result.error)
+            write = writes[done]
+            try:
+                structure.delete_entries([write.entry_id], missing_ok=True)  # type: ignore[list-item]
+                structure.write_entries([write], ignore_limit=True)
+                on_conflict(record, f"{result.error}: the entry there was replaced")
+            except CFError as exc:
+                on_conflict(record, f"{result.error}; replacing it failed too: {exc}")
+            requests += 2
+            done += 1
     batch.clear()
     return requests
 

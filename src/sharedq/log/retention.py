@@ -4,9 +4,14 @@ Retention is by structure sequence number: ``delete_before(structure, seq)`` rec
 durably, that the structure's records with a lower seq are deleted.  From then on no
 reader yields them, whatever files still hold them; files whose records are *all*
 below the point are removed (log data sets, and closed staging segments of any
-writer; a writer's newest segment stays, it may be open).  The point only ever rises:
-a structure checkpoint sets it to the seq the older valid SRDS covers (redbook §5.3),
-and a server whose restart checkpoint lies below it must cold start.
+writer; a writer's newest segment stays, it may be open).  Before a file goes, the
+``RETENTION`` state file records the writer's lsns it held and the highest seq of each
+structure among them: a reader checking that a writer's records are whole tells lsns
+retention deleted (all below the point) from lsns that went missing, and a recovery
+from an SRDS older than the point sees that records it needs were deleted.  The
+point only ever rises: a structure checkpoint sets it to the seq the older valid SRDS
+covers (redbook §5.3), and a server whose restart checkpoint lies below it must cold
+start.
 
 Log full.  ``LogConfig.max_bytes`` bounds the stream (staging of every writer plus the
 data sets).  An append that would pass it first purges under the current point, then
@@ -24,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import logging
 import os
 import threading
@@ -37,26 +41,67 @@ import pyarrow as pa
 from sharedq.log.config import LogConfig
 from sharedq.log.datasets import DatasetMeta, read_dataset_meta
 from sharedq.log.errors import LogError, LogReason, log_error
-from sharedq.log.layout import Layout, write_atomically
+from sharedq.log.layout import Layout
 from sharedq.log.segment import SeqRanges, read_segment, seq_ranges
+from sharedq.log.statefile import read_state, write_state
 
 logger = logging.getLogger("sharedq.log")
 
 _RETENTION_LOCK = ".retention.lock"
 
 
-class Retention:
-    """The persistent retention points of a stream: structure -> lowest seq kept."""
+@dataclass(frozen=True)
+class PurgedRange:
+    """Lsns of one writer that retention deleted, and per structure the highest seq
+    among their records (all of them below the structure's point when deleted)."""
 
-    def __init__(self, layout: Layout) -> None:
-        self._layout = layout
+    writer: str
+    first_lsn: int
+    last_lsn: int
+    seqs: dict[str, int]
+
+
+@dataclass(frozen=True)
+class RetentionState:
+    """The ``RETENTION`` file: the points, and what retention has deleted."""
+
+    points: dict[str, int]
+    purged: tuple[PurgedRange, ...] = ()
+
+
+class Retention:
+    """The persistent retention points of a stream: structure -> lowest seq kept.
+
+    With dual logging the file is kept under both roots; a reader uses the first copy
+    that verifies.  A damaged file (both copies) raises ``LOG_DAMAGED`` naming it:
+    reading it as "nothing deleted" could let a reader pass deleted records as a loss,
+    or worse, and reading it as anything else could delete what recovery needs.
+    """
+
+    def __init__(self, layouts: list[Layout]) -> None:
+        self._layouts = layouts
 
     def load(self) -> dict[str, int]:
-        try:
-            text = self._layout.retention_file.read_text()
-        except FileNotFoundError:
-            return {}
-        return {str(k): int(v) for k, v in json.loads(text).items()}
+        return self.state().points
+
+    def state(self) -> RetentionState:
+        problem: LogError | None = None
+        for layout in self._layouts:
+            try:
+                body = read_state(layout.retention_file)
+                if body is not None:
+                    return _decode(body)
+            except LogError as exc:
+                problem = problem or exc
+            except (KeyError, TypeError, ValueError) as exc:
+                problem = problem or log_error(
+                    LogReason.LOG_DAMAGED,
+                    f"state file {layout.retention_file} is not a retention state: {exc!r}",
+                    path=str(layout.retention_file),
+                )
+        if problem is not None:
+            raise problem
+        return RetentionState({})
 
     def raise_to(self, structure: str, seq: int) -> int:
         """Set the point of ``structure`` to ``seq`` unless it is higher already; return it.
@@ -65,19 +110,67 @@ class Retention:
         """
         if not isinstance(seq, int) or seq < 0:
             raise log_error(LogReason.BAD_ARGUMENT, f"retention seq must be an int >= 0: {seq!r}")
-        lock_path = self._layout.root / _RETENTION_LOCK
+        with self._locked():
+            state = self.state()
+            if state.points.get(structure, 0) >= seq:
+                return state.points[structure]
+            self._write(RetentionState({**state.points, structure: seq}, state.purged))
+            return seq
+
+    def record_purged(self, ranges: list[PurgedRange]) -> None:
+        """Note (durably, before the files go) that retention deletes these lsns."""
+        if not ranges:
+            return
+        with self._locked():
+            state = self.state()
+            self._write(RetentionState(state.points, _coalesce([*state.purged, *ranges])))
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        lock_path = self._layouts[0].root / _RETENTION_LOCK
         with open(lock_path, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                points = self.load()
-                if points.get(structure, 0) >= seq:
-                    return points[structure]
-                points[structure] = seq
-                payload = json.dumps(points, sort_keys=True).encode()
-                write_atomically(self._layout.retention_file, payload)
-                return seq
+                yield
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _write(self, state: RetentionState) -> None:
+        body = {
+            "points": dict(sorted(state.points.items())),
+            "purged": [
+                [p.writer, p.first_lsn, p.last_lsn, dict(sorted(p.seqs.items()))]
+                for p in state.purged
+            ],
+        }
+        for layout in self._layouts:
+            write_state(layout.retention_file, body)
+
+
+def _decode(body: dict[str, object]) -> RetentionState:
+    points = {str(k): int(v) for k, v in dict(body["points"]).items()}  # type: ignore[call-overload]
+    purged = tuple(
+        PurgedRange(str(w), int(a), int(b), {str(k): int(v) for k, v in dict(seqs).items()})
+        for w, a, b, seqs in body.get("purged", [])  # type: ignore[attr-defined]
+    )
+    return RetentionState(points, purged)
+
+
+def _coalesce(ranges: list[PurgedRange]) -> tuple[PurgedRange, ...]:
+    """Merge each writer's adjacent or overlapping ranges (keeping the highest seqs)."""
+    out: list[PurgedRange] = []
+    for item in sorted(ranges, key=lambda p: (p.writer, p.first_lsn)):
+        last = out[-1] if out else None
+        if last is not None and last.writer == item.writer and item.first_lsn <= last.last_lsn + 1:
+            seqs = dict(last.seqs)
+            for name, seq in item.seqs.items():
+                seqs[name] = max(seq, seqs.get(name, seq))
+            out[-1] = PurgedRange(
+                last.writer, last.first_lsn, max(last.last_lsn, item.last_lsn), seqs
+            )
+        else:
+            out.append(item)
+    return tuple(out)
 
 
 def wholly_below(ranges: SeqRanges, points: dict[str, int]) -> bool:
@@ -111,8 +204,15 @@ LogFullHandler = Callable[[LogFullEvent], None]
 class LogSpace:
     """The stream's size against its maximum; purging; the log-full protocol."""
 
-    def __init__(self, layout: Layout, config: LogConfig, retention: Retention) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        config: LogConfig,
+        retention: Retention,
+        copies: tuple[Layout, ...] = (),
+    ) -> None:
         self._layout = layout
+        self._copies = copies
         self._config = config
         self.retention = retention
         self._lock = threading.Lock()
@@ -250,20 +350,30 @@ class LogSpace:
         points = self.retention.load()
         if not points:
             return PurgeResult()
-        removed: list[Path] = []
-        freed = 0
-        for _, path in self._layout.dataset_files():
+        doomed: list[tuple[Path, PurgedRange]] = []
+        for name, path in self._layout.dataset_files():
             meta = self.dataset_meta(path)
             if meta is not None and wholly_below(meta.ranges, points):
-                freed += _unlink(path)
-                removed.append(path)
+                highest = {k: high for k, (_, high) in meta.ranges.items()}
+                doomed.append(
+                    (path, PurgedRange(name.writer, name.first_lsn, name.last_lsn, highest))
+                )
         for writer in self._layout.writers():
             segments = self._layout.segments(writer)
-            for _, path in segments[:-1]:  # the newest segment may be open: keep it
+            for index, (first, path) in enumerate(segments[:-1]):  # the newest may be open
                 ranges = self._segment_ranges(path)
                 if ranges is not None and wholly_below(ranges, points):
-                    freed += _unlink(path)
-                    removed.append(path)
+                    last = segments[index + 1][0] - 1
+                    highest = {k: high for k, (_, high) in ranges.items()}
+                    doomed.append((path, PurgedRange(writer, first, last, highest)))
+        self.retention.record_purged([purged for _, purged in doomed])
+        removed: list[Path] = []
+        freed = 0
+        for path, _ in doomed:
+            freed += _unlink(path)
+            removed.append(path)
+            for copy in self._copies:
+                _unlink(copy.root / path.relative_to(self._layout.root))
         gone = set(removed)
         for cache in (self._meta_cache, self._range_cache):
             for key in [k for k in cache if k[0] in gone]:
@@ -275,14 +385,20 @@ class LogSpace:
 
     def dataset_meta(self, path: Path) -> DatasetMeta | None:
         """A data set's footer, or ``None`` when it cannot be read (reported by readers)."""
+        return self.dataset_meta_or_problem(path)[0]
+
+    def dataset_meta_or_problem(self, path: Path) -> tuple[DatasetMeta | None, str | None]:
+        """A data set's verified footer, or what is wrong with it."""
         try:
             key = (path, path.stat().st_size)
             cached = self._meta_cache.get(key)
             if cached is None:
                 cached = self._meta_cache[key] = read_dataset_meta(path)
-            return cached
-        except (OSError, ValueError, KeyError, pa.ArrowException):
-            return None
+            return cached, None
+        except FileNotFoundError:
+            return None, "gone"
+        except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+            return None, f"footer unreadable: {exc}"
 
     def _segment_ranges(self, path: Path) -> SeqRanges | None:
         """A closed segment's ranges; ``None`` when it is damaged (kept for the operator)."""
@@ -294,7 +410,7 @@ class LogSpace:
             contents = read_segment(path)
         except FileNotFoundError:
             return None  # offloaded or purged by another writer meanwhile
-        if contents.damage is not None:
+        if contents.damages:
             return None
         ranges = seq_ranges(contents.records)
         self._range_cache[(path, size)] = ranges

@@ -4,21 +4,35 @@ A writer appends to exactly one segment at a time and closes it (synced) when it
 reaches the configured size; closed segments never change again until offload or
 retention removes them.  Readers may read any segment at any time, including the one
 being appended to: they see a prefix of it, possibly ending in a frame being written,
-which decodes as a truncated tail and is not yielded (it is reported only if the
-segment is not the writer's open one; see ``reader.py``).
+which decodes as a damaged tail and is not yielded (whether it counts as damage is
+the reader's call; see ``reader.py``).
 
-Damaged bytes are never destroyed: before a writer cuts a damaged tail off the
-segment it reopens, it copies the tail to the stream's ``damaged/`` directory.
+With dual logging a segment has two copies, one under each of the stream's two
+roots, written frame by frame alike (:class:`SegmentFile` holds both);
+:func:`read_copies` reads the first and, only when it is damaged or missing, the
+second, and merges the sound records of both by lsn, so that damage in one copy
+costs nothing the other still holds.
+
+Damaged bytes are never destroyed: before a writer cuts a torn tail off the segment
+it reopens, it copies the tail to the stream's ``damaged/`` directory.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from sharedq.log.codec import SEGMENT_HEADER, Damage, check_header, decode_frames, gc_paused
+from sharedq.log.codec import (
+    SEGMENT_HEADER,
+    SEGMENT_HEADER_BYTES,
+    Damage,
+    check_header,
+    decode_frames,
+    gc_paused,
+    resync,
+)
 from sharedq.log.layout import fsync_dir, parse_segment_name
 from sharedq.log.records import LogRecord
 
@@ -30,7 +44,13 @@ SeqRanges = dict[str, tuple[int, int]]
 
 @dataclass
 class SegmentContents:
-    """What reading a segment found: its sound records and the damage after them."""
+    """What reading a segment found: its sound records and the damage among them.
+
+    ``damages`` lists every place reading had to skip, in file order; the last one may
+    be a *tail* (nothing sound after it).  When the records were merged from two
+    copies, ``repaired`` lists the damage of either copy that the other made good and
+    ``damages`` only what neither copy holds.
+    """
 
     path: Path
     first_lsn: int
@@ -38,19 +58,95 @@ class SegmentContents:
     #: Offset just past the last sound frame: where a writer may append again.
     good_end: int
     size: int
-    damage: Damage | None
+    damages: list[Damage]
+    repaired: list[Damage] = field(default_factory=list)
+
+    @property
+    def tail(self) -> Damage | None:
+        """The damage that runs to the end of the file, if there is one."""
+        if self.damages and self.damages[-1].at_tail:
+            return self.damages[-1]
+        return None
+
+    @property
+    def damaged_within(self) -> bool:
+        """Whether some damage has sound records after it (not only a tail)."""
+        return any(not d.at_tail for d in self.damages)
+
+    @property
+    def last_lsn(self) -> int:
+        """The highest lsn among the sound records (``first_lsn - 1`` without any)."""
+        return max((r.lsn for r in self.records), default=self.first_lsn - 1)
 
 
 def read_segment(path: Path) -> SegmentContents:
-    """Read and decode a whole segment; damage stops the decoding but is not raised."""
-    first_lsn = parse_segment_name(path.name)
+    """Read and decode a whole segment, skipping damage (reported, never raised)."""
+    first_lsn = parse_segment_name(path.name) or 0
     buf = path.read_bytes()
     damage = check_header(buf, str(path))
+    start = SEGMENT_HEADER_BYTES
+    damages: list[Damage] = []
     if damage is not None:
-        return SegmentContents(path, first_lsn or 0, [], 0, len(buf), damage)
+        # A damaged header says nothing of the frames after it: look for them.
+        resume = resync(buf, 0) if len(buf) >= SEGMENT_HEADER_BYTES else None
+        damages.append(replace(damage, resumed_at=resume))
+        if resume is None:
+            return SegmentContents(path, first_lsn, [], 0, len(buf), damages)
+        start = resume
     with gc_paused():
-        records, good_end, damage = decode_frames(buf, str(path))
-    return SegmentContents(path, first_lsn or 0, records, good_end, len(buf), damage)
+        records, good_end, more = decode_frames(buf, str(path), start)
+    return SegmentContents(path, first_lsn, records, good_end, len(buf), damages + more)
+
+
+def read_copies(paths: list[Path]) -> SegmentContents | None:
+    """A segment read from the first of its copies, repaired from the others if need be.
+
+    The first copy is read; the others only when it is damaged or missing.  Their
+    sound records are merged by lsn (the same lsn is the same record in every copy).
+    Damage is *repaired* when the merged records leave no lsn of the segment's span
+    unaccounted for around it: no hole between the first lsn and the last, and for a
+    tail, some copy holding records beyond it.  ``None`` when no copy exists.
+    """
+    found: list[SegmentContents] = []
+    for index, path in enumerate(paths):
+        try:
+            contents = read_segment(path)
+        except FileNotFoundError:
+            continue
+        if index == 0 and not contents.damages:
+            return contents
+        found.append(contents)
+    if not found:
+        return None
+    if len(paths) == 1:
+        return found[0]
+    return _merge(found)
+
+
+def _merge(copies: list[SegmentContents]) -> SegmentContents:
+    first = copies[0]
+    by_lsn: dict[int, LogRecord] = {}
+    for contents in copies:
+        for record in contents.records:
+            by_lsn.setdefault(record.lsn, record)
+    lsns = sorted(by_lsn)
+    records = [by_lsn[lsn] for lsn in lsns]
+    whole = not lsns or (lsns[0] == first.first_lsn and lsns[-1] - lsns[0] == len(lsns) - 1)
+    highest = lsns[-1] if lsns else first.first_lsn - 1
+    damages: list[Damage] = []
+    repaired: list[Damage] = []
+    for contents in copies:
+        for damage in contents.damages:
+            beyond = damage.at_tail and highest > contents.last_lsn
+            fixed = whole and (not damage.at_tail or beyond)
+            (repaired if fixed else damages).append(damage)
+    # Keep one account of a tail both copies share: the first copy's.
+    tails = [d for d in damages if d.at_tail]
+    if len(tails) > 1:
+        damages = [d for d in damages if not d.at_tail] + tails[:1]
+    return SegmentContents(
+        first.path, first.first_lsn, records, first.good_end, first.size, damages, repaired
+    )
 
 
 def seq_ranges(records: list[LogRecord]) -> SeqRanges:
@@ -75,12 +171,17 @@ def merge_ranges(into: SeqRanges, more: SeqRanges) -> None:
 
 
 class SegmentFile:
-    """The segment a writer appends to.  Not thread-safe: the writer serializes calls."""
+    """The segment a writer appends to, in one or (dual logging) two copies.
 
-    def __init__(self, path: Path, first_lsn: int, fd: int, size: int) -> None:
-        self.path = path
+    Not thread-safe: the writer serializes calls.  Every copy gets every frame, and a
+    frame counts as written only when every copy took it, so the copies hold the same
+    records.
+    """
+
+    def __init__(self, paths: list[Path], first_lsn: int, fds: list[int], size: int) -> None:
+        self.paths = paths
         self.first_lsn = first_lsn
-        self._fd = fd
+        self._fds = fds
         #: Bytes in the file, header included.
         self.size = size
         #: The last lsn written to it (``first_lsn - 1`` while empty).
@@ -88,32 +189,43 @@ class SegmentFile:
         #: A failed write could not be undone: nothing more may be appended.
         self.broken = False
 
+    @property
+    def path(self) -> Path:
+        """The first copy's path (the one named in messages)."""
+        return self.paths[0]
+
     @classmethod
-    def create(cls, path: Path, first_lsn: int) -> SegmentFile:
-        """A new, empty segment (just the header); its directory entry is synced.
+    def create(cls, paths: list[Path], first_lsn: int) -> SegmentFile:
+        """A new, empty segment (just the header) in every copy; directories synced.
 
         The header is written under a hidden name that is then renamed, so that no
         segment is ever seen without its header, even after a crash.
         """
-        tmp = path.with_name(f".{path.name}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        fds: list[int] = []
         try:
-            _write_all(fd, SEGMENT_HEADER)
-            _sync(fd)
-            os.rename(tmp, path)
+            for path in paths:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".{path.name}.tmp")
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+                fds.append(fd)
+                _write_all(fd, SEGMENT_HEADER)
+                _sync(fd)
+                os.rename(tmp, path)
+                fsync_dir(path.parent)
         except BaseException:
-            os.close(fd)
+            for fd in fds:
+                os.close(fd)
             raise
-        fsync_dir(path.parent)
-        return cls(path, first_lsn, fd, len(SEGMENT_HEADER))
+        return cls(paths, first_lsn, fds, len(SEGMENT_HEADER))
 
     @classmethod
     def reopen(cls, contents: SegmentContents) -> SegmentFile:
-        """Append again to a segment read by :func:`read_segment`, after its last sound frame.
+        """Append again to a single-copy segment read by :func:`read_segment`.
 
-        The caller has set any damaged tail aside (:func:`set_aside_tail`); here the
-        file is cut to ``good_end`` (rewriting the header if even that was damaged)
-        so that no record is ever appended after garbage.
+        Appending resumes after its last sound frame: the caller has set a torn tail
+        aside (:func:`set_aside_tail`); here the file is cut to ``good_end`` (rewriting
+        the header if even that was torn), so that no record is ever appended after
+        garbage.
         """
         path = contents.path
         fd = os.open(path, os.O_WRONLY | os.O_APPEND)
@@ -129,39 +241,43 @@ class SegmentFile:
         except BaseException:
             os.close(fd)
             raise
-        segment = cls(path, contents.first_lsn, fd, size)
-        if contents.records:
-            segment.last_lsn = contents.records[-1].lsn
+        segment = cls([path], contents.first_lsn, [fd], size)
+        segment.last_lsn = contents.last_lsn
         return segment
 
     def write(self, frame: bytes) -> None:
-        """Append one frame.  On failure the file is cut back so no torn frame stays."""
+        """Append one frame to every copy.  On failure each is cut back, no torn frame stays."""
         try:
-            _write_all(self._fd, frame)
+            for fd in self._fds:
+                _write_all(fd, frame)
         except OSError:
-            try:
-                os.ftruncate(self._fd, self.size)
-            except OSError:
-                self.broken = True
+            for fd in self._fds:
+                try:
+                    os.ftruncate(fd, self.size)
+                except OSError:
+                    self.broken = True
             raise
         self.size += len(frame)
 
     def sync(self) -> None:
-        _sync(self._fd)
+        for fd in self._fds:
+            _sync(fd)
 
     def close(self, *, sync: bool = True) -> None:
-        if self._fd < 0:
+        if not self._fds:
             return
+        fds, self._fds = self._fds, []
         try:
             if sync:
-                _sync(self._fd)
+                for fd in fds:
+                    _sync(fd)
         finally:
-            os.close(self._fd)
-            self._fd = -1
+            for fd in fds:
+                os.close(fd)
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        return not self._fds
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -11,15 +11,28 @@ system.  What the layers above do with it:
   the returned :class:`~sharedq.log.records.LogPosition` is what the server keeps;
 * structure recovery reads ``stream.records(structures={name}, from_seq=S + 1)`` after
   loading an SRDS covering seq ``S`` and replays them (``replay.py``);
-* a structure checkpoint ends with ``stream.delete_before(structure, seq)``;
+* a structure checkpoint records ``stream.positions()`` (each writer's last lsn)
+  before it quiesces, and ends with ``stream.delete_before(structure, seq)``;
 * ``stream.set_full_handler(fn)`` registers the checkpoint that runs when the log
-  reaches ``max_bytes``.
+  reaches ``max_bytes``;
+* before recovery changes anything, ``stream.plan(...).check(...)`` says whether the
+  records it needs are whole (``continuity.py``).
+
+Identity.  The ``STREAM`` state file gives the stream a random :attr:`LogStream.identity`
+when it is created; a structure records the identity of the log its changes go to,
+so that a server pointed at another log is refused rather than splitting the
+structure's history between two logs.
+
+Dual logging.  ``copy_root`` (a directory on another disk) makes every writer write
+each staging segment, and offload each data set, under both roots; readers repair a
+damaged or missing file from the other copy.  The ``STREAM`` file records the copy's
+place, so every later process of the stream (readers included) uses it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
+import fcntl
 import os
 import threading
 import weakref
@@ -29,21 +42,36 @@ from typing import Any, TypeVar
 
 from sharedq.log.codec import Damage
 from sharedq.log.config import LogConfig
-from sharedq.log.errors import LogReason, log_error
-from sharedq.log.layout import Layout, write_atomically
+from sharedq.log.continuity import Coverage
+from sharedq.log.errors import LogError, LogReason, log_error
+from sharedq.log.layout import Layout
 from sharedq.log.reader import (
     DecodedSources,
     LogReader,
     LogSources,
     ReadFilter,
+    ReadPlan,
     SegmentDecoded,
     StagingSegment,
 )
 from sharedq.log.records import SCHEMA_VERSION, LogPosition, LogRecord
 from sharedq.log.retention import LogFullHandler, LogSpace, PurgeResult, Retention
+from sharedq.log.statefile import read_state, write_state
 from sharedq.log.writer import Clock, LogWriter, system_clock
 
 _STREAM_NAME_MAX = 64
+_STREAM_LOCK = ".stream.lock"
+
+
+@contextlib.contextmanager
+def _stream_lock(root: Path) -> Iterator[None]:
+    """Serialize creating or changing a ``STREAM`` file between processes."""
+    with open(root / _STREAM_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 T = TypeVar("T")
@@ -60,6 +88,9 @@ class LogStream:
         config: staging, offload, maximum size and durability settings.  Each process
             passes its own; they should agree.
         clock: microseconds since 1970 UTC, for record times (tests inject one).
+        copy_root: the second root of a dual log (another disk).  A stream's copy is
+            chosen once, when the first process names it; later processes may omit it
+            (the ``STREAM`` file says where it is) but not name another.
     """
 
     def __init__(
@@ -70,6 +101,7 @@ class LogStream:
         structure: str | None = None,
         config: LogConfig | None = None,
         clock: Clock = system_clock,
+        copy_root: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(name, str) or not 0 < len(name) <= _STREAM_NAME_MAX:
             raise log_error(LogReason.BAD_NAME, f"stream name {name!r}: 1 to 64 characters")
@@ -78,10 +110,18 @@ class LogStream:
         self.config = config if config is not None else LogConfig()
         self.layout = Layout(root)
         self._clock = clock
-        self._open_stream_file()
+        #: The stream's identity: a random name given when it was created.
+        self.identity = ""
+        self.copy: Layout | None = None
+        self._open_stream_file(None if copy_root is None else Path(copy_root))
         self.layout.make_dirs()
-        self.retention = Retention(self.layout)
-        self.space = LogSpace(self.layout, self.config, self.retention)
+        self.layouts = [self.layout] if self.copy is None else [self.layout, self.copy]
+        if self.copy is not None:
+            self.copy.make_dirs()
+        self.retention = Retention(self.layouts)
+        self.space = LogSpace(
+            self.layout, self.config, self.retention, () if self.copy is None else (self.copy,)
+        )
         self._writers: weakref.WeakSet[LogWriter] = weakref.WeakSet()
         self._lock = threading.Lock()
 
@@ -96,46 +136,93 @@ class LogStream:
         must not create one: ``BAD_ARGUMENT`` when ``root`` holds no stream.
         """
         path = Layout(root).stream_file
-        try:
-            info = json.loads(path.read_text())
-        except FileNotFoundError:
+        body = read_state(path)
+        if body is None:
             raise log_error(
                 LogReason.BAD_ARGUMENT, f"{root} is not a log stream (no {path.name} file)"
-            ) from None
-        except ValueError as exc:
-            raise log_error(
-                LogReason.STREAM_MISMATCH, f"{path} is not a stream file: {exc}"
-            ) from None
-        return cls(root, name=str(info.get("name")), **kwargs)
+            )
+        return cls(root, name=str(body.get("name")), **kwargs)
 
     @property
     def root(self) -> Path:
         return self.layout.root
 
-    def _open_stream_file(self) -> None:
+    def _open_stream_file(self, copy_root: Path | None) -> None:
+        """Create the ``STREAM`` file, or check it: name, format, identity, copy."""
         path = self.layout.stream_file
+        self.layout.root.mkdir(parents=True, exist_ok=True)
+        with _stream_lock(self.layout.root):
+            body = self._stream_body(path, copy_root)
+            if body is None:
+                body = {
+                    "name": self.name,
+                    "schema_version": SCHEMA_VERSION,
+                    "id": os.urandom(8).hex(),
+                    "copy": None if copy_root is None else str(copy_root.resolve()),
+                }
+                write_state(path, body)
+            if body.get("name") != self.name:
+                raise log_error(
+                    LogReason.STREAM_MISMATCH,
+                    f"{self.layout.root} holds stream {body.get('name')!r}, not {self.name!r}",
+                )
+            if body.get("schema_version") != SCHEMA_VERSION:
+                raise log_error(
+                    LogReason.STREAM_MISMATCH,
+                    f"{self.layout.root} has schema version {body.get('schema_version')}, "
+                    f"this code reads {SCHEMA_VERSION}",
+                )
+            copy = body.get("copy")
+            if copy_root is not None and copy is None:
+                body = {**body, "copy": str(copy_root.resolve())}
+                write_state(path, body)
+                copy = body["copy"]
+            elif copy_root is not None and Path(str(copy)) != copy_root.resolve():
+                raise log_error(
+                    LogReason.STREAM_MISMATCH,
+                    f"stream {self.name} at {self.layout.root} keeps its second copy in "
+                    f"{copy}, not {copy_root}",
+                )
+            self.identity = str(body["id"])
+            if copy is not None:
+                self.copy = Layout(str(copy))
+                self.copy.root.mkdir(parents=True, exist_ok=True)
+                mirror = self.copy.stream_file
+                try:
+                    theirs = read_state(mirror)
+                except LogError:
+                    theirs = None
+                if theirs != body:
+                    write_state(mirror, body)
+
+    def _stream_body(self, path: Path, copy_root: Path | None) -> dict[str, Any] | None:
+        """The ``STREAM`` file's body; from the copy when this one is damaged or gone."""
         try:
-            info = json.loads(path.read_text())
-        except FileNotFoundError:
-            self.layout.root.mkdir(parents=True, exist_ok=True)
-            payload = {"name": self.name, "schema_version": SCHEMA_VERSION}
-            write_atomically(path, json.dumps(payload, sort_keys=True).encode())
-            return
-        except ValueError as exc:
-            raise log_error(
-                LogReason.STREAM_MISMATCH, f"{path} is not a stream file: {exc}"
-            ) from None
-        if info.get("name") != self.name:
+            body = read_state(path)
+        except LogError:
+            body = None
+            problem = True
+        else:
+            problem = False
+        if body is not None:
+            return body
+        if copy_root is not None:
+            try:
+                theirs = read_state(Layout(copy_root).stream_file)
+            except LogError:
+                theirs = None
+            if theirs is not None:
+                write_state(path, theirs)  # the copy's account makes this one good
+                return theirs
+        if problem:
+            read_state(path)  # raises LOG_DAMAGED, naming the file
+        if any(self.layout.staging.glob("*")) or any(self.layout.datasets.glob("*")):
             raise log_error(
                 LogReason.STREAM_MISMATCH,
-                f"{self.layout.root} holds stream {info.get('name')!r}, not {self.name!r}",
+                f"{self.layout.root} holds log files but no {path.name} file: restore it "
+                "(or its copy) rather than start a new stream over old records",
             )
-        if info.get("schema_version") != SCHEMA_VERSION:
-            raise log_error(
-                LogReason.STREAM_MISMATCH,
-                f"{self.layout.root} has schema version {info.get('schema_version')}, "
-                f"this code reads {SCHEMA_VERSION}",
-            )
+        return None
 
     # -- writing ---------------------------------------------------------------------
 
@@ -151,6 +238,7 @@ class LogStream:
             name=name,
             structure=structure if structure is not None else self.structure,
             clock=self._clock,
+            copy=self.copy,
         )
         with self._lock:
             self._writers.add(writer)
@@ -176,7 +264,26 @@ class LogStream:
     # -- reading ---------------------------------------------------------------------
 
     def reader(self) -> LogReader:
-        return LogReader(self.layout, self.space, self.retention)
+        return LogReader(self.layouts, self.space, self.retention)
+
+    def plan(self, selection: ReadFilter | None = None, *, strict: bool = False) -> ReadPlan:
+        """A read prepared (staging read, data set footers verified), to check and yield."""
+        return self.reader().plan(selection, strict=strict)
+
+    def check(
+        self, *, starts: dict[str, int] | None = None, needed_seq: dict[str, int] | None = None
+    ) -> Coverage:
+        """Whether every writer's records are whole (see :meth:`ReadPlan.check`)."""
+        return self.plan().check(starts=starts, needed_seq=needed_seq)
+
+    def positions(self) -> dict[str, int]:
+        """Every writer's last lsn in the files now (see :meth:`LogReader.positions`)."""
+        return self.reader().positions()
+
+    def high_water(self, structure: str | None = None) -> int:
+        """The highest seq the log holds for a structure, read cheaply (state files and
+        each writer's current segment; see :meth:`LogReader.high_water`)."""
+        return self.reader().high_water(structure if structure is not None else self.structure)
 
     def records(
         self,
@@ -250,10 +357,11 @@ class LogStream:
 
     def damaged_files(self) -> list[Path]:
         """What offload and writers set aside as damaged (never deleted by sharedq)."""
-        try:
-            return sorted(self.layout.damaged.iterdir())
-        except FileNotFoundError:
-            return []
+        found: list[Path] = []
+        for layout in self.layouts:
+            with contextlib.suppress(FileNotFoundError):
+                found.extend(layout.damaged.iterdir())
+        return sorted(found)
 
     # -- closing ---------------------------------------------------------------------
 

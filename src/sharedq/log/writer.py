@@ -7,12 +7,25 @@ all writers when they are read (``reader.py``).  Appends from several threads ar
 safe: the lsn is taken and the frame written under one lock, so a writer's file order
 is its lsn order.
 
+The writer's state file (``WRITER``, a self-checking state file in its staging
+directory, in both roots with dual logging) says which segment it appends to, and,
+when it closed cleanly, its last lsn.  It is rewritten when the writer opens, at each
+segment switch and at close: readers learn from it where the writer's records end,
+so that a missing last segment or a damaged tail of a cleanly closed writer is seen
+as the loss it is.
+
 Reopening.  A writer that starts where a previous owner of its name stopped reads
-its newest segment.  If that ends in damage (a torn last frame after a crash, a bad
-checksum, garbage), the bytes from the damage on are copied to ``damaged/`` and cut
-off the segment, and appending resumes right after the last sound record: nothing is
-ever appended after garbage, and the lsn goes on from the last sound record.
-:attr:`LogWriter.repaired` says what was found.
+its newest segment.  A *torn tail* (bytes after the last sound frame, nothing sound
+after them) of a writer that did not close cleanly is a frame it was writing when it
+died: never acknowledged, it is copied to ``damaged/`` and cut off.  Any other damage
+stays where it is for the readers (who skip it, repair it from the other copy, or
+report the loss) and the writer starts a new segment at once, so that nothing is
+ever appended after damage.  The lsn always goes on past every lsn the writer ever
+gave: past its last sound record, and past the last lsn its state file records.  If
+the segment the state file names is gone altogether, the lsns it held are unknown:
+the writer jumps :data:`LSN_JUMP` ahead and records the skipped range in its state as
+lost, for recovery to refuse or an operator to accept.  :attr:`LogWriter.repaired`
+says what was cut off, :attr:`LogWriter.found_damage` what was left in place.
 """
 
 from __future__ import annotations
@@ -20,9 +33,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, TextIO
 
 import msgpack
@@ -33,8 +48,20 @@ from sharedq.log.codec import FRAME_HEADER_BYTES, MAX_BODY_BYTES, Damage, encode
 from sharedq.log.config import DurabilityMode, LogConfig
 from sharedq.log.datasets import read_dataset_meta
 from sharedq.log.errors import LogError, LogReason, log_error
-from sharedq.log.layout import Layout, check_writer_name, segment_name, take_ownership
-from sharedq.log.offload import Offloader, OffloadResult, choose_segments, offload_segments
+from sharedq.log.layout import (
+    Layout,
+    check_writer_name,
+    segment_copies,
+    segment_name,
+    take_ownership,
+)
+from sharedq.log.offload import (
+    ClosedSegment,
+    Offloader,
+    OffloadResult,
+    choose_segments,
+    offload_segments,
+)
 from sharedq.log.records import (
     ALL_FIELDS,
     FIELD_NAMES,
@@ -45,9 +72,14 @@ from sharedq.log.records import (
     pack_payload,
 )
 from sharedq.log.retention import LogSpace
-from sharedq.log.segment import SegmentFile, read_segment, set_aside_tail
+from sharedq.log.segment import SegmentContents, SegmentFile, read_segment, set_aside_tail
+from sharedq.log.statefile import read_state, write_state
 
 logger = logging.getLogger("sharedq.log")
+
+#: How far a writer's lsn jumps past a segment that vanished: beyond any number of
+#: records one segment could have held, so that no lsn is ever given twice.
+LSN_JUMP = 2**40
 
 _SEQ, _OP, _WRITER, _LSN, _TYPE, _STRUCTURE, _TIME = range(7)
 _PAYLOAD = FIELD_NAMES.index("payload")
@@ -73,10 +105,13 @@ class LogWriter(ChangeLogging):
         name: str,
         structure: str,
         clock: Clock = system_clock,
+        copy: Layout | None = None,
     ) -> None:
         self.name = check_writer_name(name)
         self.structure = structure
         self._layout = layout
+        self._copy = copy
+        self._layouts = [layout] if copy is None else [layout, copy]
         self._config = config
         self._space = space
         self._clock = clock
@@ -89,15 +124,21 @@ class LogWriter(ChangeLogging):
         self._closed = False
         self._offload_pending = False
         self._observed: dict[str, int] = {}
-        #: Damage found (and cut off) at the end of the newest segment when reopening.
+        #: A torn tail found (and cut off) at the end of the newest segment when reopening.
         self.repaired: Damage | None = None
+        #: Damage found when reopening and left in place for the readers.
+        self.found_damage: list[Damage] = []
+        #: Lsn ranges this writer knows are lost: ``(first, last, why)``.
+        self.lost: list[tuple[int, int, str]] = []
         #: What the most recent offload did.
         self.last_offload: OffloadResult | None = None
         try:
             self._active = self._recover()
+            self._write_state(closed=False)
         except BaseException:
             self._release_ownership()
             raise
+        self._roll_request = layout.roll_request(name)
         self._written_lsn = self._next_lsn - 1
         self._durable_lsn = self._written_lsn
         self._staging = self._measure_staging()
@@ -131,8 +172,12 @@ class LogWriter(ChangeLogging):
 
     def _recover(self) -> SegmentFile:
         """Find where the previous owner stopped; repair and reopen, or start a segment."""
-        for leftover in self._dir.glob(".*.tmp"):  # a segment being created at a crash
-            leftover.unlink(missing_ok=True)
+        for layout in self._layouts:
+            directory = layout.writer_dir(self.name)
+            directory.mkdir(parents=True, exist_ok=True)
+            for leftover in directory.glob(".*.tmp"):  # a segment being created at a crash
+                leftover.unlink(missing_ok=True)
+        state = self._read_state()
         last_lsn = 0
         own = [(d, p) for d, p in self._layout.dataset_files() if d.writer == self.name]
         if own:
@@ -143,38 +188,117 @@ class LogWriter(ChangeLogging):
                 self._observed = {k: high for k, (_, high) in meta.ranges.items()}
             except Exception:  # a damaged data set is reported by readers
                 pass
-        segments = self._layout.segments(self.name)
+        closed_cleanly = False
+        if state is not None:
+            closed_cleanly = bool(state.get("closed"))
+            last_lsn = max(last_lsn, int(state.get("last_lsn", 0)))
+            for structure, seq in dict(state.get("observed", {})).items():
+                self._note_observed(structure, int(seq))
+            self.lost = [(int(a), int(b), str(why)) for a, b, why in state.get("lost", [])]
+        segments = self._segment_copies()
+        expected = None if state is None else int(state["segment"])
+        if (
+            expected is not None
+            and not any(first >= expected for first, _ in segments)
+            and not any(d.last_lsn >= expected for d, _ in own)
+        ):
+            return self._after_vanished_segment(expected, last_lsn)
         if not segments:
             self._next_lsn = last_lsn + 1
             return self._create_segment()
-        first_lsn, path = segments[-1]
-        contents = read_segment(path)
-        if contents.damage is not None:
-            self.repaired = contents.damage
-            copy = set_aside_tail(contents, self._layout.damaged, self.name)
-            logger.warning(
-                "writer %s reopened a damaged segment: %s; the damaged bytes are kept in %s "
-                "and cut off, appending resumes after the last sound record",
-                self.name,
-                contents.damage,
-                copy,
-            )
-        last_lsn = max(last_lsn, first_lsn - 1)
-        if contents.records:
-            last_lsn = max(last_lsn, contents.records[-1].lsn)
+        first_lsn, paths = segments[-1]
+        copies = [read_segment(path) for path in paths if path.exists()]
+        last_lsn = max([last_lsn, first_lsn - 1, *(c.last_lsn for c in copies)])
+        for contents in copies:
             for record in contents.records:
-                if record.op != _NONE and record.seq > self._observed.get(record.structure, 0):
-                    self._observed[record.structure] = record.seq
+                if record.op != _NONE:
+                    self._note_observed(record.structure, record.seq)
         self._next_lsn = last_lsn + 1
-        segment = SegmentFile.reopen(contents)
-        if segment.size >= self._config.segment_bytes and contents.records:
+        left_in_place = False
+        torn: list[SegmentContents] = []
+        for contents in copies:
+            tail = contents.tail
+            if tail is not None and not closed_cleanly:
+                torn.append(contents)
+                self.repaired = tail
+                kept = set_aside_tail(contents, self._layout.damaged, self.name)
+                logger.warning(
+                    "writer %s reopened a segment with a torn tail (a frame being written "
+                    "when it stopped): %s; the bytes are kept in %s and cut off",
+                    self.name,
+                    tail,
+                    kept,
+                )
+                found = [d for d in contents.damages if d is not tail]
+            else:
+                found = list(contents.damages)
+            if found:
+                left_in_place = True
+                self.found_damage.extend(found)
+                logger.warning(
+                    "writer %s found damage in its segment %s and leaves it for the "
+                    "readers; appending goes on in a new segment: %s",
+                    self.name,
+                    contents.path,
+                    "; ".join(map(str, found)),
+                )
+        if len(copies) == 1 and len(self._layouts) == 1 and not left_in_place:
+            segment = SegmentFile.reopen(copies[0])
+            if segment.size < self._config.segment_bytes or not copies[0].records:
+                return segment
             segment.close()
             return self._create_segment()
-        return segment
+        for contents in torn:
+            SegmentFile.reopen(contents).close()  # cut the torn tail of this copy
+        return self._create_segment()
+
+    def _after_vanished_segment(self, expected: int, last_lsn: int) -> SegmentFile:
+        """The segment the state file names is gone, and no data set holds it."""
+        self._next_lsn = max(last_lsn + 1, expected + LSN_JUMP)
+        why = (
+            f"segment {segment_name(expected)} of writer {self.name} was missing when the "
+            "writer reopened: the records it held are lost"
+        )
+        self.lost.append((expected, self._next_lsn - 1, why))
+        logger.error("%s; lsns %d and on are skipped", why, expected)
+        return self._create_segment()
+
+    def _segment_copies(self) -> list[tuple[int, list[Path]]]:
+        return segment_copies(self._layouts, self.name)
+
+    def _read_state(self) -> dict[str, Any] | None:
+        """The writer's state file, from the first copy that reads; damaged ones set aside."""
+        for layout in self._layouts:
+            path = layout.writer_state(self.name)
+            try:
+                return read_state(path)
+            except LogError as exc:
+                logger.error("%s; the writer goes on without it", exc)
+                with contextlib.suppress(OSError):
+                    path.replace(layout.damaged / f"{self.name}.WRITER.{os.getpid()}")
+        return None
+
+    def _write_state(self, *, closed: bool) -> None:
+        """Record where the writer stands (open segment, last lsn, lost ranges)."""
+        body = {
+            "writer": self.name,
+            "segment": self._active.first_lsn,
+            "closed": closed,
+            "last_lsn": self._next_lsn - 1,
+            "observed": dict(self._observed),
+            "lost": [list(item) for item in self.lost],
+        }
+        for layout in self._layouts:
+            write_state(layout.writer_state(self.name), body)
+
+    def _note_observed(self, structure: str, seq: int) -> None:
+        if seq > self._observed.get(structure, 0):
+            self._observed[structure] = seq
 
     def _create_segment(self) -> SegmentFile:
-        path = self._dir / segment_name(self._next_lsn)
-        return SegmentFile.create(path, self._next_lsn)
+        name = segment_name(self._next_lsn)
+        paths = [layout.writer_dir(self.name) / name for layout in self._layouts]
+        return SegmentFile.create(paths, self._next_lsn)
 
     def _measure_staging(self) -> int:
         total = 0
@@ -337,6 +461,7 @@ class LogWriter(ChangeLogging):
             self._durable_lsn = max(self._durable_lsn, self._written_lsn)
         try:
             self._active = self._create_segment()
+            self._write_state(closed=False)
         except OSError as exc:
             self._closed = True
             raise log_error(
@@ -368,6 +493,21 @@ class LogWriter(ChangeLogging):
                     LogReason.IO_FAILED, f"writer {self.name} could not sync {active.path}: {exc}"
                 ) from exc
             self._durable_lsn = max(self._durable_lsn, target)
+        if self._roll_request.exists():
+            self._roll_on_request()
+
+    def _roll_on_request(self) -> None:
+        """A reader found damage in the open segment: go on in a new one at once."""
+        with self._lock:
+            if self._closed or not self._roll_request.exists():
+                return
+            logger.warning(
+                "writer %s: a reader found damage in %s; starting a new segment",
+                self.name,
+                self._active.path,
+            )
+            self._roll_locked()
+            self._roll_request.unlink(missing_ok=True)
 
     def _flush_every(self, seconds: float) -> None:
         while not self._stop.wait(seconds):
@@ -404,18 +544,20 @@ class LogWriter(ChangeLogging):
                 with self._lock:
                     active_first = self._active.first_lsn
                     active_size = self._active.size
-                closed = []
-                for first, path in self._layout.segments(self.name):
-                    if first < active_first:
-                        try:
-                            closed.append((first, path, path.stat().st_size))
-                        except FileNotFoundError:
-                            continue  # purged meanwhile
-                staging = sum(size for _, _, size in closed) + active_size
+                closed: list[ClosedSegment] = []
+                listed = [item for item in self._segment_copies() if item[0] < active_first]
+                for index, (first, paths) in enumerate(listed):
+                    after = listed[index + 1][0] if index + 1 < len(listed) else active_first
+                    size = 0
+                    for path in paths:
+                        with contextlib.suppress(FileNotFoundError):
+                            size = max(size, path.stat().st_size)
+                    closed.append((first, after - 1, paths, size))
+                staging = sum(item[3] for item in closed) + active_size
                 chosen = choose_segments(closed, staging, self._config.low_offload_bytes)
                 try:
                     result = offload_segments(
-                        self._layout,
+                        self._layouts,
                         self.name,
                         chosen,
                         row_group_rows=self._config.row_group_rows,
@@ -483,10 +625,17 @@ class LogWriter(ChangeLogging):
             self._offloader.wait()
             self._offloader.close()
         with self._lock:
+            already = self._closed
             self._closed = True
             with self._sync_lock:
-                self._active.close(sync=not self._active.broken)
+                broken = self._active.broken
+                self._active.close(sync=not broken)
                 self._durable_lsn = self._written_lsn
+            if not already and not broken:
+                try:
+                    self._write_state(closed=True)
+                except OSError as exc:  # readers then take it as not closed cleanly
+                    logger.warning("writer %s: cannot record its clean close: %s", self.name, exc)
         self._release_ownership()
 
     def _release_ownership(self) -> None:
