@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.redis_server import RedisServer
 
@@ -76,3 +77,42 @@ def test_pipeline_lists_its_jobs() -> None:
     assert result.returncode == 0, result.stderr
     for job in ("recover", "print", "track", "stats", "capacity", "report"):
         assert job in result.stdout
+
+
+def test_recovery_check_and_accept_loss_name_what_is_missing(tmp_path: Path) -> None:
+    from sharedq.cf.memory import MemoryFacility
+    from sharedq.log import LogConfig
+    from sharedq.mq import QueueManager, structure_params
+    from sharedq.recovery import RecoverySettings
+
+    # Given a pair whose log lost a staging segment after its checkpoint
+    root = tmp_path / "recovery"
+    facility = MemoryFacility()
+    for name in ("CADMIN", "CAPP"):
+        facility.create(structure_params(name, queues=4, managers=2, messages=2000))
+    settings = RecoverySettings(
+        root, log_config=LogConfig(staging_bytes=1 << 20, segment_bytes=64 << 10)
+    )
+    qm = QueueManager(facility, "QM1", 1, admin="CADMIN", structures=["CAPP"], recovery=settings)
+    qm.define_queue("ORDERS", structure="CAPP", max_depth=1000)
+    qm.checkpoint()
+    for n in range(400):
+        qm.open("ORDERS").put(b"m%05d" % n + b"." * 300, persistent=True)
+    assert qm.recovery is not None
+    first, segment = qm.recovery.pairs["CAPP"].stream.layout.segments("QM1")[1]
+    qm.close()
+    facility.close()
+    segment.unlink()
+    # Then check names it and fails; accept-loss accepts exactly it; check then passes
+    checked = run_cli("recovery", "check", "--root", str(root), "--pair", "CAPP")
+    assert checked.returncode == 1
+    assert f"MISSING: writer QM1: lsns {first}.." in checked.stdout
+    accepted = run_cli("recovery", "accept-loss", "--root", str(root), "--pair", "CAPP")
+    assert accepted.returncode == 0, accepted.stderr
+    assert f"accepted as lost: writer QM1: lsns {first}.." in accepted.stdout
+    again = run_cli("recovery", "check", "--root", str(root), "--pair", "CAPP")
+    assert again.returncode == 0 and "accepted as lost: writer QM1" in again.stdout
+    # A root without the pair is a clear error, no traceback
+    wrong = run_cli("recovery", "check", "--root", str(tmp_path / "nowhere"), "--pair", "CAPP")
+    assert wrong.returncode == 1 and "BAD_ARGUMENT" in wrong.stderr
+    assert "Traceback" not in wrong.stderr

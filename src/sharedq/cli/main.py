@@ -32,10 +32,12 @@ def cli() -> None:
 def _register() -> None:
     from sharedq.cli.demo import demo
     from sharedq.cli.pipeline import pipeline, register_jobs
+    from sharedq.cli.recovery import recovery
     from sharedq.cli.walk import walk
 
     cli.add_command(demo)
     cli.add_command(walk)
+    cli.add_command(recovery)
     register_jobs()
     cli.add_command(pipeline)
 

@@ -55,7 +55,7 @@ def job_command(name: str) -> Callable[[JobFunction], click.Command]:
                 fn, input_path, output, master=master, conf=parse_conf(conf), **options
             )
             console = Console()
-            console.print(result.summary.rstrip())
+            console.print(result.summary.rstrip(), markup=False, highlight=False)
             console.print(
                 f"[dim]{name}: {result.seconds:.1f} s of work, "
                 f"JVM start {result.figures.get('jvm_startup_seconds', 0.0):.1f} s; "

@@ -25,6 +25,9 @@ class PipelineReason(IntEnum):
     #: Spark's Python workers failed at work the job gave them (decoding staging
     #: segments): ``sharedq`` not importable where they run, a path they cannot reach.
     WORKERS_FAILED = 4006
+    #: Records a job needs are missing from the log (a gap in a writer's lsns: a file
+    #: deleted or damaged beyond repair); the detail names writer, range and file.
+    LOG_INCOMPLETE = 4007
 
 
 class PipelineError(SharedqError):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
-from sharedq.pipeline.sources import PairInput, find_pairs, read_log
+from sharedq.pipeline.sources import PairInput, StagedLog, find_pairs, log_frame, stage_log
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -39,6 +39,8 @@ class JobContext:
     output: Path
     step: Step = _quiet
     _log: DataFrame | None = field(default=None, repr=False)
+    #: The log as staged for Spark (its files, and the reader's account of them).
+    staged: StagedLog | None = field(default=None, repr=False)
 
     @classmethod
     def open(
@@ -59,8 +61,14 @@ class JobContext:
         """Every log record of every pair (one DataFrame, cached for the jobs that follow)."""
         if self._log is None:
             self.step("reading the log")
-            self._log = read_log(self.spark, self.pairs, self.work).cache()
+            self._log = log_frame(self.spark, self.stage()).cache()
         return self._log
+
+    def stage(self) -> StagedLog:
+        """The log staged for Spark (decoded once per context)."""
+        if self.staged is None:
+            self.staged = stage_log(self.pairs, self.work, self.spark)
+        return self.staged
 
     def job_dir(self, name: str) -> Path:
         path = self.output / name

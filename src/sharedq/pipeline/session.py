@@ -39,6 +39,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
     "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
     "spark.sql.parquet.binaryAsString": "false",
+    # Log data sets carry a CRC on every page: have Spark's reader check them, so a
+    # damaged page fails the job instead of being read as records.
+    "spark.hadoop.parquet.page.verify-checksum.enabled": "true",
 }
 
 

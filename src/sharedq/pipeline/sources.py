@@ -12,12 +12,12 @@ yields is seen once, and no other.
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sharedq.log import ARROW_SCHEMA, LogStream
+from sharedq.log import ARROW_SCHEMA, LogStream, ReadPlan
 from sharedq.log.datasets import read_dataset_meta
 from sharedq.log.segment import merge_ranges
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
@@ -84,12 +84,23 @@ class StagedLog:
 
     ``structures``: per structure, the lowest and highest seq of its records kept
     after retention (from the data sets' footers and the staging records, without
-    reading a record of a data set); ``None`` when a footer does not tell.
+    reading a record of a data set); ``None`` when a footer does not tell.  ``plans``:
+    per pair, the log reader's account of the files (what each writer's lsns are, in
+    which file), to check that the records a job needs are whole
+    (:meth:`sharedq.log.ReadPlan.check`).
     """
 
     paths: list[str]
     retention: dict[str, int]
     structures: dict[str, tuple[int, int]] | None
+    plans: dict[str, ReadPlan] = field(default_factory=dict)
+    #: Where an empty file in the record schema goes, for a scan left with nothing else.
+    empty: str = ""
+
+    def without(self, dropped: set[str]) -> StagedLog:
+        """The same log without some data set files (damaged ones, accepted as lost)."""
+        kept = [p for p in self.paths if p not in dropped]
+        return replace(self, paths=kept or [write_empty(Path(self.empty))])
 
 
 def stage_log(
@@ -107,11 +118,13 @@ def stage_log(
     paths: list[str] = []
     retention: dict[str, int] = {}
     ranges: dict[str, tuple[int, int]] | None = {}
+    plans: dict[str, ReadPlan] = {}
     for pair in pairs:
         directory = staged / pair.name
         directory.mkdir(parents=True)
         stream = LogStream.open_existing(pair.log)
         sources = stream.decoded_sources(partial(stage_segments, spark, directory=directory))
+        plans[pair.name] = sources.plan
         paths.extend(staged_file.path for _, staged_file in sources.segments)
         paths.extend(str(p) for p in sources.datasets)
         for structure, point in sources.retention.items():
@@ -125,9 +138,10 @@ def stage_log(
                 except (OSError, KeyError, ValueError):
                     ranges = None
                     break
+    staged.mkdir(parents=True, exist_ok=True)
+    empty = staged / "empty.parquet"
     if not paths:
-        staged.mkdir(parents=True, exist_ok=True)
-        paths.append(write_empty(staged / "empty.parquet"))
+        paths.append(write_empty(empty))
     kept = None
     if ranges is not None:
         kept = {
@@ -135,7 +149,7 @@ def stage_log(
             for name, (low, high) in ranges.items()
             if high >= retention.get(name, 0)
         }
-    return StagedLog(paths, retention, kept)
+    return StagedLog(paths, retention, kept, plans, str(empty))
 
 
 def log_frame(spark: SparkSession, staged: StagedLog) -> DataFrame:

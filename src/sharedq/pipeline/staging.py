@@ -29,8 +29,8 @@ import pyarrow.parquet as pq
 
 from sharedq.log import ARROW_SCHEMA, SegmentDecoded, StagingSegment
 from sharedq.log.config import DEFAULT_ROW_GROUP_ROWS
-from sharedq.log.datasets import records_to_table
-from sharedq.log.segment import SeqRanges, read_segment, seq_ranges
+from sharedq.log.datasets import lsn_runs, records_to_table
+from sharedq.log.segment import SeqRanges, read_copies, seq_ranges
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
 
 if TYPE_CHECKING:
@@ -47,17 +47,19 @@ class StagedSegment:
     ranges: SeqRanges = field(default_factory=dict)
 
 
-def stage_segment(segment: str, target: str) -> SegmentDecoded[StagedSegment]:
-    """Decode one segment and write its sound records to ``target`` (Parquet).
+def stage_segment(paths: list[str], target: str) -> SegmentDecoded[StagedSegment]:
+    """Decode one segment (from its copies) and write its sound records to ``target``.
 
     Runs in a Python worker (or on the driver): it takes and returns only plain,
     picklable values.  Row groups of a data set's size let Spark split the file; no
-    compression, since the file is read once, on this machine or a neighbour.
+    compression, since the file is read once, on this machine or a neighbour.  The
+    segment is read as the log's reader reads it (``read_copies``: damage skipped,
+    made good from a dual log's other copy), and what was skipped is returned for
+    the reader to judge.
     """
-    try:
-        contents = read_segment(Path(segment))
-    except FileNotFoundError:
-        return SegmentDecoded(False, None, StagedSegment("", 0))
+    contents = read_copies([Path(path) for path in paths])
+    if contents is None:
+        return SegmentDecoded(False, StagedSegment("", 0))
     records = contents.records
     pq.write_table(
         records_to_table(records),
@@ -66,11 +68,15 @@ def stage_segment(segment: str, target: str) -> SegmentDecoded[StagedSegment]:
         row_group_size=DEFAULT_ROW_GROUP_ROWS,
     )
     return SegmentDecoded(
-        True, contents.damage, StagedSegment(target, len(records), seq_ranges(records))
+        True,
+        StagedSegment(target, len(records), seq_ranges(records)),
+        tuple(contents.damages),
+        tuple(contents.repaired),
+        tuple(lsn_runs([r.lsn for r in records])),
     )
 
 
-def _stage(item: tuple[str, str]) -> SegmentDecoded[StagedSegment]:
+def _stage(item: tuple[list[str], str]) -> SegmentDecoded[StagedSegment]:
     return stage_segment(*item)
 
 
@@ -84,7 +90,8 @@ def stage_segments(
     where they run, a path they cannot reach), with Spark's reason.
     """
     items = [
-        (str(s.path), str(directory / f"{s.writer}.{s.first_lsn:020d}.parquet")) for s in segments
+        ([str(p) for p in s.paths], str(directory / f"{s.writer}.{s.first_lsn:020d}.parquet"))
+        for s in segments
     ]
     if spark is None or len(items) < 2:
         return [stage_segment(*item) for item in items]

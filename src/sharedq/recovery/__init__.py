@@ -25,15 +25,20 @@ from sharedq.recovery.errors import (
     CheckpointFailed,
     CopyFailed,
     InvalidRecoveryRequest,
+    LogIncomplete,
+    LogMismatch,
     RecoveryError,
     RecoveryReason,
     RecoveryTimeout,
     SrdsUnreadable,
     SrdsWriteFailed,
+    StateDamaged,
     StructureUnrecoverable,
     recovery_error,
 )
 from sharedq.recovery.layout import PairLayout
+from sharedq.recovery.log_check import LogReport
+from sharedq.recovery.loss import PairCheck, accept_loss, check_pair
 from sharedq.recovery.pair import PairRecovery, RecoveryClient
 from sharedq.recovery.quiesce import QuiesceGate
 from sharedq.recovery.restore import (
@@ -82,6 +87,10 @@ __all__ = [
     "EntryRow",
     "InvalidRecoveryRequest",
     "ListControls",
+    "LogIncomplete",
+    "LogMismatch",
+    "LogReport",
+    "PairCheck",
     "PairLayout",
     "PairRecovery",
     "QuiesceGate",
@@ -95,10 +104,13 @@ __all__ = [
     "SrdsImage",
     "SrdsUnreadable",
     "SrdsWriteFailed",
+    "StateDamaged",
     "StructureContents",
     "StructureImage",
     "StructureOutcome",
     "StructureUnrecoverable",
+    "accept_loss",
+    "check_pair",
     "contents",
     "load_image",
     "newest_readable",

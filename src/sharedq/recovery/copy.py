@@ -112,7 +112,7 @@ def copy_structure(pair: PairRecovery, params: StructureParams) -> CopyResult:
             for control_values in controls:
                 set_controls(new, control_values)
             new_identity = structure_recovery.write_marker(
-                new, pair.area, "copy", by=pair.server, **{"from": old_identity}
+                new, pair.area, "copy", pair.stream, by=pair.server, **{"from": old_identity}
             )
             master.finish(new, pair.area, KIND_COPY, completed=True)
             quiesced = time.perf_counter() - quiesced_at

@@ -19,10 +19,18 @@ class RecoveryReason(IntEnum):
     BAD_ARGUMENT = 3501
     SRDS_UNREADABLE = 3510
     SRDS_WRITE_FAILED = 3511
+    #: A small state file of the pair (a system checkpoint, a recovery in progress, an
+    #: acceptance of loss) does not verify.
+    STATE_DAMAGED = 3512
     #: No readable SRDS, and the log no longer goes back to the structure's start.
     STRUCTURE_UNRECOVERABLE = 3520
     #: Another server's structure recovery or copy did not finish in time.
     RECOVERY_TIMEOUT = 3521
+    #: Records recovery needs are missing from the log (a gap in a writer's lsns); the
+    #: detail names the writer, the range and the file.  Nothing was changed.
+    LOG_INCOMPLETE = 3522
+    #: The structure's changes are logged to another log stream than this server's.
+    LOG_MISMATCH = 3523
     #: A structure checkpoint could not be completed (the structure was lost...).
     CHECKPOINT_FAILED = 3530
     #: A request waited longer than the settings allow for a quiesced structure.
@@ -53,6 +61,18 @@ class StructureUnrecoverable(RecoveryError):
     """Structure recovery has nothing to start from: no readable SRDS, log incomplete."""
 
 
+class LogIncomplete(StructureUnrecoverable):
+    """Records the recovery needs are missing from the log; ``gaps`` says which."""
+
+
+class LogMismatch(RecoveryError):
+    """The structure is logged to another stream than the one this server writes."""
+
+
+class StateDamaged(RecoveryError):
+    """A small state file of the pair does not verify."""
+
+
 class RecoveryTimeout(RecoveryError):
     """Waited too long for another server (a recovery, a copy, a quiesced structure)."""
 
@@ -69,6 +89,9 @@ _CLASS_OF: dict[RecoveryReason, type[RecoveryError]] = {
     RecoveryReason.BAD_ARGUMENT: InvalidRecoveryRequest,
     RecoveryReason.SRDS_UNREADABLE: SrdsUnreadable,
     RecoveryReason.SRDS_WRITE_FAILED: SrdsWriteFailed,
+    RecoveryReason.STATE_DAMAGED: StateDamaged,
+    RecoveryReason.LOG_INCOMPLETE: LogIncomplete,
+    RecoveryReason.LOG_MISMATCH: LogMismatch,
     RecoveryReason.STRUCTURE_UNRECOVERABLE: StructureUnrecoverable,
     RecoveryReason.RECOVERY_TIMEOUT: RecoveryTimeout,
     RecoveryReason.CHECKPOINT_FAILED: CheckpointFailed,

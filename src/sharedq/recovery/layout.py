@@ -9,6 +9,8 @@
     <root>/<pair>/RECOVERY.lock           held (flock) by the server recovering or
                                           copying the pair's structures
     <root>/<pair>/REBUILDING              present while a recovery or copy runs
+    <root>/<pair>/ACCEPTED_LOSS           gaps in the log an operator accepted
+                                          (``sharedq recovery accept-loss``)
 
 Every server of the group reaches the same directory (local, or shared storage with
 ``flock`` across hosts, as the log needs).  The pair is named after its primary
@@ -18,7 +20,6 @@ structure.
 from __future__ import annotations
 
 import fcntl
-import json
 import re
 import time
 from collections.abc import Iterator
@@ -27,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sharedq.log.layout import write_atomically
+from sharedq.log.errors import LogError
+from sharedq.log.statefile import read_state, write_state
 from sharedq.recovery.errors import RecoveryReason, recovery_error
 
 _NAME = re.compile(r"^[A-Za-z0-9@$#._-]{1,64}$")
@@ -69,6 +71,10 @@ class PairLayout:
     def rebuilding_file(self) -> Path:
         return self.directory / "REBUILDING"
 
+    @property
+    def accepted_loss_file(self) -> Path:
+        return self.directory / "ACCEPTED_LOSS"
+
     def checkpoint_file(self, server: str) -> Path:
         if not _NAME.match(server):
             raise recovery_error(RecoveryReason.BAD_ARGUMENT, f"bad server name {server!r}")
@@ -81,16 +87,17 @@ class PairLayout:
     # -- small JSON files, written atomically -------------------------------------------
 
     def write_json(self, path: Path, value: dict[str, Any]) -> None:
-        write_atomically(path, json.dumps(value, sort_keys=True).encode())
+        """Replace a small state file (digest-checked, see ``sharedq.log.statefile``)."""
+        write_state(path, value)
 
     @staticmethod
     def read_json(path: Path) -> dict[str, Any] | None:
-        """The file's value; ``None`` when it is absent or unreadable (damaged)."""
+        """A small state file's value; ``None`` when absent; ``STATE_DAMAGED`` naming the
+        file when it does not verify."""
         try:
-            value = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-        return value if isinstance(value, dict) else None
+            return read_state(path)
+        except LogError as exc:
+            raise recovery_error(RecoveryReason.STATE_DAMAGED, str(exc), path=str(path)) from None
 
     # -- the pair's recovery lock --------------------------------------------------------
 

@@ -97,7 +97,15 @@ class PairRecovery:
         self.layout = PairLayout(settings.root, self.pair)
         self.layout.make_dirs()
         self.stream = LogStream(
-            self.layout.log, name=f"{self.pair}.LOG", structure=self.primary, config=settings.log()
+            self.layout.log,
+            name=f"{self.pair}.LOG",
+            structure=self.primary,
+            config=settings.log(),
+            copy_root=(
+                None
+                if settings.dual_log_root is None
+                else PairLayout(settings.dual_log_root, self.pair).log
+            ),
         )
         self.gate = QuiesceGate(
             self.area, max_wait=settings.max_wait_seconds, on_master_failed=self._master_failed

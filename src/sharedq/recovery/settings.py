@@ -52,6 +52,11 @@ class RecoverySettings:
             server for another's recovery or copy.
         log_config: further log settings (staging size, segment size...); its
             ``durability`` and ``max_bytes`` are replaced by the two above.
+        dual_log_root: dual logging: a second root, on another disk, where every
+            pair's log is written a second time (``<dual_log_root>/<pair>/log``);
+            readers make damaged or missing files good from it.  ``None``: one copy.
+            Chosen when a pair's log is created; servers that omit it later still use
+            the copy the log records.
     """
 
     root: Path
@@ -65,9 +70,14 @@ class RecoverySettings:
     poll_seconds: float = DEFAULT_POLL_SECONDS
     max_wait_seconds: float = DEFAULT_MAX_WAIT_SECONDS
     log_config: LogConfig = field(default_factory=LogConfig)
+    dual_log_root: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(os.fspath(self.root)))
+        if self.dual_log_root is not None:
+            object.__setattr__(self, "dual_log_root", Path(os.fspath(self.dual_log_root)))
+            if self.dual_log_root.resolve() == self.root.resolve():
+                raise _bad("dual_log_root must be another directory than root (another disk)")
         if not isinstance(self.syschkpt, int) or self.syschkpt < 1:
             raise _bad(f"syschkpt {self.syschkpt!r} must be a positive number of records")
         if self.strchkpt is not None and (not isinstance(self.strchkpt, int) or self.strchkpt < 1):

@@ -15,17 +15,22 @@ Recoverable objects carry their data.  For a nonrecoverable object only what see
 asks for is kept: its queue name and unit of work, with ``recoverable`` false and no
 data; recovery does not restore it.  The file's key-value metadata ``sharedq.srds``
 holds, as JSON, what is not an entry: the pair, the slot, the sequence number the copy
-covers, when and by whom it was taken, the checkpoint's number, and per structure its
-allocation parameters and list controls (limit and authority of every list).
+covers, when and by whom it was taken, the checkpoint's number, per structure its
+allocation parameters and list controls (limit and authority of every list), and
+where the log stood: the identity of the pair's log stream and every writer's last
+lsn just before the structure was quiesced (``log``), so that recovery can check
+that every record after the copy is still in the log.
 
 A file is *valid* when it reads whole: Parquet page checksums (written and verified),
-the metadata parsing and matching the file's slot, and the row count agreeing with it.
+the metadata verifying against the SHA-256 digest it carries, matching the file's
+slot, and the row count agreeing with it.
 It is written under a hidden temporary name, synced, then renamed into place, so a
 crash mid-write leaves the previous file of that slot or nothing, never half a file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -132,6 +137,10 @@ class SrdsImage:
     checkpoint_id: int
     structures: dict[str, StructureImage]
     entries: pa.Table
+    #: The identity of the log stream the pair's changes went to ("" if unknown).
+    log_stream: str = ""
+    #: Every writer's last lsn in the log just before the copy (``None``: not recorded).
+    positions: dict[str, int] | None = None
 
     def entries_of(self, structure: str) -> pa.Table:
         """The rows of one structure, in list order."""
@@ -229,7 +238,9 @@ def write_srds(directory: str | os.PathLike[str], image: SrdsImage) -> Path:
             }
             for name, structure in image.structures.items()
         },
+        "log": {"stream": image.log_stream, "positions": image.positions},
     }
+    description["digest"] = _digest(description)
     table = image.entries.replace_schema_metadata({METADATA_KEY: json.dumps(description)})
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
@@ -299,6 +310,8 @@ def _decode(path: Path, table: pa.Table) -> SrdsImage:
         )
         for name, info in description["structures"].items()
     }
+    log = description.get("log") or {}
+    positions = log.get("positions")
     return SrdsImage(
         pair=description["pair"],
         slot=int(description["slot"]),
@@ -308,6 +321,8 @@ def _decode(path: Path, table: pa.Table) -> SrdsImage:
         checkpoint_id=int(description["checkpoint_id"]),
         structures=structures,
         entries=entries,
+        log_stream=str(log.get("stream") or ""),
+        positions=None if positions is None else {str(k): int(v) for k, v in positions.items()},
     )
 
 
@@ -357,6 +372,16 @@ def newest_readable(
     return None, statuses
 
 
+def _digest(description: dict[str, Any]) -> str:
+    body = {k: v for k, v in description.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+def describe(path: Path, metadata: dict[bytes, bytes] | None) -> dict[str, Any]:
+    """An SRDS file's description from its footer metadata, verified (``SRDS_UNREADABLE``)."""
+    return _description(path, metadata)
+
+
 def _description(path: Path, metadata: dict[bytes, bytes] | None) -> dict[str, Any]:
     raw = (metadata or {}).get(METADATA_KEY)
     if raw is None:
@@ -369,6 +394,12 @@ def _description(path: Path, metadata: dict[bytes, bytes] | None) -> dict[str, A
         raise recovery_error(
             RecoveryReason.SRDS_UNREADABLE, f"{path} has a damaged description", path=str(path)
         ) from None
+    if not isinstance(description, dict) or description.get("digest") != _digest(description):
+        raise recovery_error(
+            RecoveryReason.SRDS_UNREADABLE,
+            f"{path} has a damaged description (its digest does not match)",
+            path=str(path),
+        )
     if description.get("format") != SRDS_FORMAT:
         raise recovery_error(
             RecoveryReason.SRDS_UNREADABLE,

@@ -28,7 +28,6 @@ the checkpoint over and starts it again.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -49,13 +48,12 @@ from sharedq.recovery.layout import PairLayout
 from sharedq.recovery.quiesce import hold_quiesce, release_quiesce
 from sharedq.recovery.srds import (
     ENTRY_SCHEMA,
-    METADATA_KEY,
     SLOTS,
-    SRDS_FORMAT,
     ListControls,
     SlotStatus,
     SrdsImage,
     StructureImage,
+    describe,
     srds_path,
     target_slot,
     version_to_i64,
@@ -152,6 +150,9 @@ def _checkpoint(
     primary = job.conns[job.structures[0]]
     phases: dict[str, float] = {}
     snapshots: dict[str, StructureSnapshot] = {}
+    # Where every writer's records stand, read before the quiesce: every change the
+    # copy does not hold is made after it, so logged at a higher lsn than these.
+    positions = job.stream.positions()
     quiesced_at = time.perf_counter()
     try:
         for name in job.structures:
@@ -202,6 +203,8 @@ def _checkpoint(
         checkpoint_id=checkpoint_id,
         structures=images,
         entries=pa.concat_tables(tables),
+        log_stream=job.stream.identity,
+        positions=positions,
     )
     written_at = time.perf_counter()
     write_srds(job.layout.srds, image)
@@ -323,8 +326,8 @@ def slot_summaries(directory: str | Path) -> list[SlotStatus]:
         path = srds_path(directory, slot)
         try:
             meta = pq.read_metadata(path)
-            description = json.loads((meta.metadata or {})[METADATA_KEY])
-            if description.get("format") != SRDS_FORMAT or description.get("slot") != slot:
+            description = describe(path, meta.metadata)
+            if description.get("slot") != slot:
                 raise ValueError("not this slot's checkpoint")
             if int(description["rows"]) != meta.num_rows:
                 raise ValueError("row count does not match")
@@ -343,7 +346,7 @@ def slot_summaries(directory: str | Path) -> list[SlotStatus]:
 def structure_seqs(status: SlotStatus) -> dict[str, int]:
     """The seq a valid slot covers for each structure of its pair (footer only)."""
     meta = pq.read_metadata(status.path)
-    description = json.loads((meta.metadata or {})[METADATA_KEY])
+    description = describe(status.path, meta.metadata)
     return {name: int(info["seq"]) for name, info in description["structures"].items()}
 
 

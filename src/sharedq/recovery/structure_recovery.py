@@ -1,12 +1,22 @@
 """Structure recovery: what a server does when it finds a structure missing or empty.
 
-A server calls :func:`ensure` for each structure of a pair before it connects.  A
-structure with its ``V`` marker (see :mod:`sharedq.recovery.control`) is in use: the
-server connects.  Otherwise the server takes the pair's recovery lock (a file lock in
-the pair's directory, since the structure itself may be gone), so that one server
-recovers and the others wait for it; a server that gets the lock after another
-recovered finds the marker and connects.  The one that recovers follows the redbook's
-decision table (§6.3.3, §6.4):
+A server calls :func:`ensure` for each structure of a pair before it connects (and
+again when it reconnects after a loss).  A structure with its ``V`` marker (see
+:mod:`sharedq.recovery.control`) is in use, unless it is *behind its log*: the log
+holds a change with a higher seq than the structure's own counter has reached, which
+happens only when the structure came back older than it was (a Redis server
+restarted from an old snapshot or AOF, a promoted replica).  Such a structure is
+treated as lost and rebuilt, never used: what it lacks is committed work.  The log's
+high-water mark is read before the structure's seq, so a change made meanwhile
+cannot make a sound structure look behind.  A marker naming another log stream than
+the server's is refused (``LOG_MISMATCH``): two logs for one structure would each
+miss the other's changes at the next recovery.
+
+Otherwise the server takes the pair's recovery lock (a file lock in the pair's
+directory, since the structure itself may be gone), so that one server recovers and
+the others wait for it; a server that gets the lock after another recovered finds
+the marker and connects.  The one that recovers follows the redbook's decision table
+(§6.3.3, §6.4):
 
 ==========================  ========================  ===================================
 structure                   SRDS / log                action
@@ -23,6 +33,11 @@ not empty, no marker        any                       used as it is (adopted); a
                                                       checkpoint follows
 ==========================  ========================  ===================================
 
+Before it changes anything, recovery checks that every record it needs is in the log
+(``log_check.py``): a gap in a writer's records refuses it with ``LOG_INCOMPLETE``,
+naming what is missing, unless an operator accepted that loss.  Its outcome carries
+a report of what it read, skipped and why.
+
 The new structure continues the old one's numbering (``sequence_floor`` = the last seq
 in the log), so the log stays in order.  Only recoverable objects come back: the SRDS
 holds no data for the others and they were never logged.  A recovery that dies half
@@ -36,7 +51,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from sharedq.cf import (
@@ -46,10 +61,16 @@ from sharedq.cf import (
     StructureParams,
 )
 from sharedq.log import LogStream, LogWriter, RecordType, replay
-from sharedq.recovery import control
+from sharedq.recovery import control, log_check
 from sharedq.recovery.control import KIND_MARKER, ControlArea
-from sharedq.recovery.errors import RecoveryReason, SrdsUnreadable, recovery_error
+from sharedq.recovery.errors import (
+    RecoveryError,
+    RecoveryReason,
+    SrdsUnreadable,
+    recovery_error,
+)
 from sharedq.recovery.layout import PairLayout
+from sharedq.recovery.log_check import LogReport
 from sharedq.recovery.restore import load_image
 from sharedq.recovery.srds import SlotStatus, SrdsImage, read_srds
 from sharedq.recovery.structure_checkpoint import slot_summaries
@@ -78,6 +99,10 @@ class StructureOutcome:
     records: int = 0
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
+    #: What the recovery read of the log, skipped, and lost (``None``: no log read).
+    log: LogReport | None = None
+    #: Why the structure that was there could not be used (it was behind its log).
+    replaced: str | None = None
 
     @property
     def rebuilt(self) -> bool:
@@ -109,10 +134,13 @@ def marker(conn: ListStructure, area: ControlArea) -> dict[str, Any] | None:
     return None if found is None else found[1]
 
 
-def write_marker(conn: ListStructure, area: ControlArea, how: str, **info: Any) -> str:
-    """Give the structure a new identity; returns it."""
+def write_marker(
+    conn: ListStructure, area: ControlArea, how: str, stream: LogStream, **info: Any
+) -> str:
+    """Give the structure a new identity, naming the log its changes go to; returns it."""
     identity = os.urandom(8).hex()
-    control.put(conn, area, KIND_MARKER, b"", {"id": identity, "how": how, **info})
+    value = {"id": identity, "how": how, "log": stream.identity, "log_root": str(stream.root)}
+    control.put(conn, area, KIND_MARKER, b"", {**value, **info})
     return identity
 
 
@@ -131,13 +159,16 @@ def ensure(
     """Make sure ``structure`` is usable: connect, wait for a recovery, or recover it."""
     started = time.perf_counter()
     job = _Job(facility, layout, structure, stream, writer, area, server)
-    found = _marker_if_exists(job)
-    if found is not None:
+    found, behind = _marker_if_exists(job)
+    if found is not None and behind is None:
         return StructureOutcome(structure, IN_USE, found["id"])
     with layout.recovery_lock(timeout):
-        rebuilding = layout.read_json(layout.rebuilding_file)
-        found = _marker_if_exists(job)
-        if found is not None and rebuilding is None:
+        try:
+            rebuilding = layout.read_json(layout.rebuilding_file)
+        except RecoveryError as exc:  # a damaged file still says a rebuild was under way
+            rebuilding = {"by": f"unknown ({exc})"}
+        found, behind = _marker_if_exists(job)
+        if found is not None and behind is None and rebuilding is None:
             return StructureOutcome(structure, WAITED, found["id"])
         if rebuilding is not None:
             logger.warning(
@@ -146,18 +177,46 @@ def ensure(
                 structure,
                 rebuilding.get("by"),
             )
-        outcome = _recover(job, params_hint, rebuilding is not None)
-    return StructureOutcome(**{**asdict(outcome), "seconds": time.perf_counter() - started})
+        if behind is not None:
+            logger.error("%s: %s: it is rebuilt from its SRDS and log", server, behind)
+        outcome = _recover(job, params_hint, rebuilding is not None or behind is not None)
+    return replace(outcome, seconds=time.perf_counter() - started, replaced=behind)
 
 
-def _marker_if_exists(job: _Job) -> dict[str, Any] | None:
+def _marker_if_exists(job: _Job) -> tuple[dict[str, Any] | None, str | None]:
+    """The structure's marker (``None``: no usable structure), and why it cannot be used
+    as it is (``None``: it can)."""
     if not job.facility.exists(job.structure):
-        return None
+        return None, None
     with job.facility.connect(job.structure, job.user) as probe:
-        return marker(probe, job.area)
+        found = marker(probe, job.area)
+        if found is None:
+            return None, None
+        logged_to = found.get("log")
+        if logged_to and logged_to != job.stream.identity:
+            raise recovery_error(
+                RecoveryReason.LOG_MISMATCH,
+                f"structure {job.structure} logs its changes to log stream {logged_to} "
+                f"({found.get('log_root', 'elsewhere')}), but server {job.server} writes "
+                f"stream {job.stream.identity} at {job.stream.root}: give every server of "
+                "the group the same recovery root",
+                structure=job.structure,
+            )
+        # The log first, then the structure: a change made in between is in the
+        # structure before its record is in the log, so it cannot look like a lag.
+        logged = job.stream.high_water(job.structure)
+        seq = probe.statistics().seq
+    if seq < logged:
+        return found, (
+            f"structure {job.structure} is behind its log: its last change is seq {seq}, "
+            f"the log holds changes up to seq {logged} (it came back older than it was: "
+            "a server restarted from an old snapshot, or a failover)"
+        )
+    return found, None
 
 
 def _recover(job: _Job, params_hint: StructureParams | None, restarting: bool) -> StructureOutcome:
+    """Rebuild the structure (``restarting``: whatever is there must be replaced)."""
     facility, layout, structure, stream, writer, area, server = (
         job.facility,
         job.layout,
@@ -174,7 +233,7 @@ def _recover(job: _Job, params_hint: StructureParams | None, restarting: bool) -
                 params_hint = snap.params
                 empty = all(info.entries == 0 for info in snap.lists)
             if not empty:
-                identity = write_marker(probe, area, ADOPTED, by=server)
+                identity = write_marker(probe, area, ADOPTED, stream, by=server)
                 _log_initialisation(writer, structure, params_hint, server, probe.statistics().seq)
                 logger.warning(
                     "%s: structure %s has entries but was never initialised for recovery: "
@@ -183,11 +242,12 @@ def _recover(job: _Job, params_hint: StructureParams | None, restarting: bool) -
                     structure,
                 )
                 return StructureOutcome(structure, ADOPTED, identity)
-    image, statuses, problems = _newest_image(layout)
+    image, statuses, problems = newest_image(layout)
     if image is not None and structure not in image.structures:
         image = None
-    last_seq = stream.last_seq(structure)
-    retained = stream.retention_points().get(structure, 0)
+    checked = log_check.check(stream, structure, image)
+    last_seq = checked.plan.last_seq(structure)
+    retained = checked.plan.retention.points.get(structure, 0)
     if image is None and (retained > 0 or any(s.path.exists() for s in statuses)):
         raise recovery_error(
             RecoveryReason.STRUCTURE_UNRECOVERABLE,
@@ -198,8 +258,22 @@ def _recover(job: _Job, params_hint: StructureParams | None, restarting: bool) -
             f"delete {layout.srds} and {layout.log} (redbook §7.4)",
             structure=structure,
         )
+    if image is not None and image.log_stream and image.log_stream != stream.identity:
+        raise recovery_error(
+            RecoveryReason.LOG_MISMATCH,
+            f"SRDS{image.slot} of pair {layout.pair} was taken of a structure logged to "
+            f"stream {image.log_stream}, not to this log (stream {stream.identity} at "
+            f"{stream.root}): its log is not here, so nothing after it can be replayed",
+            structure=structure,
+        )
     if image is None and last_seq == 0:
         return _cold_start(job, params_hint, exists)
+    missing = log_check.unaccepted(layout, checked.gaps)
+    if missing:
+        raise log_check.refusal(layout, structure, missing, "recovery")
+    report = log_check.report_of(checked, checked.gaps, 0)
+    for line in report.lost:
+        logger.error("%s: recovering %s with an accepted loss: %s", server, structure, line)
     params: StructureParams | None
     if image is not None:
         params = image.structures[structure].params
@@ -218,10 +292,19 @@ def _recover(job: _Job, params_hint: StructureParams | None, restarting: bool) -
     allocate(facility, params, floor)
     with facility.connect(structure, job.user) as conn:
         loaded = load_image(conn, image, structure) if image is not None else 0
-        from_seq = image.structures[structure].seq + 1 if image is not None else None
-        result = replay(conn, stream.records(structures={structure}, from_seq=from_seq))
+        result = replay(
+            conn,
+            checked.plan.records(),
+            on_conflict=report.note_conflict if report.lost else None,
+        )
+        report.records = result.records
         identity = write_marker(
-            conn, area, RECOVERED, by=server, slot=image.slot if image is not None else None
+            conn,
+            area,
+            RECOVERED,
+            stream,
+            by=server,
+            slot=image.slot if image is not None else None,
         )
         writer.observe(conn.statistics().seq, structure)
     action = RECOVERED if image is not None else RECOVERED_FROM_LOG
@@ -235,6 +318,8 @@ def _recover(job: _Job, params_hint: StructureParams | None, restarting: bool) -
             "records": result.records,
             "last_seq": result.last_seq,
             "params": asdict(params),
+            "lost": report.lost,
+            "passed_over": report.passed_over,
         },
         structure=structure,
         commit=True,
@@ -258,10 +343,11 @@ def _recover(job: _Job, params_hint: StructureParams | None, restarting: bool) -
         loaded,
         result.records,
         problems=problems,
+        log=report,
     )
 
 
-def _newest_image(layout: PairLayout) -> tuple[SrdsImage | None, list[SlotStatus], list[str]]:
+def newest_image(layout: PairLayout) -> tuple[SrdsImage | None, list[SlotStatus], list[str]]:
     """The newest SRDS that reads whole, else the older one; each slot's status; what
     was wrong with the slots that could not be used.
 
@@ -298,7 +384,7 @@ def _cold_start(job: _Job, params: StructureParams | None, exists: bool) -> Stru
         if params is None:
             with conn.snapshot() as snap:
                 params = snap.params
-        identity = write_marker(conn, job.area, INITIALISED, by=job.server)
+        identity = write_marker(conn, job.area, INITIALISED, job.stream, by=job.server)
         _log_initialisation(job.writer, job.structure, params, job.server, conn.statistics().seq)
     return StructureOutcome(job.structure, INITIALISED, identity)
 

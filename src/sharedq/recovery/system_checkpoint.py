@@ -27,6 +27,7 @@ from sharedq.cf import CFError, ListStructure
 from sharedq.log import LogPosition, LogRecord, LogStream, LogWriter, RecordType
 from sharedq.recovery import control
 from sharedq.recovery.control import KIND_POSITION, ControlArea, Runner, direct
+from sharedq.recovery.errors import RecoveryError
 from sharedq.recovery.layout import PairLayout
 
 logger = logging.getLogger("sharedq.recovery")
@@ -104,8 +105,18 @@ def _position(value: dict[str, Any] | None) -> LogPosition | None:
 def find(
     layout: PairLayout, server: str, conn: ListStructure | None, area: ControlArea
 ) -> tuple[LogPosition, str] | None:
-    """The server's last system checkpoint: from its file, else from its control entry."""
-    position = _position(layout.read_json(layout.checkpoint_file(server)))
+    """The server's last system checkpoint: from its file, else from its control entry.
+
+    A damaged file is passed over for the structure's entry; when the structure has
+    none either, ``STATE_DAMAGED`` says so: restarting cold without knowing where
+    the server stood would be a guess, not a decision.
+    """
+    damaged: RecoveryError | None = None
+    try:
+        position = _position(layout.read_json(layout.checkpoint_file(server)))
+    except RecoveryError as exc:
+        logger.error("%s: %s; looking for its position in the structure", server, exc)
+        damaged, position = exc, None
     if position is not None:
         return position, FROM_FILE
     if conn is not None:
@@ -114,6 +125,8 @@ def find(
             position = _position(found[1])
             if position is not None:
                 return position, FROM_STRUCTURE
+    if damaged is not None:
+        raise damaged
     return None
 
 

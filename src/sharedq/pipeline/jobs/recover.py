@@ -6,6 +6,12 @@ log after it, folded in one Spark job
 what the servers' own recovery computes from the same SRDS and records
 (:mod:`sharedq.pipeline.inprocess` decides which those are, for both).
 
+Before anything is computed, the job checks, as the servers' recovery does, that every
+record it needs is in the log (``sharedq.recovery.log_check``): a gap in a writer's
+records refuses it with ``LOG_INCOMPLETE``, naming writer, range and file, unless the
+loss was accepted (``sharedq recovery accept-loss``, or ``--accept-loss`` for this
+run); the summary says what was read, skipped and lost.
+
 Writes ``<output>/recover/entries`` (one row per entry, in list order: structure,
 list_number, position, entry_id, key, secondary_key, version, adjunct, data) and
 ``<output>/recover/lists`` (structure, list_number, limit, authority), and a summary.
@@ -30,8 +36,9 @@ from sharedq.pipeline.cli_support import job_command
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
 from sharedq.pipeline.inprocess import ImageChoice, choose_point, srds_description, time_us
 from sharedq.pipeline.job import JobContext, JobResult, write_table
-from sharedq.pipeline.sources import PairInput, log_frame, read_srds, stage_log
+from sharedq.pipeline.sources import PairInput, log_frame, read_srds
 from sharedq.pipeline.transforms import recover as T
+from sharedq.recovery import LogReport, PairLayout, log_check
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -53,11 +60,14 @@ def run(
     structure: str | None = None,
     at_seq: int | None = None,
     at_time: str | datetime | None = None,
+    accept_loss: bool = False,
 ) -> JobResult:
     """Recover structures from the newest SRDS at or before a point plus the log after it.
 
     Without ``structure``, every structure of every pair.  ``at_seq`` and ``at_time``
     (ISO 8601, naive = UTC) set the point; both: the earlier; neither: the end of the log.
+    ``accept_loss``: go on past records missing from the log, listing them, instead of
+    refusing (as an operator's accepted loss does for the pair).
     """
     if at_seq is not None and at_seq < 0:
         raise pipeline_error(PipelineReason.BAD_ARGUMENT, f"--at-seq {at_seq} is negative")
@@ -72,6 +82,7 @@ def run(
         by_time = {r.structure: int(r.target_seq or 0) for r in rows}
     entries: list[DataFrame] = []
     plans: list[_Plan] = []
+    reports: dict[str, _LogChecked] = {}
     for pair, name in targets:
         target = at_seq
         if at_us is not None:
@@ -79,6 +90,11 @@ def run(
         ctx.step(f"{name}: choosing the SRDS")
         image = choose_point(pair, name, target_seq=target, at_time_us=at_us)
         after = image.seq if image.slot is not None else None
+        ctx.step(f"{name}: checking that the log holds every record needed")
+        report = _check_log(ctx, pair, name, image, accept_loss)
+        reports[name] = report
+        if report.dropped:
+            log = log_frame(ctx.spark, ctx.stage().without(report.dropped))
         changes = T.select_changes(log, name, after_seq=after, upto_seq=target)
         image_rows = (
             T.image_entries(read_srds(ctx.spark, pair, image.slot), name)
@@ -123,7 +139,8 @@ def run(
         "target_seq": {p.name: p.target for p in plans},
         "structures": [p.name for p in plans],
     }
-    summary = _summary(plans, counts, per_list, at_seq, at_time)
+    figures["log_lost"] = {n: len(r.report.lost) for n, r in reports.items()}
+    summary = _summary(plans, counts, per_list, at_seq, at_time, reports)
     return JobResult(
         "recover",
         summary,
@@ -175,8 +192,61 @@ def _log(ctx: JobContext) -> tuple[DataFrame, dict[str, tuple[int, int]] | None]
     if ctx._log is not None:
         return ctx._log, None
     ctx.step("reading the log")
-    staged = stage_log(ctx.pairs, ctx.work, ctx.spark)
+    staged = ctx.stage()
     return log_frame(ctx.spark, staged), staged.structures
+
+
+@dataclass(frozen=True)
+class _LogChecked:
+    """What checking the log for one structure found, and data set files to leave out."""
+
+    report: LogReport
+    dropped: set[str]
+
+
+def _check_log(
+    ctx: JobContext, pair: PairInput, structure: str, image: ImageChoice, accept_loss: bool
+) -> _LogChecked:
+    """Refuse (``LOG_INCOMPLETE``) when records the recovery needs are missing, unless
+    the loss is accepted; the same check the servers' recovery makes."""
+    plan = ctx.stage().plans[pair.name]
+    positions = None
+    log_stream = ""
+    if image.path is not None:
+        described = srds_description(image.path).get("log") or {}
+        positions = described.get("positions")
+        log_stream = str(described.get("stream") or "")
+        if log_stream and log_stream != LogStream.open_existing(pair.log).identity:
+            raise pipeline_error(
+                PipelineReason.LOG_INCOMPLETE,
+                f"{image.label} of pair {pair.name} was taken of a structure logged to "
+                f"another log stream ({log_stream}) than {pair.log}",
+            )
+    needed = {structure: image.seq + 1 if image.slot is not None else 0}
+    starts = None if positions is None else {str(k): int(v) for k, v in positions.items()}
+    coverage = plan.check(starts=starts, needed_seq=needed)
+    accepted = set()
+    if pair.log.parent.name == pair.name:
+        accepted = log_check.accepted(PairLayout(pair.log.parent.parent, pair.name))
+    missing = [g for g in coverage.gaps if g.key() not in accepted]
+    if missing and not accept_loss:
+        named = "; ".join(str(g) for g in missing[:8])
+        more = f"; and {len(missing) - 8} more" if len(missing) > 8 else ""
+        raise pipeline_error(
+            PipelineReason.LOG_INCOMPLETE,
+            f"recovering {structure}: records it needs are missing from the log of pair "
+            f"{pair.name}: {named}{more}.  Put the files back, or accept the loss "
+            "(`sharedq recovery accept-loss`, or --accept-loss for this run)",
+            gaps=[str(g) for g in missing],
+        )
+    dropped = {str(p) for d in plan.datasets if d.meta is None for p in d.paths}
+    report = LogReport(
+        files=coverage.files,
+        skipped=list(coverage.skipped),
+        repaired=list(coverage.repaired),
+        lost=[str(g) for g in coverage.gaps],
+    )
+    return _LogChecked(report, dropped)
 
 
 def _targets(
@@ -248,6 +318,7 @@ def _summary(
     per_list: dict[str, dict[int, int]],
     at_seq: int | None,
     at_time: str | datetime | None,
+    reports: dict[str, _LogChecked],
 ) -> str:
     point = []
     if at_seq is not None:
@@ -273,6 +344,13 @@ def _summary(
             + (f", seq {row.first_seq}..{last}" if row is not None and records else "")
         )
         lines.append(f"  target:  {'end of log' if target is None else f'seq {target}'}")
+        checked = reports.get(name)
+        if checked is not None:
+            report = checked.report
+            lines.append(f"  read:    {report.files} log files")
+            lines += [f"  skipped: {item}" for item in report.skipped]
+            lines += [f"  repaired: {item}" for item in report.repaired]
+            lines += [f"  LOST:    {item}" for item in report.lost]
         if lists:
             shown = ", ".join(f"{n}: {c}" for n, c in sorted(lists.items()))
             lines.append(f"  per list: {shown}")
@@ -286,11 +364,20 @@ def _summary(
 @click.option(
     "--at-time", default=None, help="recover to this time (ISO 8601; without a zone: UTC)"
 )
+@click.option(
+    "--accept-loss",
+    is_flag=True,
+    help="go on past records missing from the log (listed in the summary) instead of refusing",
+)
 def _recover(
-    ctx: JobContext, structure: str | None, at_seq: int | None, at_time: str | None
+    ctx: JobContext,
+    structure: str | None,
+    at_seq: int | None,
+    at_time: str | None,
+    accept_loss: bool,
 ) -> JobResult:
     """A structure's image at the end of the log or at a point: SRDS + log, on Spark."""
-    return run(ctx, structure=structure, at_seq=at_seq, at_time=at_time)
+    return run(ctx, structure=structure, at_seq=at_seq, at_time=at_time, accept_loss=accept_loss)
 
 
 command = _recover
