@@ -4,18 +4,25 @@
 the queue manager makes goes through it, which gives two things one place to live:
 
 * the journal seam (:mod:`sharedq.mq.journal`): after each request that changed the
-  structure, the manager's journal is told what changed and what it meant;
+  structure, the manager's journal is told what changed and what it meant.  When the
+  journal cannot record it (a recovery log on a full disk), the request raises
+  :class:`~sharedq.mq.errors.JournalFailed` *after* the change was made, carrying its
+  note, so that the caller can undo it (:mod:`sharedq.mq.undo`); inside
+  :func:`tolerating` the failure is collected instead and the change stands;
 * fault injection: a hook called before and after every request.  The crash tests
   make it raise :class:`SimulatedFailure` (or kill the process) at a chosen request,
   which leaves the manager exactly as a real failure would between two requests:
   the structure holds what the requests so far did, and nothing else.
 
-Nothing here translates errors: callers know what a failure means to them.
+Nothing here translates list-structure errors: callers know what a failure means to
+them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from sharedq.cf import (
@@ -35,6 +42,7 @@ from sharedq.cf import (
     UserInfo,
 )
 from sharedq.cf.types import Unchanged
+from sharedq.mq.errors import JournalFailed, journal_failed
 from sharedq.mq.journal import BulkNote, ChangeKind, ChangeNote, EntryMeaning, Journal
 from sharedq.mq.messages import entry_facts
 
@@ -45,6 +53,38 @@ class SimulatedFailure(BaseException):
     A ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception``
     clause in the manager runs clean-up a dead process could not have run.
     """
+
+
+#: The journal failures the current block carries on through (see :func:`tolerating`).
+_TOLERATED: ContextVar[list[JournalFailed] | None] = ContextVar("_TOLERATED", default=None)
+
+
+@contextmanager
+def tolerating() -> Iterator[list[JournalFailed]]:
+    """Carry on through journal failures inside the block.
+
+    A change the journal cannot record stands, and its :class:`JournalFailed` is added
+    to the list this yields instead of being raised.  For the changes that need no
+    undo: a backout (recovery backs out whatever a log lacks of it), an undo (what it
+    takes back the log may never have seen), and the work of a unit that was already
+    decided.
+    """
+    failures: list[JournalFailed] = []
+    token = _TOLERATED.set(failures)
+    try:
+        yield failures
+    finally:
+        _TOLERATED.reset(token)
+
+
+def _journal_failure(error: Exception, note: ChangeNote | BulkNote) -> None:
+    """Raise the journal's failure to record ``note`` (or collect it: :func:`tolerating`)."""
+    failure = journal_failed(error, note)
+    tolerated = _TOLERATED.get()
+    if tolerated is None:
+        raise failure from error
+    failure.__cause__ = error
+    tolerated.append(failure)
 
 
 class HasUowId(Protocol):
@@ -155,19 +195,18 @@ class StructureAccess:
             else self._gated("write", list_number, key, data, **options)
         )
         if self._journaling:
-            self._journal.changed(
-                ChangeNote(
-                    kind,
-                    self.name,
-                    "write",
-                    change,
-                    options,
-                    queue,
-                    _uow_id(uow),
-                    persistent,
-                    msg_id,
-                )
+            note = ChangeNote(
+                kind,
+                self.name,
+                "write",
+                change,
+                options,
+                queue,
+                _uow_id(uow),
+                persistent,
+                msg_id,
             )
+            self._changed(note)
         if self.faults is not None:
             self.faults("write", self.name, False)
         return change
@@ -260,19 +299,18 @@ class StructureAccess:
             if persistent is None and kind is ChangeKind.GET:
                 # A get learns what it took only from the entry it moved.
                 persistent, msg_id = entry_facts(change.entry.data)
-            self._journal.changed(
-                ChangeNote(
-                    kind,
-                    self.name,
-                    "move",
-                    change,
-                    options,
-                    queue,
-                    _uow_id(uow),
-                    persistent,
-                    msg_id,
-                )
+            note = ChangeNote(
+                kind,
+                self.name,
+                "move",
+                change,
+                options,
+                queue,
+                _uow_id(uow),
+                persistent,
+                msg_id,
             )
+            self._changed(note)
         if self.faults is not None:
             self.faults("move", self.name, False)
         return change
@@ -301,19 +339,18 @@ class StructureAccess:
             else self._gated("delete", locator, **options)
         )
         if change is not None and self._journaling:
-            self._journal.changed(
-                ChangeNote(
-                    kind,
-                    self.name,
-                    "delete",
-                    change,
-                    options,
-                    queue,
-                    _uow_id(uow),
-                    persistent,
-                    msg_id,
-                )
+            note = ChangeNote(
+                kind,
+                self.name,
+                "delete",
+                change,
+                options,
+                queue,
+                _uow_id(uow),
+                persistent,
+                msg_id,
             )
+            self._changed(note)
         if self.faults is not None:
             self.faults("delete", self.name, False)
         return change
@@ -335,11 +372,10 @@ class StructureAccess:
             else self._gated("update", locator, **options)
         )
         if change is not None and self._journaling:
-            self._journal.changed(
-                ChangeNote(
-                    kind, self.name, "update", change, options, queue, _uow_id(uow), None, None
-                )
+            note = ChangeNote(
+                kind, self.name, "update", change, options, queue, _uow_id(uow), None, None
             )
+            self._changed(note)
         if self.faults is not None:
             self.faults("update", self.name, False)
         return change
@@ -386,9 +422,8 @@ class StructureAccess:
             call(items, **options) if self.gate is None else self._gated(request, items, **options)
         )
         if result.seqs and self._journaling:
-            self._journal.bulk_changed(
-                BulkNote(kind, self.name, request, items, result, options, uow, meanings)
-            )
+            note = BulkNote(kind, self.name, request, items, result, options, uow, meanings)
+            self._bulk_changed(note)
         if self.faults is not None:
             self.faults(request, self.name, False)
         return result
@@ -404,22 +439,34 @@ class StructureAccess:
             else self._gated("set_list_controls", list_number, **options)
         )
         if self._journaling:
-            self._journal.changed(
-                ChangeNote(
-                    kind,
-                    self.name,
-                    "set_list_controls",
-                    seq,
-                    {"list_number": list_number, **options},
-                    queue,
-                    None,
-                    None,
-                    None,
-                )
+            note = ChangeNote(
+                kind,
+                self.name,
+                "set_list_controls",
+                seq,
+                {"list_number": list_number, **options},
+                queue,
+                None,
+                None,
+                None,
             )
+            self._changed(note)
         if self.faults is not None:
             self.faults("set_list_controls", self.name, False)
         return seq
+
+    def _changed(self, note: ChangeNote) -> None:
+        """Journal a change; a journal that fails raises the manager's own error."""
+        try:
+            self._journal.changed(note)
+        except Exception as error:
+            _journal_failure(error, note)
+
+    def _bulk_changed(self, note: BulkNote) -> None:
+        try:
+            self._journal.bulk_changed(note)
+        except Exception as error:
+            _journal_failure(error, note)
 
     def _gated(self, request: str, *args: Any, **options: Any) -> Any:
         """A change through the quiesce gate, made again on the structure's copy if the

@@ -20,10 +20,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from sharedq.cf import ByKey, BySecondaryKey, CFError, Compare, ListEntry
-from sharedq.mq import keys
+from sharedq.mq import keys, undo
 from sharedq.mq import messages as m
 from sharedq.mq.definitions import QueueState
-from sharedq.mq.errors import MQReason, NoMessageAvailable, from_cf, mq_error
+from sharedq.mq.errors import JournalFailed, MQReason, NoMessageAvailable, from_cf, mq_error
 from sharedq.mq.journal import ChangeKind
 from sharedq.mq.operations import GetRequest, _check_get_allowed, _took
 from sharedq.mq.uow import UnitOfWork
@@ -104,6 +104,10 @@ class Browser:
                     return message
         except CFError as error:
             raise from_cf(error, f"get under cursor from {queue.name}") from error
+        except JournalFailed as failure:
+            if failure.note.kind is ChangeKind.GET:
+                undo.take_back(queue, failure, uow)
+            raise
         raise mq_error(
             MQReason.NO_MSG_AVAILABLE, "the message under the cursor is no longer on the queue"
         )

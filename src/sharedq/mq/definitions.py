@@ -17,6 +17,7 @@ nothing acts on them yet.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from dataclasses import asdict, dataclass, field, replace
@@ -25,10 +26,10 @@ from typing import Any
 
 import msgpack
 
-from sharedq.cf import AuthorityMismatch, ById
-from sharedq.mq import keys
-from sharedq.mq.access import StructureAccess
-from sharedq.mq.errors import MQReason, mq_error
+from sharedq.cf import AuthorityMismatch, ById, CFError, NoSuchEntry
+from sharedq.mq import directory, keys
+from sharedq.mq.access import StructureAccess, tolerating
+from sharedq.mq.errors import JournalFailed, MQReason, mq_error
 from sharedq.mq.journal import ChangeKind
 
 #: MQ's largest MAXDEPTH.
@@ -178,12 +179,15 @@ class QueueState:
             self.authority = info.authority
             if info.limit != definition.max_depth + 1:
                 # An alter that died between rewriting the LHQC and setting the limit.
-                self.acc.set_list_controls(
-                    self.put_list,
-                    limit=definition.max_depth + 1,
-                    kind=ChangeKind.DEFINITION,
-                    queue=self.name,
-                )
+                # A repair: it stands even if the log cannot record it (a structure
+                # rebuilt without it is repaired again by its first refresh).
+                with tolerating():
+                    self.acc.set_list_controls(
+                        self.put_list,
+                        limit=definition.max_depth + 1,
+                        kind=ChangeKind.DEFINITION,
+                        queue=self.name,
+                    )
             return definition
 
     def revalidate(self) -> QueueDefinition:
@@ -213,16 +217,68 @@ class QueueState:
                 )
             except AuthorityMismatch:
                 continue
-            if altered.max_depth != current.max_depth:
-                self.acc.set_list_controls(
-                    self.put_list,
-                    limit=altered.max_depth + 1,
-                    kind=ChangeKind.DEFINITION,
-                    queue=self.name,
-                )
+            except JournalFailed:
+                self._restore(current, current)
+                raise
+            try:
+                if altered.max_depth != current.max_depth:
+                    self.acc.set_list_controls(
+                        self.put_list,
+                        limit=altered.max_depth + 1,
+                        kind=ChangeKind.DEFINITION,
+                        queue=self.name,
+                    )
+            except JournalFailed:
+                self._restore(current, altered)
+                raise
             self.refresh()
             return altered
         raise mq_error(MQReason.UNEXPECTED_ERROR, f"queue {self.name} kept changing under alter")
+
+    def _restore(self, current: QueueDefinition, limit_of: QueueDefinition) -> None:
+        """Take back an alter the log could not record: the old LHQC (the authority moves
+        again, so every manager re-reads it) and, if it was changed, the old limit."""
+        with contextlib.suppress(CFError), tolerating():
+            if limit_of.max_depth != current.max_depth:
+                self.acc.set_list_controls(
+                    self.put_list,
+                    limit=current.max_depth + 1,
+                    kind=ChangeKind.DEFINITION,
+                    queue=self.name,
+                )
+            self.acc.update(
+                ById(self.lhqc_id, self.put_list),
+                data=current.encode(),
+                increment_authority=True,
+                kind=ChangeKind.DEFINITION,
+                queue=self.name,
+            )
+
+
+def define(
+    admin: StructureAccess, acc: StructureAccess, definition: QueueDefinition, list_count: int
+) -> bool:
+    """Claim a put list for a new queue, write its LHQC, record it in the directory.
+
+    ``False`` if a queue of that name was recorded meanwhile.  What the log could not
+    record is taken back, with what was done for it (``JournalFailed`` raised).
+    """
+    name = definition.name
+    put_list = directory.claim_list(acc, directory.USE_QUEUE, name, list_count)
+    failure: JournalFailed | None = None
+    try:
+        create_lhqc(acc, definition, put_list)
+        if directory.add_queue_entry(admin, directory.QueueEntry(name, acc.name, put_list)):
+            return True
+    except JournalFailed as error:
+        failure = error
+    with contextlib.suppress(CFError), tolerating():
+        with contextlib.suppress(NoSuchEntry):
+            acc.delete(ById(keys.lhqc_id(put_list)), kind=ChangeKind.DEFINITION, queue=name)
+        directory.release_list(acc, put_list)
+    if failure is not None:
+        raise failure
+    return False
 
 
 def create_lhqc(acc: StructureAccess, definition: QueueDefinition, put_list: int) -> None:

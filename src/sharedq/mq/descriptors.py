@@ -29,6 +29,7 @@ the top of the next part.
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -37,10 +38,10 @@ from typing import NamedTuple
 
 import msgpack
 
-from sharedq.cf import ById, ListEntry, VersionMismatch
+from sharedq.cf import ById, CFError, ListEntry, VersionMismatch
 from sharedq.mq import keys
-from sharedq.mq.access import StructureAccess
-from sharedq.mq.errors import MQReason, mq_error
+from sharedq.mq.access import StructureAccess, tolerating
+from sharedq.mq.errors import JournalFailed, MQReason, mq_error
 from sharedq.mq.journal import ChangeKind, EntryMeaning
 from sharedq.mq.uow import Trop, TropKind, UnitOfWork
 
@@ -197,7 +198,8 @@ def write(admin: StructureAccess, descriptor_list: int, uow: UnitOfWork, status:
     """Write the unit's descriptors with ``status``; on failure delete what was written.
 
     The caller has made sure the unit has operations.  Raises what the structure
-    raised (``StructureFull`` when the administrative structure has no room).
+    raised (``StructureFull`` when the administrative structure has no room), or
+    ``JournalFailed`` when the log could not record a part (deleted too).
     """
     stamps = uow.manager.stamps
     uow_id = uow.uow_id
@@ -231,6 +233,7 @@ def write(admin: StructureAccess, descriptor_list: int, uow: UnitOfWork, status:
                 adjunct=bytes((status,)),
                 kind=ChangeKind.DESCRIPTOR,
                 uow=uow_id,
+                reserve=True,
             )
             written.append(muse_id)
             result.muse_id = result.status_id = muse_id
@@ -246,13 +249,19 @@ def write(admin: StructureAccess, descriptor_list: int, uow: UnitOfWork, status:
                     adjunct=bytes((status,)) if part == 0 else b"",
                     kind=ChangeKind.DESCRIPTOR,
                     uow=uow_id,
+                    reserve=True,
                 )
                 written.append(entry_id)
                 ids.append(entry_id)
             result.parts[number] = ids
-    except Exception:
+    except Exception as error:
+        if isinstance(error, JournalFailed) and error.entry is not None:
+            written.append(error.entry.entry_id)  # written, but the log could not say so
         if written:
-            delete_structure(admin, uow_id, written)
+            # A set left half written (the structure refusing the deletes too) is read
+            # as cut short by a failure: recovery backs the unit out.
+            with contextlib.suppress(CFError), tolerating():
+                delete_structure(admin, uow_id, written)
         raise
     if not multi:
         result.status_id = result.parts[numbers[0]][0]
@@ -260,15 +269,24 @@ def write(admin: StructureAccess, descriptor_list: int, uow: UnitOfWork, status:
 
 
 def set_status(admin: StructureAccess, uow: UnitOfWork, written: Written, status: Status) -> None:
-    """Change the recorded status, comparing versions (the only writer wins)."""
-    admin.update(
-        ById(written.status_id),
-        adjunct=bytes((status,)),
-        expect_version=written.status_version,
-        set_version=written.status_version + 1,
-        kind=ChangeKind.DESCRIPTOR,
-        uow=uow.uow_id,
-    )
+    """Change the recorded status, comparing versions (the only writer wins).
+
+    ``JournalFailed``: changed all the same (a status change is never undone: see
+    :mod:`sharedq.mq.syncpoint`), and ``written`` says so.
+    """
+    try:
+        admin.update(
+            ById(written.status_id),
+            adjunct=bytes((status,)),
+            expect_version=written.status_version,
+            set_version=written.status_version + 1,
+            kind=ChangeKind.DESCRIPTOR,
+            uow=uow.uow_id,
+        )
+    except JournalFailed:
+        written.status_version += 1
+        written.status = status
+        raise
     written.status_version += 1
     written.status = status
 

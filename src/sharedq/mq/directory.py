@@ -32,15 +32,16 @@ msgpack.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import msgpack
 
-from sharedq.cf import ById, ByKey, Compare, EntryExists, VersionMismatch
+from sharedq.cf import ById, ByKey, CFError, Compare, EntryExists, VersionMismatch
 from sharedq.mq import keys
-from sharedq.mq.access import StructureAccess
-from sharedq.mq.errors import MQReason, mq_error
+from sharedq.mq.access import StructureAccess, tolerating
+from sharedq.mq.errors import JournalFailed, MQReason, mq_error
 from sharedq.mq.journal import ChangeKind
 
 #: The control list's number in every structure.
@@ -84,6 +85,11 @@ def _write_control(
         )
     except EntryExists:
         return False
+    except JournalFailed:
+        # Not logged: taken back (the claim is as the log knows it, absent) and failed.
+        with contextlib.suppress(CFError), tolerating():
+            acc.delete(ById(entry_id, CONTROL_LIST), kind=ChangeKind.CONTROL, queue=queue)
+        raise
     return True
 
 
@@ -171,14 +177,26 @@ def manager_lists(
     descriptors = claim_list(acc, USE_DESCRIPTORS, qm_name, list_count) if admin else None
     value = {"get": get_list, "expiry": expiry, "descriptors": descriptors, "name": qm_name}
     entry_id = keys.control_id(b"G", bytes((qm_id,)))
-    if found is None:
-        if not _write_control(acc, entry_id, value):
-            raise mq_error(
-                MQReason.Q_MGR_NAME_ERROR,
-                f"manager id {qm_id} claimed lists in {acc.name} at the same time as we did",
-            )
-    else:
+    if found is not None:
+        # Left standing if the log cannot record it: the entry names lists that are
+        # claimed.  (Replayed without it, the structure has the manager claim another
+        # descriptor list at its next start: one list header lost, nothing more.)
         acc.update(ById(entry_id, CONTROL_LIST), data=_pack(value), kind=ChangeKind.CONTROL)
+        return ManagerLists(get_list, expiry, descriptors)
+    try:
+        written = _write_control(acc, entry_id, value)
+    except JournalFailed:
+        # Taken back by _write_control: the lists claimed for it are released too.
+        with contextlib.suppress(CFError), tolerating():
+            for number in (get_list, expiry, descriptors):
+                if number is not None:
+                    release_list(acc, number)
+        raise
+    if not written:
+        raise mq_error(
+            MQReason.Q_MGR_NAME_ERROR,
+            f"manager id {qm_id} claimed lists in {acc.name} at the same time as we did",
+        )
     return ManagerLists(get_list, expiry, descriptors)
 
 
@@ -247,8 +265,17 @@ def structure_number(acc: StructureAccess, structure: str) -> int:
             raise mq_error(MQReason.NO_FREE_LIST, "the group has numbered 255 structures")
         if not _write_control(acc, keys.control_id(b"S", bytes((free,))), {"name": structure}):
             continue
-        if _write_control(acc, by_name, {"name": structure, "number": free}):
-            return free
+        try:
+            if _write_control(acc, by_name, {"name": structure, "number": free}):
+                return free
+        except JournalFailed:
+            # Its name entry was taken back: so is the number, or it stays taken.
+            with contextlib.suppress(CFError), tolerating():
+                acc.delete(
+                    ById(keys.control_id(b"S", bytes((free,))), CONTROL_LIST),
+                    kind=ChangeKind.CONTROL,
+                )
+            raise
         # Someone numbered this structure at the same moment: keep theirs.
         acc.delete(
             ById(keys.control_id(b"S", bytes((free,))), CONTROL_LIST), kind=ChangeKind.CONTROL
@@ -336,6 +363,10 @@ def release_recovery_claim(acc: StructureAccess, failed_id: int, my_id: int) -> 
     entry_id = keys.control_id(b"R", bytes((failed_id,)))
     entry = acc.read(_at(entry_id))
     if entry is not None and int(_unpack(entry.data)["by"]) == my_id:
-        acc.delete(
-            ById(entry_id, CONTROL_LIST), expect_version=entry.version, kind=ChangeKind.CONTROL
-        )
+        # Released even if the log cannot say so: a log without this delete has the
+        # claim held by this manager, which takes it back itself (or, once it has
+        # failed, its recoverer does).  A recovery's outcome never hangs on it.
+        with tolerating():
+            acc.delete(
+                ById(entry_id, CONTROL_LIST), expect_version=entry.version, kind=ChangeKind.CONTROL
+            )

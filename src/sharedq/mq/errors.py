@@ -5,13 +5,17 @@ condition, the reason carries that code and name, so that an operator who knows 
 recognises it (2033 no message available, 2053 queue full, ...).  Conditions MQ has no
 code for take codes from 2900 up.
 
-Every failure is raised before anything in a structure changes, except where a
-docstring says otherwise (a commit whose phase 2 fails part-way is completed by
-recovery; that is the point of the descriptors).
+Every failure is raised before anything in a structure changes, or after what the
+request changed was undone, except where a docstring says otherwise (a commit whose
+phase 2 fails part-way is completed by recovery; that is the point of the
+descriptors).  A call raises only if its effect did not happen (was undone, or will be
+backed out by recovery) or is left pending (:class:`OutcomePending`); when its effect
+stands, it returns.
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import IntEnum
@@ -19,6 +23,7 @@ from typing import Any
 
 from sharedq.cf import errors as cfe
 from sharedq.errors import SharedqError
+from sharedq.log.errors import LogReason
 
 
 class MQReason(IntEnum):
@@ -44,6 +49,7 @@ class MQReason(IntEnum):
     TRUNCATED_MSG_FAILED = 2080
     UNKNOWN_OBJECT_NAME = 2085
     OBJECT_ALREADY_EXISTS = 2100
+    OUTCOME_PENDING = 2124
     UOW_IN_PROGRESS = 2128
     STORAGE_MEDIUM_FULL = 2192
     UNEXPECTED_ERROR = 2195
@@ -114,8 +120,22 @@ class UowError(MQError):
 
 
 class BackedOut(MQError):
-    """A commit could not start (no room for its descriptors) and the unit of work was
-    backed out instead (2003)."""
+    """A commit failed before its decision was made durable, and the unit of work was
+    backed out instead (2003): no room for its descriptors, the structure refused a
+    change, the journal could not log one.  What the structure would not take back at
+    once, restart or peer recovery backs out, as it does a failed manager's unit."""
+
+
+class OutcomePending(MQError):
+    """A commit (or a prepared unit's backout) failed after its outcome was decided,
+    or before it could be recorded (2124, MQ's MQRC_OUTCOME_PENDING).
+
+    The unit of work has ended here (the thread may begin another); its descriptors,
+    or the commit decision in the log, make this manager's restart (or a peer's
+    recovery of it) carry the decided outcome out.  A unit that had decided to commit
+    is never backed out; a prepared unit is in doubt again at the restart, for its
+    coordinator to resolve.  Until then its messages stay where the failure left them.
+    """
 
 
 class ConnectionBroken(MQError):
@@ -130,6 +150,29 @@ class ConfigurationError(MQError):
 
 class RecoveryInProgress(MQError):
     """A list header is being recovered by a peer; retry shortly (2347)."""
+
+
+class JournalFailed(MQError):
+    """The manager's journal (its recovery log) could not record a change (2195).
+
+    The manager undid the change in the structure before raising (a put's entry is
+    deleted, a get's message goes back...), so the request did not happen.  The
+    journal's exception (a ``sharedq.log.LogError``) is the cause.  ``note`` is the
+    journal note of the change that was not recorded (``ChangeNote`` or ``BulkNote``).
+    """
+
+    note: Any = None
+
+    @property
+    def entry(self) -> Any:
+        """The entry as the unrecorded change left it (``None`` for a bulk request)."""
+        result = getattr(self.note, "result", None)
+        return getattr(result, "entry", None)
+
+
+class JournalFull(JournalFailed, StorageFull):
+    """The recovery log is full, at its maximum or because the disk holding it is
+    (2192, MQ's MQRC_STORAGE_MEDIUM_FULL); as :class:`JournalFailed` otherwise."""
 
 
 _CLASS_OF: dict[MQReason, type[MQError]] = {
@@ -158,6 +201,7 @@ _CLASS_OF: dict[MQReason, type[MQError]] = {
     MQReason.NOT_A_GET: UowError,
     MQReason.NO_SUCH_UOW: UowError,
     MQReason.BACKED_OUT: BackedOut,
+    MQReason.OUTCOME_PENDING: OutcomePending,
     MQReason.CONNECTION_BROKEN: ConnectionBroken,
     MQReason.HCONN_ERROR: ConnectionBroken,
     MQReason.CF_STRUC_FAILED: ConnectionBroken,
@@ -198,6 +242,41 @@ def from_cf(error: cfe.CFError, detail: str = "") -> MQError:
         reason = MQReason.UNEXPECTED_ERROR
     exc = mq_error(reason, text)
     exc.__cause__ = error
+    return exc
+
+
+#: ``errno`` values that mean "the disk is full".
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def _log_full(error: BaseException) -> bool:
+    """Whether a journal's exception says the log, or the disk holding it, is full."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if getattr(current, "reason", None) is LogReason.LOG_FULL:
+            return True
+        if isinstance(current, OSError) and current.errno in _NO_SPACE:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def journal_failed(error: BaseException, note: Any, detail: str = "") -> JournalFailed:
+    """The queue-manager error for a change ``note`` the journal failed to record.
+
+    Raise it ``from error``.  The log being full (or its disk) is ``STORAGE_MEDIUM_FULL``
+    (2192, a :class:`JournalFull`), anything else ``UNEXPECTED_ERROR`` (2195).
+    """
+    kind = getattr(getattr(note, "kind", None), "value", "change")
+    structure = getattr(note, "structure", "?")
+    text = detail or f"the recovery log could not record a {kind} in {structure}: {error}"
+    if _log_full(error):
+        exc: JournalFailed = JournalFull(MQReason.STORAGE_MEDIUM_FULL, text)
+    else:
+        exc = JournalFailed(MQReason.UNEXPECTED_ERROR, text)
+    exc.note = note
     return exc
 
 

@@ -14,8 +14,13 @@ messages are not logged") subclasses :class:`Journal`, writes a record in
 ``persistent`` is ``False``.
 Because the seam is called after the change and before the manager's call returns to
 the application, logging there meets that rule.  A journal method that raises fails
-the request's caller (the change stays made; the log is then behind the structure,
-which is the log's problem to report).
+the request: ``StructureAccess`` raises :class:`~sharedq.mq.errors.JournalFailed` with
+the note, and the manager undoes the change before the application hears of it ("a
+failed log write deletes what the request wrote": a put's entry is deleted, a get's
+message goes back to its queue).  Where an undo is unsafe, the change stands and the
+unit of work's descriptors (or the recovery that follows a restart) settle it: the work
+of a unit whose commit was decided is finished, never undone, and a backout is never
+undone (recovery backs out whatever a log lacks of it).
 
 :meth:`Journal.begin_commit_outcome` is the other half: at restart, a unit of work
 whose descriptors say "begin commit" is decided by the owner's private log (p[308]).
@@ -119,6 +124,12 @@ class BulkNote(NamedTuple):
     entries: Sequence[EntryMeaning]
 
 
+class DecisionUncertain(Exception):
+    """Raised by :meth:`Journal.commit_decided` when it failed after some of the decision
+    was written (a record not synced, one stream of several): a restart may find it, so
+    the unit of work counts as decided.  The journal's own exception is the cause."""
+
+
 class Journal:
     """Receives every change the queue manager makes; this default records nothing."""
 
@@ -128,7 +139,7 @@ class Journal:
     def bulk_changed(self, note: BulkNote) -> None:
         """A bulk move or delete was made (possibly only part of it)."""
 
-    def commit_decided(self, qm_name: str, uow_id: bytes, structures: Sequence[str]) -> None:
+    def commit_decided(self, qm_name: str, uow_id: bytes, structures: Sequence[str]) -> bool | None:
         """A unit of work whose descriptors say "begin commit" is now to be committed.
 
         Called between the two calls of commit (p[223]-p[229]), before the descriptors
@@ -136,7 +147,14 @@ class Journal:
         that dies before changing its descriptors is then committed at its restart,
         which is what the owner's private log decides in the patent (p[308]).
         ``structures`` are the structures the unit touched.
+
+        Returns ``True`` when the decision is recorded durably, so that
+        :meth:`begin_commit_outcome` will say "commit" at a restart (the unit must then
+        never be backed out); this default records nothing.  Raising means the decision
+        was *not* recorded (the unit is backed out), unless the exception is
+        :class:`DecisionUncertain`: part of it may have been.
         """
+        return None
 
     def unit_ended(self, qm_name: str, uow_id: bytes | None, structures: Sequence[str]) -> None:
         """A unit of work (or an out-of-syncpoint operation) completed, committed or not.

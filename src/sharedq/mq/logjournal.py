@@ -48,7 +48,14 @@ from typing import Any
 from sharedq.cf import UNCHANGED, ById, ByKey, Change, Head, Position, Tail
 from sharedq.log import LogPosition, LogRecord, LogStream, LogWriter, MessageInfo, RecordType
 from sharedq.mq.errors import MQReason, mq_error
-from sharedq.mq.journal import BulkNote, ChangeKind, ChangeNote, EntryMeaning, Journal
+from sharedq.mq.journal import (
+    BulkNote,
+    ChangeKind,
+    ChangeNote,
+    DecisionUncertain,
+    EntryMeaning,
+    Journal,
+)
 from sharedq.mq.messages import message_facts
 
 _MESSAGE_TYPES: dict[ChangeKind, RecordType] = {
@@ -232,15 +239,36 @@ class LogJournal(Journal):
                 structure=note.structure,
             )
 
-    def commit_decided(self, qm_name: str, uow_id: bytes, structures: Sequence[str]) -> None:
+    def commit_decided(self, qm_name: str, uow_id: bytes, structures: Sequence[str]) -> bool:
+        """Log a ``COMMIT`` record per stream and sync them before returning ``True``.
+
+        The unit joins :attr:`committing` first, so that a system checkpoint taken
+        meanwhile carries the decision.  If no record could be written, it leaves again
+        and the exception says the decision was not recorded; if some record was
+        written (and a sync, or another stream, failed), a restart may find it:
+        :class:`DecisionUncertain`, and the unit stays in :attr:`committing`.
+        """
         self.committing.add(uow_id)
-        for writer in self._writers_of(structures):
-            writer.log_event(
-                RecordType.COMMIT,
-                payload={PAYLOAD_KEY: COMMIT_DECIDED},
-                message=MessageInfo(uow=uow_id, persistent=None),
-                commit=True,
-            )
+        written = False
+        try:
+            writers = self._writers_of(structures)
+            for writer in writers:
+                writer.log_event(
+                    RecordType.COMMIT,
+                    payload={PAYLOAD_KEY: COMMIT_DECIDED},
+                    message=MessageInfo(uow=uow_id, persistent=None),
+                )
+                written = True
+            for writer in writers:
+                writer.commit()
+        except Exception as error:
+            if not written:
+                self.committing.discard(uow_id)
+                raise
+            raise DecisionUncertain(
+                f"the commit decision of {uow_id.hex()} was written but not made durable: {error}"
+            ) from error
+        return True
 
     def unit_ended(self, qm_name: str, uow_id: bytes | None, structures: Sequence[str]) -> None:
         if uow_id is not None:

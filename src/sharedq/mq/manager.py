@@ -20,15 +20,15 @@ from dataclasses import dataclass, fields
 from types import TracebackType
 from typing import Any
 
-from sharedq.cf import ById, CFError, CouplingFacility, UserState
+from sharedq.cf import CFError, CouplingFacility, UserState
 from sharedq.cf.types import MAX_ELEMENTS_PER_ENTRY, MAX_ENTRY_BYTES
 from sharedq.mq import descriptors as d
-from sharedq.mq import directory, keys, recovery, syncpoint
+from sharedq.mq import directory, recovery, syncpoint
 from sharedq.mq import messages as m
-from sharedq.mq.access import FaultHook, StructureAccess
+from sharedq.mq.access import FaultHook, StructureAccess, tolerating
 from sharedq.mq.clock import Clock, Stamps, SystemClock
 from sharedq.mq.commands import RecoveryCommands
-from sharedq.mq.definitions import QueueDefinition, QueueState, create_lhqc
+from sharedq.mq.definitions import QueueDefinition, QueueState, define
 from sharedq.mq.errors import MQReason, mq_error, translated
 from sharedq.mq.journal import NO_JOURNAL, ChangeKind, EntryMeaning, Journal
 from sharedq.mq.queue import Queue
@@ -320,15 +320,7 @@ class QueueManager(RecoveryCommands):
         with translated(f"define {name}"):
             if directory.queue_entry(self.admin, name) is not None:
                 raise mq_error(MQReason.OBJECT_ALREADY_EXISTS, f"queue {name} exists already")
-            put_list = directory.claim_list(
-                acc, directory.USE_QUEUE, name, self._list_counts[target]
-            )
-            create_lhqc(acc, definition, put_list)
-            if not directory.add_queue_entry(
-                self.admin, directory.QueueEntry(name, target, put_list)
-            ):
-                acc.delete(ById(keys.lhqc_id(put_list)), kind=ChangeKind.DEFINITION)
-                directory.release_list(acc, put_list)
+            if not define(self.admin, acc, definition, self._list_counts[target]):
                 raise mq_error(MQReason.OBJECT_ALREADY_EXISTS, f"queue {name} exists already")
         return definition
 
@@ -550,12 +542,15 @@ class QueueManager(RecoveryCommands):
             for name, acc in self._structures.items():
                 entries = list(acc.scan(self._lists[name].expiry_list, b"\x00" * 16, b"\xff" * 16))
                 meanings = [EntryMeaning(e.entry_id, None, *m.entry_facts(e.data)) for e in entries]
-                syncpoint.bulk_delete(
-                    acc,
-                    [e.entry_id for e in entries],
-                    meanings,
-                    kind=ChangeKind.PURGE,
-                    uow_id=None,
-                )
+                # Purged even if the log cannot say so: rebuilt from such a log, the
+                # structure has them on the expiry list again, to be purged again.
+                with tolerating():
+                    syncpoint.bulk_delete(
+                        acc,
+                        [e.entry_id for e in entries],
+                        meanings,
+                        kind=ChangeKind.PURGE,
+                        uow_id=None,
+                    )
                 count += len(entries)
         return count

@@ -20,11 +20,15 @@ list (expire last message) and the get goes on; one that does not fit the caller
 
 Every put and get passes the list authority the queue's definition was read under;
 a mismatch means the definition changed: re-read it, re-check, retry.
+
+A change the recovery log could not record is undone before the error is raised
+(:mod:`sharedq.mq.undo`): the put's entry is deleted, the get's message goes back.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from typing import TYPE_CHECKING
 
@@ -42,16 +46,19 @@ from sharedq.cf import (
     MonitorSpec,
     NoSuchEntry,
 )
-from sharedq.mq import keys, syncpoint
+from sharedq.mq import keys, syncpoint, undo
 from sharedq.mq import messages as m
+from sharedq.mq.access import tolerating
 from sharedq.mq.clock import stamp_seconds
 from sharedq.mq.definitions import IndexType, QueueDefinition, QueueState
-from sharedq.mq.errors import MQError, MQReason, from_cf, mq_error
+from sharedq.mq.errors import JournalFailed, MQError, MQReason, from_cf, mq_error
 from sharedq.mq.journal import ChangeKind
 from sharedq.mq.uow import Trop, TropKind, UnitOfWork
 
 if TYPE_CHECKING:
     from sharedq.mq.manager import QueueManager
+
+logger = logging.getLogger("sharedq.mq")
 
 #: How long a get by both ids sleeps at a time while its sublist holds only other
 #: messages (an event says only that a sublist went non-empty; see ``_wait``).
@@ -170,6 +177,10 @@ def put(
                     set_version=0,
                 )
             break
+        except JournalFailed as failure:
+            if not undo.unrecorded_put(queue, failure, entry_id, ukey, ident, secondary, uow):
+                raise
+            break  # it could not be taken back, and stands
         except AuthorityMismatch:
             mgr._refresh(queue)
             _check_put_allowed(queue, len(body))
@@ -294,6 +305,10 @@ def get(
                 return found
     except CFError as error:
         raise from_cf(error, f"get from {queue.name}") from error
+    except JournalFailed as failure:
+        if failure.note.kind is ChangeKind.GET:
+            undo.take_back(queue, failure, request.uow)
+        raise
     raise mq_error(MQReason.NO_MSG_AVAILABLE, f"no message available on queue {queue.name}")
 
 
@@ -358,31 +373,47 @@ def _took(
 ) -> m.Message | None:
     """A committed message is on our get list: expire, refuse, sync or keep it."""
     header = m.Decoded(entry.data)
-    if header.expired(mgr.clock.time()):
-        syncpoint.expire_last(
-            queue.acc,
-            entry.entry_id,
-            queue.get_list,
-            queue.expiry_list,
-            queue.name,
-            header.persistent,
-            header.msg_id,
-        )
-        return None
     uow = request.uow
+    if header.expired(mgr.clock.time()):
+        try:
+            syncpoint.expire_last(
+                queue.acc,
+                entry.entry_id,
+                queue.get_list,
+                queue.expiry_list,
+                queue.name,
+                header.persistent,
+                header.msg_id,
+            )
+        except JournalFailed:
+            # Not logged: the message goes back to its queue (the next get expires it
+            # again) and this get fails.  If the structure refuses that, it stays expired.
+            uow_id = uow.uow_id if uow is not None else None
+            back = undo.return_get(
+                queue, entry.entry_id, queue.expiry_list, uow_id, header.persistent, header.msg_id
+            )
+            if back is undo.Undo.DONE:
+                raise
+        return None
     body_length = len(entry.data) - header.body_offset
     if (
         request.max_length is not None
         and body_length > request.max_length
         and (not request.accept_truncated)
     ):
-        syncpoint.backout_last(
-            queue,
-            entry.entry_id,
-            uow.uow_id if uow is not None else None,
-            header.persistent,
-            header.msg_id,
-        )
+        with tolerating() as failures:
+            # The message goes back where it was, which is what Truncated promises, log
+            # or no log: a log that lacks this has it on our get list, and a restart
+            # returns it from there.
+            syncpoint.backout_last(
+                queue,
+                entry.entry_id,
+                uow.uow_id if uow is not None else None,
+                header.persistent,
+                header.msg_id,
+            )
+        if failures:
+            logger.warning("backout of a truncated get from %s not logged", queue.name)
         raise mq_error(
             MQReason.TRUNCATED_MSG_FAILED,
             f"the message is {body_length} bytes, more than max_length {request.max_length}",
@@ -412,14 +443,31 @@ def _took(
         header=header,
     )
     if not keep:
-        queue.acc.delete(
-            ById(entry.entry_id, queue.get_list),
-            kind=ChangeKind.SYNC_GET,
-            queue=queue.name,
-            persistent=header.persistent,
-            msg_id=header.msg_id,
-            data_wanted=False,
-        )
+        try:
+            queue.acc.delete(
+                ById(entry.entry_id, queue.get_list),
+                kind=ChangeKind.SYNC_GET,
+                queue=queue.name,
+                persistent=header.persistent,
+                msg_id=header.msg_id,
+                data_wanted=False,
+            )
+        except JournalFailed as failure:
+            # Not logged: the message is written back on its queue, as it was, and the
+            # get fails.  If the structure refuses that, the get stands: the message is
+            # gone from the structure, and only the application has it now.
+            back = undo.rewrite(
+                queue,
+                entry,
+                version=entry.version,
+                kind=ChangeKind.BACKOUT_LAST,
+                uow_id=None,
+                persistent=header.persistent,
+                msg_id=header.msg_id,
+            )
+            if back is undo.Undo.DONE:
+                raise
+            logger.warning("get from %s stands, unlogged: %s", queue.name, failure)
     return message
 
 

@@ -23,7 +23,10 @@ as done, which is what makes recovery's redo safe.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from collections.abc import Sequence
+from typing import NoReturn
 
 from sharedq.cf import (
     UNCHANGED,
@@ -34,11 +37,14 @@ from sharedq.cf import (
     StructureFull,
 )
 from sharedq.mq import descriptors as d
-from sharedq.mq.access import StructureAccess, UowRef
+from sharedq.mq import undo
+from sharedq.mq.access import StructureAccess, UowRef, tolerating
 from sharedq.mq.definitions import QueueState
-from sharedq.mq.errors import MQReason, from_cf, mq_error
-from sharedq.mq.journal import NO_JOURNAL, ChangeKind, EntryMeaning
+from sharedq.mq.errors import JournalFailed, MQReason, from_cf, mq_error
+from sharedq.mq.journal import NO_JOURNAL, ChangeKind, DecisionUncertain, EntryMeaning
 from sharedq.mq.uow import Trop, TropKind, Trqs, UnitOfWork, UowState
+
+logger = logging.getLogger("sharedq.mq")
 
 # -- bulk helpers ---------------------------------------------------------------------------
 
@@ -116,67 +122,163 @@ def backout_move(trop: Trop) -> BulkMove:
 
 
 def commit(uow: UnitOfWork) -> None:
-    try:
-        structures = uow.structures
-        if uow.state is UowState.ACTIVE and len(structures) == 1:
-            # The common case, one operation: no list of operations to build.
-            (per_structure,) = structures.values()
-            if len(per_structure) == 1:
-                (trqs,) = per_structure.values()
-                if len(trqs.trops) == 1:
-                    _commit_one(trqs.trops[0], uow)
-                    _ended(uow)
-                    return
-        if uow.state is UowState.PREPARED:
-            if uow.descriptors is not None:
+    """Commit.  A commit that fails ends the unit all the same: the thread may go on.
+
+    Failed before the decision to commit was durable, the unit is backed out instead
+    (what the structure would not take back now, restart or peer recovery backs out)
+    and ``BackedOut`` (2003) is raised.  Failed after it (the descriptors say "in
+    commit", or the log holds the decision), the unit is never backed out: it is left
+    to this manager's restart, or a peer's recovery of it, which completes it, and
+    ``OutcomePending`` (2124) is raised.
+    """
+    structures = uow.structures
+    if uow.state is UowState.ACTIVE and len(structures) == 1:
+        # The common case, one operation: no list of operations to build.
+        (per_structure,) = structures.values()
+        if len(per_structure) == 1:
+            (trqs,) = per_structure.values()
+            if len(trqs.trops) == 1:
+                _commit_single(trqs.trops[0], uow)
+                return
+    if uow.state is UowState.PREPARED:
+        if uow.descriptors is not None:
+            try:
                 _set_status(uow, d.Status.IN_COMMIT)
-            _commit_end(uow)
-        elif uow.state is UowState.BEGIN_COMMIT:
-            _commit_end(uow)
-        else:
-            trops = _all_trops(uow)
-            if not trops:
-                _ended(uow)
-            elif len(trops) == 1:
-                _commit_one(trops[0], uow)
-                _ended(uow)
-            else:
-                commit_begin(uow)
-                _commit_end(uow)
-    except CFError as error:
-        raise from_cf(error, "commit") from error
+            except (CFError, JournalFailed) as error:
+                _pending(uow, error, "the commit of the prepared unit could not be recorded")
+    elif uow.state is UowState.ACTIVE:
+        trops = _all_trops(uow)
+        if not trops:
+            _ended(uow)
+            return
+        if len(trops) == 1:
+            _commit_single(trops[0], uow)
+            return
+        commit_begin(uow)
+    if uow.state is UowState.BEGIN_COMMIT:
+        _decide(uow)
+    _commit_end(uow)
 
 
 def commit_begin(uow: UnitOfWork) -> None:
-    """Phase 1: descriptors "begin commit".  No room for them: back out, BACKED_OUT."""
+    """Phase 1: descriptors "begin commit".  Not written (no room for them, refused,
+    not logged): the unit is backed out instead, BACKED_OUT."""
     mgr = uow.manager
     try:
         uow.descriptors = d.write(mgr.admin, mgr.descriptor_list, uow, d.Status.BEGIN_COMMIT)
     except StructureFull as error:
-        backout(uow)
-        raise mq_error(
-            MQReason.BACKED_OUT,
-            "no room in the administrative structure for the commit's descriptors; "
-            "the unit of work was backed out",
-        ) from error
+        _backed_out_instead(
+            uow, error, "no room in the administrative structure for the commit's descriptors"
+        )
+    except (CFError, JournalFailed) as error:
+        _backed_out_instead(uow, error, f"the commit's descriptors could not be written ({error})")
     uow.state = UowState.BEGIN_COMMIT
 
 
-def _commit_end(uow: UnitOfWork) -> None:
-    """Phase 2: "in commit", the commit actions, then the descriptors go."""
+def _decide(uow: UnitOfWork) -> None:
+    """Between the two calls: the decision is logged, then the descriptors say "in
+    commit"; from either on, the unit is committed whatever happens (p[223]-p[229])."""
     written = uow.descriptors
-    if isinstance(written, d.Written) and written.status is not d.Status.IN_COMMIT:
-        if written.status is d.Status.BEGIN_COMMIT:
-            mgr = uow.manager
-            mgr.journal.commit_decided(mgr.name, uow.uow_id, _structure_names(uow))
+    if not isinstance(written, d.Written) or written.status is not d.Status.BEGIN_COMMIT:
+        return
+    mgr = uow.manager
+    try:
+        recorded = mgr.journal.commit_decided(mgr.name, uow.uow_id, _structure_names(uow))
+    except DecisionUncertain as error:
+        _pending(uow, error, "the commit decision was only partly logged")
+    except Exception as error:
+        _backed_out_instead(uow, error, f"the commit decision could not be logged ({error})")
+    try:
         _set_status(uow, d.Status.IN_COMMIT)
+    except JournalFailed as error:
+        _pending(uow, error, 'the descriptors say "in commit", unlogged')
+    except CFError as error:
+        if recorded:
+            _pending(uow, error, 'the structure refused "in commit" after the log decided')
+        _backed_out_instead(uow, error, f'the structure refused "in commit" ({error})')
+
+
+def _commit_end(uow: UnitOfWork) -> None:
+    """Phase 2 ("in commit"): the commit actions, then the descriptors go."""
     uow_id = uow.uow_id
-    for number in sorted(uow.structures):
-        for trqs in uow.structures[number].values():
-            commit_queue(trqs, uow_id)
-        _delete_structure_descriptors(uow, number)
-    _delete_muse(uow)
+    numbers = sorted(uow.structures)
+    acted = not numbers
+    try:
+        for number in numbers:
+            for trqs in uow.structures[number].values():
+                commit_queue(trqs, uow_id)
+            acted = number == numbers[-1]
+            _delete_structure_descriptors(uow, number)
+        _delete_muse(uow)
+    except (CFError, JournalFailed) as error:
+        if not acted:
+            # Undoing a decided commit is not ours to do: the descriptors ("in commit")
+            # or the logged decision make the restart complete it.
+            _pending(uow, error, "the commit stopped part-way")
+        # Every commit action is done: the unit is committed.  Descriptors left behind
+        # (or deleted unlogged) make a restart find it done, and delete them.
+        logger.warning("unit %s committed; its descriptors: %s", uow_id.hex(), error)
     _ended(uow)
+
+
+def _commit_single(trop: Trop, uow: UnitOfWork) -> None:
+    """A one-operation commit: one request, no descriptors."""
+    try:
+        _commit_one(trop, uow)
+    except JournalFailed as failure:
+        if not undo.commit_one(trop, uow.uow_id, failure):
+            # The commit stands (taken by another manager, or the structure refused the
+            # undo): failing it now would have the application do its work again.
+            logger.warning("unit %s committed, unlogged: %s", uow.uow_id.hex(), failure)
+            _ended(uow)
+            return
+        _ended(uow)
+        raise mq_error(
+            MQReason.BACKED_OUT,
+            f"the recovery log could not record the commit ({failure}); "
+            "the unit of work was backed out",
+        ) from failure
+    except CFError as error:
+        _backed_out_instead(uow, error, f"the structure refused the commit ({error})")
+    _ended(uow)
+
+
+def _backed_out_instead(uow: UnitOfWork, cause: BaseException, why: str) -> NoReturn:
+    """A commit that failed before its decision was durable: back out, BACKED_OUT."""
+    try:
+        _backout(uow)
+    except CFError as error:
+        # Ended here; its descriptors ("in abort", or "begin commit" with no decision
+        # logged) or none (in flight) make restart and peer recovery back it out.
+        _ended(uow)
+        why += (
+            f"; what the structure refused to take back now ({error}) is backed out by "
+            "this manager's restart or a peer's recovery of it"
+        )
+    raise mq_error(MQReason.BACKED_OUT, f"{why}; the unit of work was backed out") from cause
+
+
+def _pending(uow: UnitOfWork, cause: BaseException, why: str) -> NoReturn:
+    """End the unit here, its decided outcome left to this manager's restart (or a
+    peer's recovery of it): OUTCOME_PENDING."""
+    written = uow.descriptors
+    prepared = uow.state is UowState.PREPARED
+    if prepared and _status_is(uow, d.Status.IN_PREPARE):
+        what = "it is in doubt again at this manager's restart, for its coordinator"
+    else:
+        what = "this manager's restart, or a peer's recovery of it, carries it out"
+        if isinstance(written, d.Written) and written.status is d.Status.BEGIN_COMMIT:
+            # Decided, perhaps in the log alone: "in commit" in the descriptors as well
+            # if the structure takes it, so that nothing can back the unit out.
+            with contextlib.suppress(CFError), tolerating():
+                _set_status(uow, d.Status.IN_COMMIT)
+    # The journal is not told the unit ended: a log keeps it among the units whose
+    # commit it decided, for the restart.
+    _ended(uow, journal=False)
+    raise mq_error(
+        MQReason.OUTCOME_PENDING,
+        f"{why} ({cause}): the unit of work has ended here, and {what}",
+    ) from cause
 
 
 def commit_queue(trqs: Trqs, uow_id: bytes) -> None:
@@ -236,28 +338,55 @@ def _commit_one(trop: Trop, uow_id: UowRef) -> None:
 
 
 def backout(uow: UnitOfWork) -> None:
+    """Back out.  A backout that fails ends the unit all the same: what is left of it,
+    this manager's restart (or a peer's recovery of it) backs out, and the structure's
+    error is raised.  A prepared unit whose "in abort" cannot be recorded stays in doubt
+    for that restart instead (OUTCOME_PENDING)."""
     try:
         _backout(uow)
     except CFError as error:
-        raise from_cf(error, "backout") from error
+        if uow.state is UowState.PREPARED and not _status_is(uow, d.Status.IN_ABORT):
+            _pending(uow, error, "the backout of the prepared unit could not be recorded")
+        _ended(uow)
+        raise from_cf(
+            error,
+            "backout (the unit of work has ended; this manager's restart, or a peer's "
+            "recovery of it, backs out what is left)",
+        ) from error
 
 
 def _backout(uow: UnitOfWork) -> None:
+    """Back out, carrying on through journal failures: nothing of a backout is undone,
+    and recovery backs out whatever of it a log lacks (an uncommitted put is deleted,
+    a gotten message returned, descriptors "in abort" followed)."""
+    with tolerating() as failures:
+        _backout_actions(uow)
+    if failures:
+        logger.warning("backout of unit %s not all logged: %s", uow.uow_id.hex(), failures[0])
+    _after_backout(uow)
+
+
+def _backout_actions(uow: UnitOfWork) -> None:
     mgr = uow.manager
     if uow.state in (UowState.PREPARED, UowState.BEGIN_COMMIT):
         if uow.descriptors is not None:
-            _set_status(uow, d.Status.IN_ABORT)
+            try:
+                _set_status(uow, d.Status.IN_ABORT)
+            except CFError:
+                if uow.state is UowState.PREPARED:
+                    raise
+                # "Begin commit" with no decision logged (else this is not a backout):
+                # a restart backs such a unit out, so the backout goes on without it.
     else:
         trops = _all_trops(uow)
         acting = [t for t in trops if t is not uow.marked]
         if len(acting) == 1 and len(uow.structures) == 1:
             _backout_one(acting[0], uow, mgr.clock.time())
-            _after_backout(uow)
             return
         if acting:
             try:
                 uow.descriptors = d.write(mgr.admin, mgr.descriptor_list, uow, d.Status.IN_ABORT)
-            except StructureFull:
+            except CFError:
                 # Without descriptors a failure now leaves the unit in flight, and a
                 # peer backs out in-flight work the same way: nothing is lost.
                 uow.descriptors = None
@@ -268,7 +397,6 @@ def _backout(uow: UnitOfWork) -> None:
             backout_queue(trqs, uow_id, now, skip=uow.marked)
         _delete_structure_descriptors(uow, number)
     _delete_muse(uow)
-    _after_backout(uow)
 
 
 def backout_queue(trqs: Trqs, uow_id: bytes, now: float, skip: Trop | None = None) -> None:
@@ -468,13 +596,27 @@ def _structure_names(uow: UnitOfWork) -> list[str]:
     )
 
 
-def _ended(uow: UnitOfWork) -> None:
+def _status_is(uow: UnitOfWork, status: d.Status) -> bool:
+    written = uow.descriptors
+    return isinstance(written, d.Written) and written.status is status
+
+
+def _ended(uow: UnitOfWork, *, journal: bool = True) -> None:
+    """The unit has ended (its thread may begin another); then the journal is told."""
     mgr = uow.manager
-    if mgr.journal is not NO_JOURNAL:
+    told = journal and mgr.journal is not NO_JOURNAL
+    if told:
         uow_id = uow.uow_id if uow.has_id else None
-        mgr.journal.unit_ended(mgr.name, uow_id, _structure_names(uow))
+        names = _structure_names(uow)
     uow.state = UowState.ENDED
     uow.structures.clear()
     uow.descriptors = None
     uow.marked = None
-    uow.manager._unit_ended(uow)
+    mgr._unit_ended(uow)
+    if told:
+        try:
+            mgr.journal.unit_ended(mgr.name, uow_id, names)
+        except Exception as error:
+            # What the unit did stands in the structure; raising now would have the
+            # application do it again.  The log keeps failing visibly elsewhere.
+            logger.warning("unit %s ended; its log records not synced: %s", uow_id, error)
