@@ -71,12 +71,13 @@ def best_rates_in_turns(
 
 @contextmanager
 def redis_url(given: str | None) -> Iterator[str]:
-    """The server to measure on: the one given, or a private one for this run (the
-    tests' ``redis-server`` wrapper: its own port and directory, no persistence)."""
+    """The server to measure on: the one given, or a private one for this run
+    (:class:`sharedq.testing.redis_server.RedisServer`, as the tests use: its own port
+    and directory, no persistence)."""
     if given:
         yield given
         return
-    from tests.redis_server import RedisServer
+    from sharedq.testing.redis_server import RedisServer
 
     with RedisServer() as server:
         yield server.url

@@ -30,10 +30,11 @@ import pyarrow.parquet as pq
 from bench.harness import Report, best_rate, parse_args
 from sharedq.cf import Change, ListEntry, StructureParams
 from sharedq.cf.memory import MemoryFacility
-from sharedq.log import Durability, LogConfig, LogRecord, LogStream, MessageInfo, RecordType, replay
+from sharedq.log import Durability, LogConfig, LogRecord, LogStream, MessageInfo, RecordType
 from sharedq.log.codec import FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES
 from sharedq.log.datasets import records_to_table
 from sharedq.log.writer import LogWriter
+from sharedq.recovery import replay
 
 WRITERS = 4
 #: Message bodies are 200-byte slices of this, each message its own, so that Parquet

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +32,16 @@ class StepClock:
 MakeStream = Callable[..., LogStream]
 
 
-@pytest.fixture
-def make_stream(tmp_path: Path) -> Iterator[MakeStream]:
-    """Open a stream on ``tmp_path/log`` (the same directory each call); closes them all."""
+@contextmanager
+def stream_maker(root: Path) -> Iterator[MakeStream]:
+    """Open streams on ``root/log`` (the same directory each call); closes them all."""
     opened: list[LogStream] = []
 
     def make(**config: Any) -> LogStream:
         clock = config.pop("clock", StepClock())
         structure = config.pop("structure", "S1")
         stream = LogStream(
-            tmp_path / "log",
+            root / "log",
             name="S1.LOG",
             structure=structure,
             config=LogConfig(**{**SMALL, **config}),
@@ -52,6 +53,13 @@ def make_stream(tmp_path: Path) -> Iterator[MakeStream]:
     yield make
     for stream in opened:
         stream.close()
+
+
+@pytest.fixture
+def make_stream(tmp_path: Path) -> Iterator[MakeStream]:
+    """Open a stream on ``tmp_path/log`` (the same directory each call); closes them all."""
+    with stream_maker(tmp_path) as make:
+        yield make
 
 
 _names = itertools.count(1)
@@ -67,8 +75,7 @@ def facility() -> Iterator[MemoryFacility]:
 MakeStructure = Callable[..., ListStructure]
 
 
-@pytest.fixture
-def make_structure(facility: MemoryFacility) -> MakeStructure:
+def structure_maker(facility: MemoryFacility) -> MakeStructure:
     """Create a structure and connect to it; keywords go to ``for_capacity``."""
 
     def make(name: str | None = None, user: str = "U1", **overrides: Any) -> ListStructure:
@@ -80,6 +87,12 @@ def make_structure(facility: MemoryFacility) -> MakeStructure:
         return facility.connect(name, user)
 
     return make
+
+
+@pytest.fixture
+def make_structure(facility: MemoryFacility) -> MakeStructure:
+    """Create a structure and connect to it; keywords go to ``for_capacity``."""
+    return structure_maker(facility)
 
 
 def key(n: int) -> bytes:

@@ -12,8 +12,11 @@ from sharedq.log import LogError, LogReason, log_error
 def test_log_exports_what_it_lists() -> None:
     for name in sharedq.log.__all__:
         assert hasattr(sharedq.log, name), name
-    for required in ("LogStream", "LogWriter", "LogReader", "LogRecord", "replay", "LogConfig"):
+    for required in ("LogStream", "LogWriter", "LogReader", "LogRecord", "LogConfig"):
         assert required in sharedq.log.__all__
+    # The log knows record schemas, not structures: replay is sharedq.recovery's.
+    for moved in ("replay", "apply_record", "ReplayResult"):
+        assert moved not in sharedq.log.__all__ and not hasattr(sharedq.log, moved), moved
 
 
 def test_every_log_error_is_a_sharedq_error_with_a_code_in_its_range() -> None:

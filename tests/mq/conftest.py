@@ -18,7 +18,8 @@ import pytest
 from sharedq.cf import CouplingFacility
 from sharedq.cf.memory import MemoryFacility
 from sharedq.cf.redis import RedisFacility
-from sharedq.mq import ManualClock, QueueManager, SimulatedFailure, structure_params
+from sharedq.mq import QueueManager, structure_params
+from sharedq.testing import ManualClock, SimulatedFailure
 from tests.redis_server import RedisServer
 
 ADMIN = "QSGADMIN"

@@ -43,22 +43,22 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
-from sharedq.cf import HIGHEST_KEY, LOWEST_KEY, CouplingFacility, UserState, open_facility
+from sharedq.cf import CouplingFacility, UserState, open_facility
 from sharedq.mq import (
     ConfigurationError,
     InDoubtUnit,
-    Journal,
     MQReason,
     NoMessageAvailable,
     QueueManager,
-    SimulatedFailure,
     directory,
     keys,
     structure_params,
 )
 from sharedq.mq import descriptors as d
-from sharedq.mq.access import StructureAccess
+from sharedq.mq.errors import journal_failed
 from sharedq.mq.messages import Decoded
+from sharedq.seam import Journal, StructureAccess
+from sharedq.testing import SimulatedFailure
 from tests.mq.faults import CrashAt
 
 ADMIN = "CRASHADM"
@@ -365,7 +365,7 @@ class Left:
 def inspect(facility: CouplingFacility, scenario: Scenario) -> dict[str, Left]:
     """UOW id (hex) -> what the victim's descriptor list holds for it (read only)."""
     with facility.connect(scenario.admin, "INSPECTOR") as conn:
-        acc = StructureAccess(conn, 0, Journal())
+        acc = StructureAccess(conn, 0, Journal(), journal_failed)
         lists = directory.read_manager_lists(acc, VICTIM_ID)
         if lists is None or lists.descriptor_list is None:
             return {}
@@ -406,10 +406,11 @@ def _wait(condition: Callable[[], bool], what: str) -> None:
 def _users(qm: QueueManager, name: str) -> list[UserState]:
     """The states of user ``name`` in ``qm``'s structures (read straight from them, so
     that a fault hook counts none of it)."""
+    view = qm.view()
     return [
         user.state
-        for acc in qm._structures.values()
-        for user in acc.conn.users()
+        for structure in view.structures
+        for user in view.users(structure)
         if user.name == name
     ]
 
@@ -619,9 +620,10 @@ def queue_contents(qm: QueueManager, scenario: Scenario) -> tuple[Counter[str], 
     """The bodies on the queues: (committed, uncommitted)."""
     committed: Counter[str] = Counter()
     uncommitted: Counter[str] = Counter()
+    view = qm.view()
     for name in QUEUES:
-        state = qm._state(name)
-        for entry in state.acc.conn.scan(state.put_list, LOWEST_KEY, HIGHEST_KEY):
+        where = view.queue(name)
+        for entry in view.entries(where.structure, where.put_list):
             if entry.key == keys.LHQC_KEY:
                 continue
             body = entry.data[Decoded(entry.data).body_offset :].decode()
@@ -632,11 +634,14 @@ def queue_contents(qm: QueueManager, scenario: Scenario) -> tuple[Counter[str], 
 def get_lists(qm: QueueManager, owner: int) -> list[str]:
     """The bodies on a manager's get lists, in every structure."""
     found = []
-    for acc in qm._structures.values():
-        lists = directory.read_manager_lists(acc, owner)
-        if lists is not None:
-            for entry in acc.conn.scan(lists.get_list, LOWEST_KEY, HIGHEST_KEY):
-                found.append(entry.data[Decoded(entry.data).body_offset :].decode())
+    view = qm.view()
+    for structure in view.structures:
+        try:
+            lists = view.manager_lists(structure, owner)
+        except KeyError:
+            continue
+        for entry in view.entries(structure, lists.get_list):
+            found.append(entry.data[Decoded(entry.data).body_offset :].decode())
     return found
 
 
@@ -644,8 +649,9 @@ def inventory(qm: QueueManager, scenario: Scenario) -> Counter[str]:
     """Every committed body on the queues; asserts nothing else is anywhere."""
     present, uncommitted = queue_contents(qm, scenario)
     assert not uncommitted, f"uncommitted {sorted(uncommitted)} visible"
-    for structure, acc in qm._structures.items():
-        for user in acc.conn.users():
+    view = qm.view()
+    for structure in view.structures:
+        for user in view.users(structure):
             assert user.state is UserState.ACTIVE, f"failed user {user.name} in {structure}"
     for owner in (VICTIM_ID, PEER_ID, PEER2_ID, AUDIT_ID, SETUP_ID):
         left = get_lists(qm, owner)

@@ -13,7 +13,7 @@ import os
 import signal
 from collections.abc import Callable
 
-from sharedq.mq import SimulatedFailure
+from sharedq.testing import SimulatedFailure
 
 Predicate = Callable[[str, str, bool], bool]
 

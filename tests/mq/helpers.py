@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from sharedq.cf import HIGHEST_KEY, LOWEST_KEY
 from sharedq.mq import Message, NoMessageAvailable, QueueManager, keys
 from sharedq.mq.messages import Decoded
 
@@ -13,9 +12,10 @@ def _body(data: bytes) -> bytes:
 
 def put_list(qm: QueueManager, queue: str) -> list[tuple[str, bytes]]:
     """The put list, head to tail: ("C", body) committed, ("U", body) uncommitted."""
-    state = qm._state(queue)
+    view = qm.view()
+    where = view.queue(queue)
     found = []
-    for entry in state.acc.conn.scan(state.put_list, LOWEST_KEY, HIGHEST_KEY):
+    for entry in view.entries(where.structure, where.put_list):
         if entry.key == keys.LHQC_KEY:
             continue
         found.append(("C" if keys.is_committed(entry.key) else "U", _body(entry.data)))
@@ -28,28 +28,32 @@ def committed(qm: QueueManager, queue: str) -> list[bytes]:
 
 def versions(qm: QueueManager, queue: str) -> dict[bytes, int]:
     """Body -> entry version, for the committed messages of a put list."""
-    state = qm._state(queue)
+    view = qm.view()
+    where = view.queue(queue)
     return {
         _body(e.data): e.version
-        for e in state.acc.conn.scan(state.put_list, keys.COMMITTED_LOW, keys.COMMITTED_HIGH)
+        for e in view.entries(
+            where.structure, where.put_list, keys.COMMITTED_LOW, keys.COMMITTED_HIGH
+        )
     }
 
 
 def get_list(qm: QueueManager, structure: str, of: QueueManager | None = None) -> list[bytes]:
     """The bodies on a manager's get list (``of``'s, read through ``qm``)."""
-    acc = qm._structures[structure]
-    lists = (of or qm)._lists[structure]
-    return [_body(e.data) for e in acc.conn.scan(lists.get_list, LOWEST_KEY, HIGHEST_KEY)]
+    view = qm.view()
+    lists = view.manager_lists(structure, None if of is None else of.qm_id)
+    return [_body(e.data) for e in view.entries(structure, lists.get_list)]
 
 
 def expiry_list(qm: QueueManager, structure: str) -> list[bytes]:
-    acc = qm._structures[structure]
-    lists = qm._lists[structure]
-    return [_body(e.data) for e in acc.conn.scan(lists.expiry_list, LOWEST_KEY, HIGHEST_KEY)]
+    view = qm.view()
+    return [
+        _body(e.data) for e in view.entries(structure, view.manager_lists(structure).expiry_list)
+    ]
 
 
 def descriptor_count(qm: QueueManager) -> int:
-    return len(list(qm.admin.conn.scan(qm.descriptor_list, LOWEST_KEY, HIGHEST_KEY)))
+    return len(qm.view().descriptors())
 
 
 def drain(qm: QueueManager, queue: str) -> list[Message]:

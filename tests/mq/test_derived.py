@@ -107,8 +107,8 @@ def test_list_limit_is_max_depth_plus_one(qm: QueueManager) -> None:
     """L1: max depth 10: ten uncommitted puts fit, the eleventh is QUEUE_FULL."""
     qm.define_queue("Q", structure=APP, max_depth=10)
     q = qm.open("Q")
-    state = qm._state("Q")
-    assert state.acc.conn.list_info(state.put_list).limit == 11
+    where = qm.view().queue("Q")
+    assert qm.view().list_info(where.structure, where.put_list).limit == 11
     uow = qm.unit_of_work()
     for i in range(10):
         q.put(b"%d" % i, uow=uow)
@@ -172,17 +172,16 @@ def test_put_inhibit_on_one_manager_is_honoured_by_all(make_qm: MakeManager) -> 
     qm1.define_queue("Q", structure=APP)
     q2 = qm2.open("Q")
     q2.put(b"before")
-    state2 = qm2._state("Q")
-    authority = state2.authority
+    authority = qm2.view().queue("Q").authority
     qm1.alter_queue("Q", put_inhibited=True)
-    assert state2.authority == authority  # QM2 does not know yet
+    assert qm2.view().queue("Q").authority == authority  # QM2 does not know yet
     with pytest.raises(Inhibited) as caught:
         q2.put(b"refused")
     assert caught.value.reason is MQReason.PUT_INHIBITED
-    assert state2.authority == authority + 1
+    assert qm2.view().queue("Q").authority == authority + 1
     qm1.alter_queue("Q", put_inhibited=False)
     q2.put(b"after")
-    assert state2.authority == authority + 2
+    assert qm2.view().queue("Q").authority == authority + 2
     assert committed(qm1, "Q") == [b"before", b"after"]
 
 
@@ -245,7 +244,7 @@ def test_largest_message_an_entry_holds(
         qm.define_queue("Q")
         q = qm.open("Q")
         limit = fits - header_length("QM1")
-        assert qm._state("Q").max_body == limit
+        assert qm.view().queue("Q").max_body == limit
         q.put(b"x" * limit)
         with pytest.raises(MessageTooBig) as caught:
             q.put(b"x" * (limit + 1))
@@ -273,9 +272,10 @@ def test_indexed_secondary_key_assigned_at_commit(make_qm: MakeManager) -> None:
     q1, q2 = qm1.open("Q"), qm2.open("Q")
     uow = qm1.unit_of_work()
     sent = q1.put(b"m", msg_id=b"ID-1", uow=uow)
-    state = qm1._state("Q")
-    entry = next(
-        iter(state.acc.conn.scan(state.put_list, keys.UNCOMMITTED_LOW, keys.UNCOMMITTED_HIGH))
+    view = qm1.view()
+    where = view.queue("Q")
+    [entry] = view.entries(
+        where.structure, where.put_list, keys.UNCOMMITTED_LOW, keys.UNCOMMITTED_HIGH
     )
     assert entry.secondary_key is None
     with pytest.raises(NoMessageAvailable):

@@ -29,9 +29,7 @@ from sharedq.cf import CouplingFacility, open_facility
 from sharedq.log import LogStream
 from sharedq.mq import (
     BackedOut,
-    Journal,
     LogJournal,
-    ManualClock,
     MQReason,
     OutcomePending,
     QueueManager,
@@ -40,6 +38,8 @@ from sharedq.mq import (
     structure_params,
 )
 from sharedq.recovery import RecoverySettings
+from sharedq.seam import Journal
+from sharedq.testing import ManualClock
 from tests.mq.helpers import descriptor_count, drain, get_list, put_list
 from tests.mq.hook_at import ANY, At
 from tests.redis_server import RedisServer

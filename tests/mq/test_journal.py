@@ -4,8 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from sharedq.mq import BulkNote, ChangeKind, ChangeNote, Journal, QueueManager
+from sharedq.mq import ChangeKind, QueueManager
+from sharedq.seam import (
+    BulkMoveNote,
+    BulkNote,
+    ChangeNote,
+    ControlsNote,
+    DeleteNote,
+    Journal,
+    MoveNote,
+    UpdateNote,
+    WriteNote,
+)
 from tests.mq.conftest import ADMIN, APP, MakeManager
+
+#: The structure request each note stands for.
+_REQUESTS = {
+    WriteNote: "write",
+    MoveNote: "move",
+    DeleteNote: "delete",
+    UpdateNote: "update",
+    ControlsNote: "set_list_controls",
+}
 
 
 class Recording(Journal):
@@ -13,33 +33,36 @@ class Recording(Journal):
         self.records: list[dict[str, Any]] = []
 
     def changed(self, note: ChangeNote) -> None:
-        result = note.result
-        seq = result if isinstance(result, int) else result.seq
-        entry_id = None if isinstance(result, int) else result.entry.entry_id
+        if isinstance(note, ControlsNote):
+            seq, entry_id = note.seq, None
+        else:
+            seq, entry_id = note.change.seq, note.change.entry.entry_id
+        about = note.about
         self.records.append(
             {
-                "kind": note.kind,
+                "kind": note.meaning,
                 "structure": note.structure,
-                "request": note.request,
+                "request": _REQUESTS[type(note)],
                 "seqs": [seq],
                 "id": entry_id,
-                "queue": note.queue,
-                "uow": note.uow_id,
-                "persistent": note.persistent,
-                "msg_id": note.msg_id,
+                "queue": about.queue,
+                "uow": about.uow_id,
+                "persistent": about.persistent,
+                "msg_id": about.msg_id,
             }
         )
 
     def bulk_changed(self, note: BulkNote) -> None:
+        moved = isinstance(note, BulkMoveNote)
         self.records.append(
             {
-                "kind": note.kind,
+                "kind": note.meaning,
                 "structure": note.structure,
-                "request": note.request,
+                "request": "move_entries" if moved else "delete_entries",
                 "seqs": list(note.result.seqs),
                 "uow": note.uow_id,
                 "entries": list(note.entries),
-                "items": list(note.items),
+                "items": list(note.moves if isinstance(note, BulkMoveNote) else note.entry_ids),
             }
         )
 
@@ -48,7 +71,7 @@ class Recording(Journal):
 
 
 def _seq(qm: QueueManager, structure: str) -> int:
-    return qm._structures[structure].conn.statistics().seq
+    return qm.view().seq(structure)
 
 
 def test_every_change_reaches_the_journal(make_qm: MakeManager) -> None:
@@ -81,11 +104,9 @@ def test_every_change_reaches_the_journal(make_qm: MakeManager) -> None:
         assert told == list(range(start[structure] + 1, end[structure] + 1)), structure
 
 
-def test_meanings(qm: QueueManager) -> None:
+def test_meanings(make_qm: MakeManager) -> None:
     journal = Recording()
-    qm.journal = journal
-    for acc in qm._structures.values():
-        acc.journal = journal
+    qm = make_qm(1, journal=journal)
     qm.define_queue("Q", structure=APP)
     q = qm.open("Q")
     journal.records.clear()

@@ -25,6 +25,7 @@ from sharedq.cf import CouplingFacility
 from sharedq.log import LogConfig, LogError, LogFull, LogReason, LogStream
 from sharedq.mq import (
     BackedOut,
+    ChangeKind,
     JournalFull,
     LogJournal,
     MQReason,
@@ -212,7 +213,7 @@ def test_a_put_whose_sync_the_log_cannot_record_is_taken_back(
         q.put(b"new", persistent=True)
     assert put_list(qm, "Q") == listed and entries(facility) == counted
     assert_disk_full(caught.value)
-    assert caught.value.note.kind.value == "sync-put"  # type: ignore[attr-defined]
+    assert caught.value.meaning is ChangeKind.SYNC_PUT  # type: ignore[attr-defined]
     logged.disk.free()
     q.put(b"after", persistent=True)
     assert bodies(qm, "Q") == [b"after", b"old"]

@@ -16,14 +16,13 @@ from sharedq.log import LogStream, RecordType, unpack_payload
 from sharedq.mq import (
     IndexType,
     LogJournal,
-    ManualClock,
     QueueManager,
-    SimulatedFailure,
     Truncated,
     structure_params,
 )
 from sharedq.mq.classify import recoverable_contents
 from sharedq.recovery import contents, rebuild
+from sharedq.testing import ManualClock, SimulatedFailure
 from tests.mq.conftest import ADMIN, APP, MakeManager
 from tests.mq.faults import CrashAt
 from tests.mq.helpers import drain

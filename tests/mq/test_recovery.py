@@ -8,19 +8,24 @@ finish its work.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from sharedq.cf import CouplingFacility, UserState
+from sharedq.log import LogStream
 from sharedq.mq import (
-    Journal,
+    LogJournal,
     QueueManager,
     RecoveryInProgress,
-    SimulatedFailure,
     UowError,
     keys,
     structure_params,
 )
 from sharedq.mq import descriptors as d
+from sharedq.mq.units import Status
+from sharedq.seam import Journal
+from sharedq.testing import SimulatedFailure
 from tests.mq.conftest import ADMIN, APP, MakeManager
 from tests.mq.faults import CrashAt, after_request
 from tests.mq.helpers import committed, get_list, put_list
@@ -35,8 +40,8 @@ def declare_dead(facility: CouplingFacility, name: str) -> None:
                     operator.mark_failed(user.user_id)
 
 
-def _setup(make_qm: MakeManager, crash: CrashAt):
-    qm1 = make_qm(1, faults=crash)
+def _setup(make_qm: MakeManager, crash: CrashAt, journal: Journal | None = None):
+    qm1 = make_qm(1, faults=crash, journal=journal)
     qm2 = make_qm(2)
     qm1.define_queue("QA", structure=APP)
     qm1.define_queue("QB", structure=APP)
@@ -110,10 +115,13 @@ def test_in_flight_unit_is_backed_out(make_qm: MakeManager) -> None:
     assert qm2.open("QA").get().backout_count == 1
 
 
-def test_out_of_syncpoint_put_killed_before_sync(make_qm: MakeManager) -> None:
-    """C7: killed between the write and the sync: recovery deletes the entry."""
+def test_out_of_syncpoint_put_killed_before_sync(make_qm: MakeManager, tmp_path: Path) -> None:
+    """C7: killed between the write and the sync: recovery deletes the entry.  (With a
+    recovery log the put is two requests, each logged before the next; without one it
+    is one request, never half done.)"""
     crash = CrashAt(armed=False)
-    _qm1, qm2, qa, _ = _setup(make_qm, crash)
+    streams = {s: LogStream(tmp_path / s, name=f"{s}.LOG", structure=s) for s in (ADMIN, APP)}
+    _qm1, qm2, qa, _ = _setup(make_qm, crash, LogJournal("QM1", streams))
     crash.arm(1, after_request("write"))
     with pytest.raises(SimulatedFailure):
         qa.put(b"half")
@@ -222,7 +230,7 @@ def test_partial_descriptor_set_is_backed_out(make_qm: MakeManager) -> None:
     del writes
     records = d.load(qm2.admin, qm1.descriptor_list)
     [record] = records.values()
-    assert record.expected_parts()[qm1._structures[APP].number] == 3
+    assert record.expected_parts()[qm1.view().structure_number(APP)] == 3
     assert not record.is_complete()
     qm2.declare_failed("QM1")
     report = qm2.recover("QM1")
@@ -284,9 +292,9 @@ def test_multi_structure_unit_muse(make_qm: MakeManager, facility: CouplingFacil
         uow.commit()
     records = d.load(qm2.admin, qm1.descriptor_list)
     [record] = records.values()
-    n1, n2 = qm1._structures[APP].number, qm1._structures["APP2"].number
+    n1, n2 = qm1.view().structure_number(APP), qm1.view().structure_number("APP2")
     assert record.muse is not None and record.muse.key == keys.muse_key(uow.uow_id)
-    assert record.status() is d.Status.IN_COMMIT
+    assert record.status() is Status.IN_COMMIT
     assert sorted(record.parts) == sorted([n1, n2])
     for number in (n1, n2):
         assert sorted(record.parts[number]) == [0, 1]
@@ -310,9 +318,9 @@ def test_single_structure_descriptor_names_no_muse(make_qm: MakeManager) -> None
     uow = _work(qm1, qa, qb)
     uow.prepare()
     [record] = d.load(qm2.admin, qm1.descriptor_list).values()
-    [entry] = record.parts[qm1._structures[APP].number].values()
+    [entry] = record.parts[qm1.view().structure_number(APP)].values()
     assert d.decode_part(entry.data).muse == keys.NO_MUSE
-    assert entry.adjunct == bytes((d.Status.IN_PREPARE,))
+    assert entry.adjunct == bytes((Status.IN_PREPARE,))
     uow.backout()
 
 

@@ -23,7 +23,8 @@ from hypothesis.stateful import (
 )
 
 from sharedq.cf import CouplingFacility
-from sharedq.mq import ManualClock, NoMessageAvailable, QueueManager, structure_params
+from sharedq.mq import NoMessageAvailable, QueueManager, structure_params
+from sharedq.testing import ManualClock
 from tests.mq.conftest import OpenFacility
 
 QUEUES = {"SQA": "SMADM", "SQB": "SMAPP"}

@@ -102,9 +102,8 @@ def test_print_refuses_a_bad_type_before_reading(
 
 
 def test_the_command_end_to_end(spark: SparkSession, group_log: GroupLog, tmp_path: Path) -> None:
-    from sharedq.cli.main import _register, cli
+    from sharedq.cli.main import cli
 
-    _register()
     result = CliRunner().invoke(
         cli,
         [

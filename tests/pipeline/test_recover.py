@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
+from sharedq.cli.pipeline import recover_command
 from sharedq.log import LogStream
 from sharedq.mq.classify import recoverable_contents
 from sharedq.pipeline import PipelineError, PipelineReason
@@ -168,7 +169,7 @@ def test_the_command_writes_parquet_and_a_summary(
     spark: SparkSession, group_log: GroupLog, tmp_path: Path
 ) -> None:
     result = CliRunner().invoke(
-        job.command,
+        recover_command,
         ["--input", str(group_log.root), "--output", str(tmp_path), "--structure", APP],
     )
     assert result.exit_code == 0, result.output

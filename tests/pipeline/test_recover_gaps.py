@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
 from sharedq.cf.memory import MemoryFacility
+from sharedq.cli.pipeline import recover_command
 from sharedq.log import LogConfig
 from sharedq.mq import QueueManager, structure_params
 from sharedq.mq.classify import recoverable_contents
@@ -73,7 +74,7 @@ def test_recover_refuses_a_log_with_a_missing_segment(spark: SparkSession, tmp_p
     assert "sharedq: LOG_INCOMPLETE (4007)" in ran.stderr and "Traceback" not in ran.stderr
     # With --accept-loss the job goes on, and says what was lost
     result = CliRunner().invoke(
-        job.command,
+        recover_command,
         [
             "--input",
             str(root),

@@ -173,9 +173,8 @@ def test_the_report_job_reads_the_log_once(report_result: tuple[JobContext, JobR
 
 
 def test_the_report_command(group_log: GroupLog, tmp_path: Path) -> None:
-    from sharedq.cli.main import _register, cli
+    from sharedq.cli.main import cli
 
-    _register()
     out = tmp_path / "out"
     result = CliRunner().invoke(
         cli,

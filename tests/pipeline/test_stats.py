@@ -108,9 +108,8 @@ def test_depth_over_time_of_a_handmade_log(spark: SparkSession, tmp_path: Path) 
 
 
 def test_the_command_refuses_a_bad_interval(group_log: GroupLog, tmp_path: Path) -> None:
-    from sharedq.cli.main import _register, cli
+    from sharedq.cli.main import cli
 
-    _register()
     result = CliRunner().invoke(
         cli,
         [

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-import sharedq.pipeline.submit
+import sharedq.cli.submit
 from tests.pipeline.conftest import GroupLog
 
 
@@ -22,7 +22,7 @@ def test_spark_submit_runs_a_job(group_log: GroupLog, tmp_path: Path) -> None:
             str(spark_submit),
             "--master",
             "local[2]",
-            sharedq.pipeline.submit.__file__,
+            sharedq.cli.submit.__file__,
             "print",
             "--input",
             str(group_log.root),
@@ -45,7 +45,7 @@ def test_spark_submit_runs_a_job(group_log: GroupLog, tmp_path: Path) -> None:
 
 
 def test_spark_submit_entry_point_refuses_bad_input(tmp_path: Path) -> None:
-    code = sharedq.pipeline.submit.main(
+    code = sharedq.cli.submit.main(
         ["print", "--input", str(tmp_path), "--output", str(tmp_path / "out")]
     )
     assert code == 1

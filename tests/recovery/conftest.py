@@ -24,8 +24,9 @@ import pytest
 from sharedq.cf import CouplingFacility, open_facility
 from sharedq.cf.memory import MemoryFacility
 from sharedq.log import LogConfig
-from sharedq.mq import ManualClock, QueueManager, SimulatedFailure, structure_params
+from sharedq.mq import QueueManager, structure_params
 from sharedq.recovery import RecoverySettings
+from sharedq.testing import ManualClock, SimulatedFailure
 from tests.redis_server import RedisServer
 
 ADMIN = "RADMIN"
@@ -79,14 +80,14 @@ class Group:
 
     def kill(self, qm: QueueManager) -> None:
         """A manager dies: its connections fail, its log writers let go, nothing more."""
-        assert qm.recovery is not None
-        qm.recovery.abandon()
-        for acc in qm._structures.values():
+        view = qm.view()
+        users = {structure: view.user_id(structure) for structure in view.structures}
+        qm.stop_dead()
+        for structure, user_id in users.items():
             with contextlib.suppress(Exception):
-                peer = self.facility.connect(acc.name, "KILLER")
+                peer = self.facility.connect(structure, "KILLER")
                 with peer:
-                    peer.mark_failed(acc.conn.user_id)
-        qm._closed = True
+                    peer.mark_failed(user_id)
 
 
 @contextlib.contextmanager

@@ -12,9 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from sharedq.log import LogFull, LogPosition, RecordType
-from sharedq.mq import BackedOut, JournalFull, QueueManager, SimulatedFailure
+from sharedq.mq import BackedOut, JournalFull, QueueManager
 from sharedq.recovery import PairLayout, slot_status
 from sharedq.recovery.control import KIND_POSITION, ControlArea, name_hash, read
+from sharedq.testing import SimulatedFailure
 from tests.mq.faults import CrashAt
 from tests.mq.helpers import drain
 from tests.recovery.conftest import APP, Group

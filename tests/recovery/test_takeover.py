@@ -16,10 +16,11 @@ import pytest
 
 from sharedq.cf import UserState
 from sharedq.log import RecordType
-from sharedq.mq import QueueManager, SimulatedFailure
+from sharedq.mq import QueueManager
 from sharedq.recovery import PairLayout, slot_status
 from sharedq.recovery.control import KIND_CHECKPOINT
 from sharedq.recovery.master import read_function
+from sharedq.testing import SimulatedFailure
 from tests.mq.helpers import drain
 from tests.recovery.conftest import APP, STRUCTURES, Group
 from tests.recovery.helpers import define_queues, eventually, records, snapshot

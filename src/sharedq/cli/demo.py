@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sharedq.cli.main import RET_FAILED
+from sharedq.cli.exits import RET_FAILED
 
 
 @click.command(

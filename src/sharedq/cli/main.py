@@ -1,6 +1,8 @@
 """The ``sharedq`` command: the entry point for every subcommand.
 
-Exit codes are named so that scripts can branch on them.
+Each subcommand lives in a module of its own (``demo``, ``walk``, ``recovery``,
+``pipeline``); this module gathers them under one group.  Exit codes are named in
+:mod:`sharedq.cli.exits` so that scripts can branch on them.
 """
 
 from __future__ import annotations
@@ -10,14 +12,12 @@ import sys
 import click
 
 from sharedq import __version__
+from sharedq.cli.demo import demo
+from sharedq.cli.exits import RET_FAILED, RET_OK
+from sharedq.cli.pipeline import pipeline
+from sharedq.cli.recovery import recovery
+from sharedq.cli.walk import walk
 from sharedq.errors import SharedqError
-
-#: Success.
-RET_OK = 0
-#: A sharedq request failed; the message names the reason.
-RET_FAILED = 1
-#: The command line itself was wrong (click's own code).
-RET_USAGE = 2
 
 
 @click.group(
@@ -29,22 +29,14 @@ def cli() -> None:
     """Shared, recoverable, transactional message queues kept in list structures."""
 
 
-def _register() -> None:
-    from sharedq.cli.demo import demo
-    from sharedq.cli.pipeline import pipeline, register_jobs
-    from sharedq.cli.recovery import recovery
-    from sharedq.cli.walk import walk
-
-    cli.add_command(demo)
-    cli.add_command(walk)
-    cli.add_command(recovery)
-    register_jobs()
-    cli.add_command(pipeline)
+cli.add_command(demo)
+cli.add_command(walk)
+cli.add_command(recovery)
+cli.add_command(pipeline)
 
 
 def main() -> None:
     """Run the CLI; a sharedq error becomes a one-line message and a non-zero exit."""
-    _register()
     try:
         cli.main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -1,13 +1,34 @@
-"""``sharedq pipeline JOB``: the Spark jobs over the log and the SRDS files."""
+"""``sharedq pipeline JOB``: the Spark jobs over the log and the SRDS files.
+
+Each job is a plain function in :mod:`sharedq.pipeline.jobs` (``run(ctx, **options)
+-> JobResult``); this module makes each one a command: :func:`job_command` adds the
+options every job takes (``--input``, ``--output``, ``--master``, ``--conf``) to the
+job's own, starts the session, shows progress, writes and prints the summary.  The
+``spark-submit`` entry (:mod:`sharedq.cli.submit`) runs the same commands.
+"""
 
 from __future__ import annotations
 
-import importlib
+import functools
+import math
+import time
+from collections.abc import Callable
+from typing import Any
 
 import click
+from rich.console import Console
 
-#: Job modules under ``sharedq.pipeline.jobs``; each defines ``command``.
-JOB_MODULES = ("recover", "print_log", "track", "stats", "capacity", "report")
+from sharedq.pipeline.errors import PipelineError, PipelineReason, pipeline_error
+from sharedq.pipeline.job import JobContext, JobResult
+from sharedq.pipeline.jobs import capacity, print_log, recover, report, stats, track
+from sharedq.pipeline.session import parse_conf, start_session
+from sharedq.pipeline.sizing import DEFAULT_HEADROOM, check_headroom
+from sharedq.pipeline.transforms.printing import parse_time, parse_types, parse_uow
+
+#: A job: ``fn(ctx, **options) -> JobResult``; its docstring is the command's help.
+JobFunction = Callable[..., JobResult]
+#: A ``click.option(...)`` decorator.
+Option = Callable[[Callable[..., Any]], Callable[..., Any]]
 
 
 @click.group(
@@ -18,13 +39,303 @@ def pipeline() -> None:
     """Spark jobs over the recovery log and the structure checkpoints (SRDS)."""
 
 
-def register_jobs() -> None:
-    """Add every job module's command that exists (imports PySpark lazily, per job)."""
-    for module_name in JOB_MODULES:
+# -- how a job becomes a command ---------------------------------------------------------
+
+
+def job_command(name: str, fn: JobFunction, *options: Option) -> click.Command:
+    """The command ``name`` that runs the job ``fn`` (``fn(ctx, **options)``).
+
+    Its options are those every job takes, then ``options`` (``click.option``
+    decorators) in the order given; its help is ``fn``'s docstring.
+    """
+
+    # The job's name and docstring, not its attributes: progress says "<fn name>: ...".
+    @functools.wraps(fn, updated=())
+    def command(
+        input_path: str, output: str, master: str | None, conf: tuple[str, ...], **values: Any
+    ) -> None:
+        result = run_job(fn, input_path, output, master=master, conf=parse_conf(conf), **values)
+        console = Console()
+        console.print(result.summary.rstrip(), markup=False, highlight=False)
+        console.print(
+            f"[dim]{name}: {result.seconds:.1f} s of work, "
+            f"JVM start {result.figures.get('jvm_startup_seconds', 0.0):.1f} s; "
+            f"output in {output}[/dim]"
+        )
+
+    decorated: Callable[..., Any] = command
+    for option in (*_COMMON_OPTIONS, *options)[::-1]:  # the last applied is shown first
+        decorated = option(decorated)
+    return click.command(name, help=fn.__doc__)(decorated)
+
+
+def run_job(
+    fn: JobFunction,
+    input_path: str,
+    output: str,
+    *,
+    master: str | None = None,
+    conf: dict[str, str] | None = None,
+    **options: Any,
+) -> JobResult:
+    """Start the session, run one job with a progress line per stage, write its summary."""
+    started = start_session(_master(master), conf)
+    console = Console(stderr=True)
+    with console.status(f"{fn.__name__}: starting") as status:
+        ctx = JobContext.open(
+            started.spark, input_path, output, step=lambda text: status.update(text)
+        )
+        began = time.perf_counter()
+        result = fn(ctx, **options)
+        result.seconds = time.perf_counter() - began
+    result.figures["jvm_startup_seconds"] = round(started.startup_seconds, 3)
+    result.write_summary(ctx.job_dir(result.job))
+    return result
+
+
+def _master(master: str | None) -> str:
+    if master:
+        return master
+    try:
+        from pyspark import SparkConf
+
+        return SparkConf().get("spark.master", "local[*]") or "local[*]"
+    except ImportError:
+        return "local[*]"
+
+
+_COMMON_OPTIONS: tuple[Option, ...] = (
+    click.option(
+        "--input",
+        "input_path",
+        required=True,
+        type=click.Path(exists=True, file_okay=False),
+        help="a recovery root, one pair's directory (log/ and srds/), or a log stream",
+    ),
+    click.option(
+        "--output",
+        required=True,
+        type=click.Path(file_okay=False),
+        help="directory for the job's Parquet tables and summary",
+    ),
+    click.option(
+        "--master",
+        default=None,
+        help="Spark master (default: what spark-submit set, else local[*])",
+    ),
+    click.option("--conf", multiple=True, metavar="KEY=VALUE", help="a Spark setting"),
+)
+
+
+# -- checks made before Spark starts -----------------------------------------------------
+
+
+def _checked(parse: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback that refuses a bad value before Spark starts (same message)."""
+
+    def callback(_: click.Context, param: click.Parameter, value: Any) -> Any:
         try:
-            module = importlib.import_module(f"sharedq.pipeline.jobs.{module_name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"sharedq.pipeline.jobs.{module_name}":
-                continue
-            raise
-        pipeline.add_command(module.command)
+            parse(value)
+        except PipelineError as exc:
+            raise click.BadParameter(str(exc), param=param) from None
+        return value
+
+    return callback
+
+
+def _checked_headroom(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    check_headroom(value)
+    return value
+
+
+def _checked_interval(
+    _ctx: click.Context, _param: click.Parameter, value: float | None
+) -> float | None:
+    if value is not None and not (math.isfinite(value) and value >= 1e-6):
+        raise pipeline_error(
+            PipelineReason.BAD_ARGUMENT,
+            f"--interval {value}: must be a positive number of seconds (at least 1 us)",
+        )
+    return value
+
+
+#: ``--headroom``, checked before Spark starts (the capacity and report commands).
+headroom_option = click.option(
+    "--headroom",
+    type=float,
+    default=DEFAULT_HEADROOM,
+    show_default=True,
+    callback=_checked_headroom,
+    help="per cent to add to the peaks when sizing",
+)
+
+
+# -- the jobs ------------------------------------------------------------------------------
+
+
+def _recover(
+    ctx: JobContext,
+    structure: str | None,
+    at_seq: int | None,
+    at_time: str | None,
+    accept_loss: bool,
+) -> JobResult:
+    """A structure's image at the end of the log or at a point: SRDS + log, on Spark."""
+    return recover.run(
+        ctx, structure=structure, at_seq=at_seq, at_time=at_time, accept_loss=accept_loss
+    )
+
+
+recover_command = job_command(
+    "recover",
+    _recover,
+    click.option("--structure", default=None, help="one structure (default: every one)"),
+    click.option("--at-seq", type=int, default=None, help="recover to this sequence number"),
+    click.option(
+        "--at-time", default=None, help="recover to this time (ISO 8601; without a zone: UTC)"
+    ),
+    click.option(
+        "--accept-loss",
+        is_flag=True,
+        help="go on past records missing from the log (listed in the summary) instead of refusing",
+    ),
+)
+
+print_command = job_command(
+    "print",
+    print_log.run,
+    click.option(
+        "--from",
+        "start",
+        default=None,
+        callback=_checked(lambda v: parse_time(v, "--from")),
+        help="first time to print (ISO, UTC if naive)",
+    ),
+    click.option(
+        "--to",
+        "end",
+        default=None,
+        callback=_checked(lambda v: parse_time(v, "--to")),
+        help="last time to print (ISO, UTC if naive)",
+    ),
+    click.option(
+        "--type",
+        "types",
+        multiple=True,
+        callback=_checked(parse_types),
+        help="record type: a name (PUT) or hex code (07); repeatable",
+    ),
+    click.option("--queue", "queues", multiple=True, help="queue name; repeatable"),
+    click.option(
+        "--server", "servers", multiple=True, help="writer (server, queue manager); repeatable"
+    ),
+    click.option(
+        "--uow",
+        default=None,
+        callback=_checked(parse_uow),
+        help="unit of work id in hex, or its leading bytes",
+    ),
+    click.option("--structure", "structures", multiple=True, help="structure name; repeatable"),
+    click.option(
+        "--limit", default=50, show_default=True, type=click.IntRange(min=0), help="rows shown"
+    ),
+)
+
+track_command = job_command(
+    "track",
+    track.run,
+    click.option(
+        "--held-ms",
+        default=1000.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        help="a consumed message held longer than this between get and commit is reported",
+    ),
+    click.option(
+        "--waiting-seconds",
+        default=5.0,
+        show_default=True,
+        type=click.FloatRange(min=0),
+        help="a queued message never gotten for longer than this at the log's end is reported",
+    ),
+    click.option(
+        "--backouts",
+        "backout_limit",
+        default=2,
+        show_default=True,
+        type=click.IntRange(min=1),
+        help="a message backed out this often is reported",
+    ),
+    click.option(
+        "--no-srds",
+        is_flag=True,
+        help="do not read the SRDS image the log starts from (opening balance from the log only)",
+    ),
+    click.option(
+        "--limit",
+        default=20,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="stuck rows shown",
+    ),
+)
+
+stats_command = job_command(
+    "stats",
+    stats.run,
+    click.option(
+        "--interval",
+        default=1.0,
+        show_default=True,
+        type=float,
+        help="seconds per interval of the queue figures",
+    ),
+    click.option(
+        "--no-srds",
+        is_flag=True,
+        help="do not read the SRDS image the log starts from (opening depth from the log only)",
+    ),
+)
+
+
+def capacity_job(ctx: JobContext, headroom: float = DEFAULT_HEADROOM) -> JobResult:
+    """Peak list entries and data elements per structure, and the structure size and
+    overflow threshold (OVFLWMAX) recommended for them with HEADROOM per cent to spare."""
+    return capacity.run(ctx, headroom=headroom)
+
+
+capacity_command = job_command("capacity", capacity_job, headroom_option)
+
+
+def report_job(
+    ctx: JobContext, headroom: float = DEFAULT_HEADROOM, interval: float | None = None
+) -> JobResult:
+    """Run every job on one reading of the log, draw the charts and write
+    OUTPUT/report.html with every job's summary."""
+    return report.run(ctx, headroom=headroom, interval=interval)
+
+
+report_command = job_command(
+    "report",
+    report_job,
+    headroom_option,
+    click.option(
+        "--interval",
+        type=float,
+        default=None,
+        callback=_checked_interval,
+        help="stats: seconds per interval (default: about 60 intervals over the log)",
+    ),
+)
+
+#: Every job's command, in the order the report runs them.
+JOB_COMMANDS = (
+    recover_command,
+    print_command,
+    track_command,
+    stats_command,
+    capacity_command,
+    report_command,
+)
+for _command in JOB_COMMANDS:
+    pipeline.add_command(_command)

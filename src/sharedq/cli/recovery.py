@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from sharedq.cli.main import RET_FAILED
+from sharedq.cli.exits import RET_FAILED
 from sharedq.recovery import accept_loss, check_pair
 
 _ROOT = click.option(

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sharedq.errors import SharedqError
-from sharedq.mq import NoMessageAvailable, QueueManager, RecoveryReport, SimulatedFailure
+from sharedq.mq import NoMessageAvailable, QueueManager, RecoveryReport
+from sharedq.seam import SimulatedFailure
 
 #: The application queues the workload puts to and gets from.
 QUEUES = ("ORDERS", "PAYMENTS", "SHIPPING")
@@ -207,9 +208,7 @@ def work_rounds(
 
 def stop_dead(qm: QueueManager) -> None:
     """Leave a manager as a killed process leaves it: nothing written, writers let go."""
-    if qm.recovery is not None:
-        qm.recovery.abandon()
-    qm._closed = True
+    qm.stop_dead()
 
 
 def _round(qm: QueueManager, rng: random.Random, plan: WorkloadPlan, tally: ManagerTally) -> None:

@@ -4,8 +4,9 @@ One log stream per structure pair (a directory), written by every server connect
 it.  Each writer appends length-prefixed, CRC-32C-checked records to its own staging
 segments, synced per its durability setting; closed segments are offloaded to Parquet
 *log data sets* past HIGHOFFLOAD; a reader merges everything by the structure's
-sequence numbers; retention deletes what recovery no longer needs; replay applies the
-records to a ``ListStructure``.  Start with :class:`LogStream`.  The record schema is
+sequence numbers; retention deletes what recovery no longer needs.  The log knows its
+records' schema, not structures: applying records to a ``ListStructure`` (replay) is
+:mod:`sharedq.recovery.replay`.  Start with :class:`LogStream`.  The record schema is
 in :mod:`sharedq.log.records` and ``docs/log-records.md``; operators read ``docs/log.md``.
 """
 
@@ -49,7 +50,6 @@ from sharedq.log.records import (
     pack_payload,
     unpack_payload,
 )
-from sharedq.log.replay import ReplayResult, apply_record, replay
 from sharedq.log.retention import LogFullEvent, LogFullHandler, PurgeResult
 from sharedq.log.stream import LogStream
 from sharedq.log.writer import LogWriter
@@ -90,15 +90,12 @@ __all__ = [
     "ReadPlan",
     "RecordType",
     "ReplayError",
-    "ReplayResult",
     "SegmentDecoded",
     "StagingSegment",
     "StreamMismatch",
     "WriterClosed",
     "WriterInUse",
-    "apply_record",
     "log_error",
     "pack_payload",
-    "replay",
     "unpack_payload",
 ]

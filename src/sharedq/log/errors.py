@@ -34,7 +34,8 @@ class LogReason(IntEnum):
     LOG_FULL = 3020
     # What is stored is not what was written.
     LOG_DAMAGED = 3030
-    # Applying records to a structure.
+    # Applying records to a structure (raised by ``sharedq.recovery.replay``; the code
+    # stays here, where it always was, so that it does not change).
     REPLAY_FAILED = 3040
     # The file system refused.
     IO_FAILED = 3050
@@ -72,7 +73,8 @@ class LogDamaged(LogError):
 
 
 class ReplayError(LogError):
-    """A record could not be applied to the structure being rebuilt."""
+    """A record could not be applied to the structure being rebuilt
+    (:func:`sharedq.recovery.replay`)."""
 
 
 class LogIOError(LogError):

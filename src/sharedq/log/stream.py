@@ -10,7 +10,7 @@ system.  What the layers above do with it:
 * a system checkpoint is ``writer.log_event(RecordType.SYSTEM_CHECKPOINT, payload=...)``;
   the returned :class:`~sharedq.log.records.LogPosition` is what the server keeps;
 * structure recovery reads ``stream.records(structures={name}, from_seq=S + 1)`` after
-  loading an SRDS covering seq ``S`` and replays them (``replay.py``);
+  loading an SRDS covering seq ``S`` and replays them (:mod:`sharedq.recovery.replay`);
 * a structure checkpoint records ``stream.positions()`` (each writer's last lsn)
   before it quiesces, and ends with ``stream.delete_before(structure, seq)``;
 * ``stream.set_full_handler(fn)`` registers the checkpoint that runs when the log

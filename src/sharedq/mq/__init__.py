@@ -22,9 +22,8 @@ recovery of a failed manager's units of work by its peers.  See
             message = orders.get(uow=uow, wait=1.0)
 """
 
-from sharedq.mq.access import FaultHook, SimulatedFailure
 from sharedq.mq.browse import Browser
-from sharedq.mq.clock import Clock, ManualClock, SystemClock
+from sharedq.mq.clock import Clock, SystemClock
 from sharedq.mq.definitions import DepthEvents, IndexType, QueueDefinition
 from sharedq.mq.errors import (
     BackedOut,
@@ -47,15 +46,17 @@ from sharedq.mq.errors import (
     UnknownQueue,
     UowError,
 )
-from sharedq.mq.journal import BulkNote, ChangeKind, ChangeNote, EntryMeaning, Journal
+from sharedq.mq.journal import ChangeKind
 from sharedq.mq.logjournal import LogJournal
 from sharedq.mq.manager import InDoubtUnit, QueueManager
 from sharedq.mq.messages import ID_LENGTH, NO_ID, Message
+from sharedq.mq.peer_recovery import ColdMessage, RecoveryReport
 from sharedq.mq.queue import Queue
-from sharedq.mq.recovering import ManagerRecovery
-from sharedq.mq.recovery import ColdMessage, RecoveryReport
 from sharedq.mq.sizing import structure_params
 from sharedq.mq.uow import UnitOfWork, UowState
+
+# What a journal given to ``QueueManager(journal=...)`` implements and receives.
+from sharedq.seam.notes import BulkNote, ChangeNote, EntryMeaning, Journal
 
 __all__ = [
     "ID_LENGTH",
@@ -71,7 +72,6 @@ __all__ = [
     "ConnectionBroken",
     "DepthEvents",
     "EntryMeaning",
-    "FaultHook",
     "InDoubtUnit",
     "IndexType",
     "Inhibited",
@@ -82,8 +82,6 @@ __all__ = [
     "LogJournal",
     "MQError",
     "MQReason",
-    "ManagerRecovery",
-    "ManualClock",
     "Message",
     "MessageTooBig",
     "NoMessageAvailable",
@@ -95,7 +93,6 @@ __all__ = [
     "QueueManager",
     "RecoveryInProgress",
     "RecoveryReport",
-    "SimulatedFailure",
     "StorageFull",
     "SystemClock",
     "Truncated",

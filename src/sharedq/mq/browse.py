@@ -17,19 +17,16 @@ order among the messages with that secondary key.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from sharedq.cf import ByKey, BySecondaryKey, CFError, Compare, ListEntry
 from sharedq.mq import keys, undo
 from sharedq.mq import messages as m
+from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import QueueState
 from sharedq.mq.errors import JournalFailed, MQReason, NoMessageAvailable, from_cf, mq_error
+from sharedq.mq.getting import GetRequest, check_get_allowed, took
 from sharedq.mq.journal import ChangeKind
-from sharedq.mq.operations import GetRequest, _check_get_allowed, _took
-from sharedq.mq.uow import UnitOfWork
-
-if TYPE_CHECKING:
-    from sharedq.mq.manager import QueueManager
+from sharedq.mq.units import UnitState
 
 
 class Browser:
@@ -42,13 +39,13 @@ class Browser:
 
     def __init__(
         self,
-        manager: QueueManager,
+        core: ManagerCore,
         queue: QueueState,
         *,
         msg_id: bytes | None = None,
         correl_id: bytes | None = None,
     ) -> None:
-        self._mgr = manager
+        self._core = core
         self._queue = queue
         self._select = GetRequest(queue, None, msg_id, correl_id, None, False, False)
         self.token: bytes | None = None
@@ -77,16 +74,16 @@ class Browser:
     def get(
         self,
         *,
-        uow: UnitOfWork | None = None,
+        uow: UnitState | None = None,
         max_length: int | None = None,
         accept_truncated: bool = False,
     ) -> m.Message:
         """Get, destructively, the message under the cursor, if it is still there."""
         if self.token is None:
             raise mq_error(MQReason.NO_MSG_AVAILABLE, "nothing has been browsed yet")
-        mgr, queue = self._mgr, self._queue
+        core, queue = self._core, self._queue
         if uow is not None:
-            mgr._check_unit(uow)
+            core.check_unit(uow)
         request = GetRequest(queue, uow, None, None, max_length, accept_truncated, False)
         self._fresh()
         try:
@@ -99,13 +96,13 @@ class Browser:
                 uow=uow.uow_id if uow is not None else None,
             )
             if change is not None:
-                message = _took(mgr, queue, request, change.entry)
+                message = took(core, queue, request, change.entry)
                 if message is not None:
                     return message
         except CFError as error:
             raise from_cf(error, f"get under cursor from {queue.name}") from error
         except JournalFailed as failure:
-            if failure.note.kind is ChangeKind.GET:
+            if failure.meaning is ChangeKind.GET:
                 undo.take_back(queue, failure, uow)
             raise
         raise mq_error(
@@ -121,12 +118,12 @@ class Browser:
             queue.revalidate()
         except CFError as error:
             raise from_cf(error, f"browse {queue.name}") from error
-        _check_get_allowed(queue)
+        check_get_allowed(queue)
 
     def _browse(self, after: bytes | None) -> m.Message:
         self._fresh()
         queue = self._queue
-        now = self._mgr.clock.time()
+        now = self._core.clock.time()
         try:
             for entry in self._candidates(after):
                 if not keys.is_committed(entry.key):

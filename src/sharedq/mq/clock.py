@@ -75,6 +75,8 @@ class Stamps:
 
     def __init__(self, clock: Clock, qm_id: int) -> None:
         self.clock = clock
+        #: The manager's id: the first byte of every UOW and entry id it makes.
+        self.qm_id = qm_id
         self._qm_byte = bytes((qm_id,))
         self._nonce = os.urandom(3)
         self._last = 0

@@ -28,9 +28,9 @@ import msgpack
 
 from sharedq.cf import AuthorityMismatch, ById, CFError, NoSuchEntry
 from sharedq.mq import directory, keys
-from sharedq.mq.access import StructureAccess, tolerating
 from sharedq.mq.errors import JournalFailed, MQReason, mq_error
 from sharedq.mq.journal import ChangeKind
+from sharedq.seam.access import StructureAccess, tolerating
 
 #: MQ's largest MAXDEPTH.
 MAX_DEPTH_LIMIT = 999_999_999

@@ -33,17 +33,17 @@ import contextlib
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import NamedTuple
 
 import msgpack
 
 from sharedq.cf import ById, CFError, ListEntry, VersionMismatch
 from sharedq.mq import keys
-from sharedq.mq.access import StructureAccess, tolerating
 from sharedq.mq.errors import JournalFailed, MQReason, mq_error
-from sharedq.mq.journal import ChangeKind, EntryMeaning
-from sharedq.mq.uow import Trop, TropKind, UnitOfWork
+from sharedq.mq.journal import ChangeKind
+from sharedq.mq.units import Status, Trop, TropKind, UnitState, Written
+from sharedq.seam.access import StructureAccess, tolerating
+from sharedq.seam.notes import EntryMeaning
 
 #: The most bytes one descriptor part holds (p[269]).
 DESCRIPTOR_SIZE = 4096
@@ -56,20 +56,6 @@ _QUEUE = struct.Struct(">cHB")
 _OP = struct.Struct(">cBB12s16s24sB")
 _PERSISTENT = 0x01
 _INDEX_CODES = {"none": 0, "msg-id": 1, "correl-id": 2}
-
-
-class Status(IntEnum):
-    """A unit of work's disposition as its descriptors record it (§6.2)."""
-
-    BEGIN_COMMIT = 1
-    IN_COMMIT = 2
-    IN_PREPARE = 3
-    IN_ABORT = 4
-
-    @property
-    def peer_recoverable(self) -> bool:
-        """A peer may finish "in commit" and "in abort"; the others are the owner's."""
-        return self in (Status.IN_COMMIT, Status.IN_ABORT)
 
 
 class OpRecord(NamedTuple):
@@ -87,19 +73,6 @@ class QueueRecord(NamedTuple):
     put_list: int
     index_code: int
     ops: tuple[OpRecord, ...]
-
-
-@dataclass
-class Written:
-    """What a unit of work wrote, so that it can update and delete it."""
-
-    status: Status
-    #: structure number -> entry ids of its parts, in part order.
-    parts: dict[int, list[bytes]]
-    #: The entry holding the status (the MUSE, or the single structure's part 0).
-    status_id: bytes
-    status_version: int = 0
-    muse_id: bytes | None = None
 
 
 # -- encoding ---------------------------------------------------------------------------
@@ -194,19 +167,19 @@ def decode_part(data: bytes) -> Part:
 # -- writing, updating, deleting (the owner) ----------------------------------------------
 
 
-def write(admin: StructureAccess, descriptor_list: int, uow: UnitOfWork, status: Status) -> Written:
+def write(admin: StructureAccess, descriptor_list: int, uow: UnitState, status: Status) -> Written:
     """Write the unit's descriptors with ``status``; on failure delete what was written.
 
     The caller has made sure the unit has operations.  Raises what the structure
     raised (``StructureFull`` when the administrative structure has no room), or
     ``JournalFailed`` when the log could not record a part (deleted too).
     """
-    stamps = uow.manager.stamps
+    stamps = uow.stamps
     uow_id = uow.uow_id
     numbers = sorted(uow.structures)
     multi = len(numbers) > 1
     muse = keys.muse_key(uow_id) if multi else keys.NO_MUSE
-    owner = uow.manager.qm_id
+    owner = uow.stamps.qm_id
     encoded: dict[int, list[bytes]] = {}
     for number in numbers:
         per_structure = uow.structures[number]
@@ -268,7 +241,7 @@ def write(admin: StructureAccess, descriptor_list: int, uow: UnitOfWork, status:
     return result
 
 
-def set_status(admin: StructureAccess, uow: UnitOfWork, written: Written, status: Status) -> None:
+def set_status(admin: StructureAccess, uow: UnitState, written: Written, status: Status) -> None:
     """Change the recorded status, comparing versions (the only writer wins).
 
     ``JournalFailed``: changed all the same (a status change is never undone: see

@@ -40,9 +40,9 @@ import msgpack
 
 from sharedq.cf import ById, ByKey, CFError, Compare, EntryExists, VersionMismatch
 from sharedq.mq import keys
-from sharedq.mq.access import StructureAccess, tolerating
 from sharedq.mq.errors import JournalFailed, MQReason, mq_error
 from sharedq.mq.journal import ChangeKind
+from sharedq.seam.access import StructureAccess, tolerating
 
 #: The control list's number in every structure.
 CONTROL_LIST = 0

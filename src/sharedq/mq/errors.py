@@ -24,6 +24,8 @@ from typing import Any
 from sharedq.cf import errors as cfe
 from sharedq.errors import SharedqError
 from sharedq.log.errors import LogReason
+from sharedq.seam.access import JournalFailure
+from sharedq.seam.notes import Note
 
 
 class MQReason(IntEnum):
@@ -152,22 +154,15 @@ class RecoveryInProgress(MQError):
     """A list header is being recovered by a peer; retry shortly (2347)."""
 
 
-class JournalFailed(MQError):
+class JournalFailed(MQError, JournalFailure):
     """The manager's journal (its recovery log) could not record a change (2195).
 
     The manager undid the change in the structure before raising (a put's entry is
     deleted, a get's message goes back...), so the request did not happen.  The
     journal's exception (a ``sharedq.log.LogError``) is the cause.  ``note`` is the
-    journal note of the change that was not recorded (``ChangeNote`` or ``BulkNote``).
+    journal note of the change that was not recorded (``sharedq.seam.notes``), and
+    ``entry`` the entry as that change left it.
     """
-
-    note: Any = None
-
-    @property
-    def entry(self) -> Any:
-        """The entry as the unrecorded change left it (``None`` for a bulk request)."""
-        result = getattr(self.note, "result", None)
-        return getattr(result, "entry", None)
 
 
 class JournalFull(JournalFailed, StorageFull):
@@ -263,15 +258,15 @@ def _log_full(error: BaseException) -> bool:
     return False
 
 
-def journal_failed(error: BaseException, note: Any, detail: str = "") -> JournalFailed:
+def journal_failed(error: BaseException, note: Note) -> JournalFailed:
     """The queue-manager error for a change ``note`` the journal failed to record.
 
     Raise it ``from error``.  The log being full (or its disk) is ``STORAGE_MEDIUM_FULL``
     (2192, a :class:`JournalFull`), anything else ``UNEXPECTED_ERROR`` (2195).
     """
-    kind = getattr(getattr(note, "kind", None), "value", "change")
-    structure = getattr(note, "structure", "?")
-    text = detail or f"the recovery log could not record a {kind} in {structure}: {error}"
+    text = (
+        f"the recovery log could not record a {note.meaning.tag} in {note.structure}: {error}"
+    )
     if _log_full(error):
         exc: JournalFailed = JournalFull(MQReason.STORAGE_MEDIUM_FULL, text)
     else:

@@ -20,24 +20,31 @@ from dataclasses import dataclass, fields
 from types import TracebackType
 from typing import Any
 
-from sharedq.cf import CFError, CouplingFacility, UserState
-from sharedq.cf.types import MAX_ELEMENTS_PER_ENTRY, MAX_ENTRY_BYTES
+from sharedq.cf import CFError, CouplingFacility, StructureParams, UserState
 from sharedq.mq import descriptors as d
-from sharedq.mq import directory, recovery, syncpoint
+from sharedq.mq import directory, peer_recovery, starting, syncpoint
 from sharedq.mq import messages as m
-from sharedq.mq.access import FaultHook, StructureAccess, tolerating
-from sharedq.mq.clock import Clock, Stamps, SystemClock
+from sharedq.mq.bulk import bulk_delete
+from sharedq.mq.clock import Clock, SystemClock
 from sharedq.mq.commands import RecoveryCommands
-from sharedq.mq.definitions import QueueDefinition, QueueState, define
+from sharedq.mq.core import ManagerCore
+from sharedq.mq.definitions import QueueDefinition, define
 from sharedq.mq.errors import MQReason, mq_error, translated
-from sharedq.mq.journal import NO_JOURNAL, ChangeKind, EntryMeaning, Journal
+from sharedq.mq.inspection import ManagerView
+from sharedq.mq.journal import ChangeKind
+from sharedq.mq.logjournal import PAYLOAD_KEY
+from sharedq.mq.messages import message_facts
+from sharedq.mq.peer_recovery import RecoveryReport
 from sharedq.mq.queue import Queue
-from sharedq.mq.recovering import ManagerRecovery
-from sharedq.mq.recovery import RecoveryReport
-from sharedq.mq.uow import Trop, UnitOfWork, UowState
-from sharedq.mq.waiting import EventDispatcher
+from sharedq.mq.recovery_client import ManagerClient
+from sharedq.mq.units import Status, UowState
+from sharedq.mq.uow import UnitOfWork
+from sharedq.recovery.copy import CopyResult
 from sharedq.recovery.settings import RecoverySettings
-from sharedq.recovery.structure_checkpoint import Faults
+from sharedq.recovery.structure_checkpoint import CheckpointResult, Faults
+from sharedq.seam.access import FaultHook, StructureAccess, tolerating
+from sharedq.seam.notes import NO_JOURNAL, EntryMeaning, Journal
+from sharedq.seam.recovery_log import RecoveryLog
 
 #: How long a restarting manager waits for a peer that is recovering it, in seconds.
 DEFAULT_RESTART_WAIT = 10.0
@@ -58,7 +65,7 @@ class InDoubtUnit:
     operations: int
 
 
-class QueueManager(RecoveryCommands):
+class QueueManager:
     """A shared queue manager.
 
     Parameters:
@@ -69,7 +76,7 @@ class QueueManager(RecoveryCommands):
         admin: the administrative structure (directory, descriptors; may hold queues).
         structures: further structures to connect to.
         clock: where time comes from (tests pass a ``ManualClock``).
-        journal: receives every change (see :mod:`sharedq.mq.journal`).
+        journal: receives every change (see :mod:`sharedq.seam.notes`).
         faults: a hook called around every structure request (crash tests).
         restart_wait: seconds to wait for a peer that is recovering this manager.
         recovery: log every recoverable change, take checkpoints and recover lost
@@ -98,178 +105,139 @@ class QueueManager(RecoveryCommands):
             raise mq_error(MQReason.Q_MGR_NAME_ERROR, f"bad queue-manager name {name!r}")
         if type(qm_id) is not int or not 1 <= qm_id <= MAX_QM_ID:
             raise mq_error(MQReason.Q_MGR_NAME_ERROR, f"qm_id {qm_id!r} must be 1..{MAX_QM_ID}")
-        self.name = name
-        self.qm_id = qm_id
-        self.clock: Clock = clock or SystemClock()
-        self.stamps = Stamps(self.clock, qm_id)
-        self._recovery: ManagerRecovery | None = None
+        self._log: RecoveryLog | None = None
         if recovery is not None:
             if journal is not None:
                 raise mq_error(
                     MQReason.BAD_ARGUMENT, "give a journal or recovery settings, not both"
                 )
-            self._recovery = ManagerRecovery(
-                self, facility, recovery, [admin, *structures], faults=checkpoint_faults
+            self._log = RecoveryLog(
+                name,
+                facility,
+                recovery,
+                [admin, *structures],
+                ManagerClient(name, qm_id),
+                payload_key=PAYLOAD_KEY,
+                facts=message_facts,
+                faults=checkpoint_faults,
             )
-            journal = self._recovery.journal
-        self.journal = journal or NO_JOURNAL
-        self._faults = faults
-        self._name_bytes = name.encode()
-        # A generated message id is like MQ's: 'CSQ ', the name's first 4 characters,
-        # the put's stamp, then the manager id and incarnation nonce (unique in the
-        # group); an entry id is the manager id, the stamp and the nonce.
-        self._msg_id_prefix = b"CSQ " + self._name_bytes[:4].ljust(4)
-        self._msg_id_suffix = bytes((qm_id,)) + self.stamps.nonce + b"\x00" * 4
-        self._entry_id_prefix = bytes((qm_id,))
-        self._lock = threading.RLock()
-        self._closed = False
-        self._active: dict[int, UnitOfWork] = {}
-        self._recovered: dict[bytes, UnitOfWork] = {}
-        self._queues: dict[str, QueueState] = {}
-        self._dispatchers: dict[str, EventDispatcher] = {}
-        self._structures: dict[str, StructureAccess] = {}
-        self._list_counts: dict[str, int] = {}
-        self._entry_limits: dict[str, int] = {}
-        self._lists: dict[str, directory.ManagerLists] = {}
-        self._facility = facility
+            journal = self._log.journal
+        core = self._core = ManagerCore(
+            name, qm_id, clock or SystemClock(), journal or NO_JOURNAL, facility, faults
+        )
+        self._commands = RecoveryCommands(core, self._log)
         try:
             with translated("connect"):
-                self.admin = self._connect(admin)
-                directory.register_manager(self.admin, qm_id, name)
-                self.admin.number = directory.structure_number(self.admin, admin)
-                self._claim_lists(self.admin, admin=True)
-                descriptor_list = self._lists[admin].descriptor_list
+                core.admin = starting.connect(core, self._log, admin)
+                directory.register_manager(core.admin, qm_id, name)
+                core.admin.number = directory.structure_number(core.admin, admin)
+                starting.claim_lists(core, core.admin, admin=True)
+                descriptor_list = core.lists[admin].descriptor_list
                 assert descriptor_list is not None
-                self.descriptor_list: int = descriptor_list
+                core.descriptor_list = descriptor_list
                 for other in structures:
-                    if other not in self._structures:
-                        acc = self._connect(other)
-                        acc.number = directory.structure_number(self.admin, other)
-                        self._claim_lists(acc, admin=False)
-            self.restart_report = self._restart(restart_wait)
-            if self._recovery is not None:
-                self._recovery.after_restart()
+                    if other not in core.structures:
+                        acc = starting.connect(core, self._log, other)
+                        acc.number = directory.structure_number(core.admin, other)
+                        starting.claim_lists(core, acc, admin=False)
+            self.restart_report = starting.restart(core, self._log, restart_wait)
+            if self._log is not None:
+                self._log.after_restart()
         except Exception:
             self._disconnect_all()
-            if self._recovery is not None:
-                self._recovery.abandon()
+            if self._log is not None:
+                self._log.abandon()
             raise
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "open"
+        state = "closed" if self._core.closed else "open"
         return f"<QueueManager {self.name} id={self.qm_id} {state} structures={self.structures}>"
 
-    # -- connection --------------------------------------------------------------------
+    # -- who it is ---------------------------------------------------------------------
 
-    def _connect(self, structure: str) -> StructureAccess:
-        if self._recovery is not None:
-            self._recovery.prepare(structure)  # structure recovery, if it needs one
-        conn = self._facility.connect(structure, self.name)
-        acc = StructureAccess(conn, 0, self.journal, self._faults)
-        if self._recovery is not None:
-            self._recovery.attach(acc)
-        self._structures[structure] = acc
-        stats = conn.statistics()
-        self._list_counts[structure] = stats.list_count
-        entry_bytes = min(MAX_ELEMENTS_PER_ENTRY * stats.element_size, MAX_ENTRY_BYTES)
-        self._entry_limits[structure] = entry_bytes - m.header_length(self.name)
-        return acc
+    @property
+    def name(self) -> str:
+        return self._core.name
 
-    def _claim_lists(self, acc: StructureAccess, *, admin: bool) -> None:
-        self._lists[acc.name] = directory.manager_lists(
-            acc, self.qm_id, self.name, self._list_counts[acc.name], admin=admin
-        )
+    @property
+    def qm_id(self) -> int:
+        return self._core.qm_id
 
-    def _restart(self, wait: float) -> RecoveryReport:
-        """Finish what this manager's previous incarnation left (§5.21, restart).
+    @property
+    def clock(self) -> Clock:
+        return self._core.clock
 
-        With a recovery log the restart is warm (its log from its last system
-        checkpoint decides "begin commit" units) or cold (asked for, or its log was
-        deleted: the messages it had gotten go to the cold queue).
-        """
-        report = RecoveryReport(self.name)
-        warm = True
-        if self._recovery is not None:
-            with translated("restart"):
-                warm, report.start_reason = self._recovery.decide_restart()
-            report.start = "warm" if warm else "cold"
-        kept: dict[bytes, d.UowRecord] = {}
-        for acc in self._structures.values():
-            with translated("restart"):
-                for record in recovery.recover_structure(
-                    self, acc, self.qm_id, self.name, report, owner=True, wait=wait, cold=not warm
-                ):
-                    kept[record.uow_id] = record
-        for record in kept.values():
-            self._rebuild(record)
-        return report
+    @property
+    def journal(self) -> Journal:
+        return self._core.journal
 
-    def _rebuild(self, record: d.UowRecord) -> None:
-        """A prepared unit of the previous incarnation, back in memory to be resolved."""
-        uow = UnitOfWork(self, None)
-        uow._uow_id = record.uow_id
-        uow.state = UowState.PREPARED
-        numbers = {acc.number: acc for acc in self._structures.values()}
-        for number in record.parts:
-            acc = numbers.get(number)
-            if acc is None:
-                continue  # resolvable once the manager connects to that structure
-            _, queues = record.ops(number)
-            claims = directory.claims(acc)
-            for queue_record in queues:
-                state = self._state(claims[queue_record.put_list]["name"])
-                trqs = uow.trqs_for(state)
-                for op in queue_record.ops:
-                    trqs.trops.append(
-                        Trop(
-                            op.kind,
-                            op.entry_id,
-                            op.key,
-                            op.persistent,
-                            op.msg_id,
-                            op.secondary,
-                            None,
-                            trqs,
-                        )
-                    )
-        status = record.status_entry()
-        assert status is not None
-        uow.descriptors = d.Written(
-            d.Status.IN_PREPARE,
-            {n: record.all_entry_ids(n) for n in record.parts},
-            status.entry_id,
-            status.version,
-            record.muse.entry_id if record.muse is not None else None,
-        )
-        self._recovered[record.uow_id] = uow
+    @property
+    def admin(self) -> StructureAccess:
+        """The access to the administrative structure."""
+        return self._core.admin
+
+    @property
+    def recovery(self) -> RecoveryLog | None:
+        """The manager's recovery log and checkpoints (``None`` without settings)."""
+        return self._log
 
     @property
     def structures(self) -> list[str]:
-        return sorted(self._structures)
+        return sorted(self._core.structures)
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    @property
+    def descriptor_list(self) -> int:
+        """The administrative structure's list holding this manager's descriptors."""
+        return self._core.descriptor_list
+
+    def view(self) -> ManagerView:
+        """A read-only view of this manager's lists (for operators and tests)."""
+        return ManagerView(self._core)
+
+    # -- the end -------------------------------------------------------------------------
 
     def close(self) -> None:
         """Back out this manager's active units of work and disconnect.
 
         Prepared units stay in doubt: the next start of this manager rebuilds them.
         """
-        with self._lock:
-            if self._closed:
+        core = self._core
+        with core.lock:
+            if core.closed:
                 return
-            units = list(self._active.values())  # one C call: safe against other threads
+            units = list(core.active.values())  # one C call: safe against other threads
         active = [u for u in units if u.state is UowState.ACTIVE]
         for uow in active:
             with contextlib.suppress(Exception):
-                syncpoint.backout(uow)
-        if self._recovery is not None:
-            self._recovery.before_disconnect()
-        self._closed = True
+                syncpoint.backout(core, uow)
+        if self._log is not None:
+            self._log.before_disconnect()
+        core.closed = True
         self._disconnect_all()
-        if self._recovery is not None:
-            self._recovery.close()
+        if self._log is not None:
+            self._log.close()
+
+    def stop_dead(self) -> None:
+        """Stop as a process killed at this instant would: nothing more is written.
+
+        The manager's connections are left as they are (its users on the structures
+        are failed-persistent once their leases lapse, or when a peer declares it
+        failed), its units of work are neither committed nor backed out, and its
+        recovery log's writers are let go unclosed.  For demos and tests of peer
+        recovery in one process; a peer then recovers it (``recover``), or its next
+        incarnation restarts.
+        """
+        if self._log is not None:
+            self._log.abandon()
+        self._core.closed = True
 
     def _disconnect_all(self) -> None:
-        self._closed = True
-        for acc in self._structures.values():
+        self._core.closed = True
+        for acc in self._core.structures.values():
             with contextlib.suppress(CFError):
                 acc.disconnect()
 
@@ -284,10 +252,6 @@ class QueueManager(RecoveryCommands):
     ) -> None:
         if exc is None or isinstance(exc, Exception):
             self.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise mq_error(MQReason.HCONN_ERROR, f"queue manager {self.name} is closed")
 
     # -- queues -----------------------------------------------------------------------------
 
@@ -305,33 +269,34 @@ class QueueManager(RecoveryCommands):
         ``default_priority``, ``default_persistent``, ``description``,
         ``depth_events``.  ``QueueExists`` (2100) if the name is taken.
         """
-        self._check_open()
-        target = structure or self.admin.name
+        core = self._core
+        core.check_open()
+        target = structure or core.admin.name
         unknown = set(attributes) - {f.name for f in fields(QueueDefinition)}
         if unknown or {"name", "structure"} & set(attributes):
             raise mq_error(MQReason.BAD_ARGUMENT, f"unknown queue attributes {sorted(unknown)}")
         definition = QueueDefinition(name, target, **attributes)
         definition.check()
-        acc = self._structures.get(target)
+        acc = core.structures.get(target)
         if acc is None:
             raise mq_error(
-                MQReason.CF_NOT_AVAILABLE, f"{self.name} is not connected to structure {target}"
+                MQReason.CF_NOT_AVAILABLE, f"{core.name} is not connected to structure {target}"
             )
         with translated(f"define {name}"):
-            if directory.queue_entry(self.admin, name) is not None:
+            if directory.queue_entry(core.admin, name) is not None:
                 raise mq_error(MQReason.OBJECT_ALREADY_EXISTS, f"queue {name} exists already")
-            if not define(self.admin, acc, definition, self._list_counts[target]):
+            if not define(core.admin, acc, definition, core.list_counts[target]):
                 raise mq_error(MQReason.OBJECT_ALREADY_EXISTS, f"queue {name} exists already")
         return definition
 
     def alter_queue(self, name: str, **changes: Any) -> QueueDefinition:
         """Change a queue's attributes for every manager (the LHQC protocol, p[119])."""
-        self._check_open()
+        self._core.check_open()
         if {"name", "structure"} & set(changes) or set(changes) - {
             f.name for f in fields(QueueDefinition)
         }:
             raise mq_error(MQReason.BAD_ARGUMENT, f"cannot alter {sorted(changes)}")
-        state = self._state(name)
+        state = self._core.state(name)
         with translated(f"alter {name}"):
             if (
                 "index" in changes
@@ -345,105 +310,54 @@ class QueueManager(RecoveryCommands):
 
     def queue_definition(self, name: str) -> QueueDefinition:
         """A queue's definition, read afresh."""
-        self._check_open()
-        state = self._state(name)
+        self._core.check_open()
+        state = self._core.state(name)
         with translated(f"read {name}"):
             return state.refresh()
 
     def queue_names(self) -> list[str]:
         """Every shared queue of the group."""
-        self._check_open()
+        self._core.check_open()
         with translated("list queues"):
-            return [entry.name for entry in directory.queue_entries(self.admin)]
+            return [entry.name for entry in directory.queue_entries(self._core.admin)]
 
     def open(self, name: str) -> Queue:
         """Open a shared queue by name; ``UnknownQueue`` (2085) if not defined."""
-        self._check_open()
-        return Queue(self, self._state(name))
-
-    def _state(self, name: str) -> QueueState:
-        state = self._queues.get(name)
-        if state is not None:
-            return state
-        with self._lock, translated(f"open {name}"):
-            state = self._queues.get(name)
-            if state is not None:
-                return state
-            entry = directory.queue_entry(self.admin, name) if isinstance(name, str) else None
-            if entry is None:
-                raise mq_error(MQReason.UNKNOWN_OBJECT_NAME, f"no shared queue named {name!r}")
-            acc = self._structures.get(entry.structure)
-            if acc is None:
-                raise mq_error(
-                    MQReason.CF_NOT_AVAILABLE,
-                    f"queue {name} is in structure {entry.structure}, which {self.name} "
-                    "is not connected to",
-                )
-            lists = self._lists[entry.structure]
-            state = QueueState(
-                name,
-                acc,
-                entry.list_number,
-                lists.get_list,
-                lists.expiry_list,
-                self._entry_limits[entry.structure],
-            )
-            self._queues[name] = state
-            return state
-
-    def _refresh(self, queue: QueueState) -> None:
-        with translated(f"re-read {queue.name}"):
-            queue.refresh()
-
-    def _dispatcher(self, acc: StructureAccess) -> EventDispatcher:
-        with self._lock:
-            found = self._dispatchers.get(acc.name)
-            if found is None:
-                found = self._dispatchers[acc.name] = EventDispatcher(acc)
-            return found
+        self._core.check_open()
+        return Queue(self._core, self._core.state(name))
 
     # -- units of work ------------------------------------------------------------------------
 
     def unit_of_work(self) -> UnitOfWork:
         """Begin a unit of work owned by the calling thread (one at a time per thread)."""
-        self._check_open()
+        core = self._core
+        core.check_open()
         # Only the calling thread reads or writes its own slot, so no lock is needed.
         ident = threading.get_ident()
-        current = self._active.get(ident)
+        current = core.active.get(ident)
         if current is not None and current.state is not UowState.ENDED:
             raise mq_error(MQReason.UOW_IN_PROGRESS, "this thread has a unit of work in progress")
-        uow = self._active[ident] = UnitOfWork(self, ident)
+        uow = UnitOfWork(core, ident)
+        core.active[ident] = uow
         return uow
-
-    def _check_unit(self, uow: UnitOfWork) -> None:
-        if not isinstance(uow, UnitOfWork) or uow.manager is not self:
-            raise mq_error(MQReason.BAD_ARGUMENT, f"{uow!r} is not a unit of work of {self.name}")
-        uow.check_usable(for_operation=True)
-
-    def _unit_ended(self, uow: UnitOfWork) -> None:
-        owner = uow.owner
-        if owner is None:  # a unit recovered at restart, resolved
-            with self._lock:
-                self._recovered.pop(uow.uow_id, None)
-        elif self._active.get(owner) is uow:
-            del self._active[owner]
 
     def indoubt(self, qmgr: str | None = None) -> list[InDoubtUnit]:
         """Units of work of ``qmgr`` (default: this manager) waiting for their owner."""
-        self._check_open()
-        target = qmgr or self.name
+        core = self._core
+        core.check_open()
+        target = qmgr or core.name
         with translated("list in-doubt units"):
-            ids = {v: k for k, v in directory.managers(self.admin).items()}
+            ids = {v: k for k, v in directory.managers(core.admin).items()}
             if target not in ids:
                 raise mq_error(MQReason.Q_MGR_NAME_ERROR, f"no queue manager {target} in group")
-            lists = directory.read_manager_lists(self.admin, ids[target])
+            lists = directory.read_manager_lists(core.admin, ids[target])
             if lists is None or lists.descriptor_list is None:
                 return []
-            names = directory.structure_names(self.admin)
+            names = directory.structure_names(core.admin)
             found = []
-            for record in d.load(self.admin, lists.descriptor_list).values():
+            for record in d.load(core.admin, lists.descriptor_list).values():
                 status = record.status()
-                if status in (d.Status.IN_PREPARE, d.Status.BEGIN_COMMIT) and (
+                if status in (Status.IN_PREPARE, Status.BEGIN_COMMIT) and (
                     record.is_complete()
                 ):
                     ops = sum(len(q.ops) for n in record.parts for q in record.ops(n)[1])
@@ -451,7 +365,7 @@ class QueueManager(RecoveryCommands):
                         InDoubtUnit(
                             record.uow_id,
                             target,
-                            "prepared" if status is d.Status.IN_PREPARE else "begin-commit",
+                            "prepared" if status is Status.IN_PREPARE else "begin-commit",
                             tuple(names.get(n, str(n)) for n in sorted(record.parts)),
                             ops,
                         )
@@ -460,26 +374,28 @@ class QueueManager(RecoveryCommands):
 
     def resolve(self, uow_id: bytes, *, commit: bool) -> None:
         """Commit or back out an in-doubt unit this manager's restart recovered."""
-        self._check_open()
-        uow = self._recovered.get(uow_id)
+        core = self._core
+        core.check_open()
+        uow = core.recovered.get(uow_id)
         if uow is None:
-            live = any(u.has_id and u.uow_id == uow_id for u in self._active.values())
+            live = any(u.has_id and u.uow_id == uow_id for u in core.active.values())
             reason = MQReason.UOW_NOT_OWNER if live else MQReason.NO_SUCH_UOW
             raise mq_error(reason, f"no in-doubt unit {uow_id.hex()} to resolve here")
         if commit:
-            syncpoint.commit(uow)
+            syncpoint.commit(core, uow)
         else:
-            syncpoint.backout(uow)
+            syncpoint.backout(core, uow)
 
     # -- failed peers ---------------------------------------------------------------------------
 
     def declare_failed(self, qmgr: str) -> None:
         """Declare a peer failed on every structure we share (an operator's decision)."""
-        self._check_open()
-        if qmgr == self.name:
+        core = self._core
+        core.check_open()
+        if qmgr == core.name:
             raise mq_error(MQReason.BAD_ARGUMENT, "a manager cannot declare itself failed")
         with translated(f"declare {qmgr} failed"):
-            for acc in self._structures.values():
+            for acc in core.structures.values():
                 for user in acc.users():
                     if user.name == qmgr and user.state is UserState.ACTIVE:
                         acc.mark_failed(user.user_id)
@@ -490,34 +406,36 @@ class QueueManager(RecoveryCommands):
         Structures where the manager is still active, or where another active manager
         is recovering it, are skipped (``report.skipped``).
         """
-        self._check_open()
+        core = self._core
+        core.check_open()
         report = RecoveryReport(qmgr)
         with translated(f"recover {qmgr}"):
-            if qmgr == self.name:
+            if qmgr == core.name:
                 raise mq_error(MQReason.Q_MGR_NAME_ERROR, "a manager does not recover itself")
-            ids = {v: k for k, v in directory.managers(self.admin).items()}
+            ids = {v: k for k, v in directory.managers(core.admin).items()}
             if qmgr not in ids:
                 # It died before it registered: it has no work, only its connections.
-                for acc in self._structures.values():
+                for acc in core.structures.values():
                     for user in acc.users():
                         if user.name == qmgr and user.state is UserState.FAILED:
                             acc.cleanup_user(user.user_id)
                 return report
-            for acc in self._structures.values():
-                recovery.recover_structure(self, acc, ids[qmgr], qmgr, report, owner=False)
+            for acc in core.structures.values():
+                peer_recovery.recover_structure(core, acc, ids[qmgr], qmgr, report, owner=False)
         return report
 
     def recover_failed(self) -> list[RecoveryReport]:
         """Recover every manager a structure we share records as failed."""
-        self._check_open()
+        core = self._core
+        core.check_open()
         with translated("find failed managers"):
-            known = set(directory.managers(self.admin).values())
+            known = set(directory.managers(core.admin).values())
             failed = sorted(
                 {
                     u.name
-                    for acc in self._structures.values()
+                    for acc in core.structures.values()
                     for u in acc.users()
-                    if u.state is UserState.FAILED and u.name in known and u.name != self.name
+                    if u.state is UserState.FAILED and u.name in known and u.name != core.name
                 }
             )
         return [self.recover(name) for name in failed]
@@ -526,26 +444,29 @@ class QueueManager(RecoveryCommands):
 
     def expired_messages(self) -> list[m.Message]:
         """Messages this manager's gets found expired (its expiry lists, §5.15)."""
-        self._check_open()
+        core = self._core
+        core.check_open()
         found = []
         with translated("read expiry lists"):
-            for name, acc in self._structures.items():
-                for entry in acc.scan(self._lists[name].expiry_list, b"\x00" * 16, b"\xff" * 16):
+            for name, acc in core.structures.items():
+                for entry in acc.scan(core.lists[name].expiry_list, b"\x00" * 16, b"\xff" * 16):
                     found.append(m.to_message(entry.data, entry.version, b""))
         return found
 
     def purge_expired(self) -> int:
         """Delete the messages on this manager's expiry lists; returns how many."""
-        self._check_open()
+        core = self._core
+        core.check_open()
         count = 0
         with translated("purge expiry lists"):
-            for name, acc in self._structures.items():
-                entries = list(acc.scan(self._lists[name].expiry_list, b"\x00" * 16, b"\xff" * 16))
+            for name, acc in core.structures.items():
+                expiry = core.lists[name].expiry_list
+                entries = list(acc.scan(expiry, b"\x00" * 16, b"\xff" * 16))
                 meanings = [EntryMeaning(e.entry_id, None, *m.entry_facts(e.data)) for e in entries]
                 # Purged even if the log cannot say so: rebuilt from such a log, the
                 # structure has them on the expiry list again, to be purged again.
                 with tolerating():
-                    syncpoint.bulk_delete(
+                    bulk_delete(
                         acc,
                         [e.entry_id for e in entries],
                         meanings,
@@ -554,3 +475,55 @@ class QueueManager(RecoveryCommands):
                     )
                 count += len(entries)
         return count
+
+    # -- recovery commands (the operator's; see sharedq.mq.commands) ---------------------------
+
+    def checkpoint(self, structure: str | None = None) -> list[CheckpointResult | None]:
+        """Structure checkpoints of one structure or all (/CQCHKPT SHAREDQ STRUCTURE).
+
+        A structure whose checkpoint another manager is taking gives ``None`` (after it
+        finished).
+        """
+        return self._commands.checkpoint(structure)
+
+    def system_checkpoint(self) -> None:
+        """This manager's system checkpoint, on every structure (/CQCHKPT SYSTEM)."""
+        self._commands.system_checkpoint()
+
+    def set_shutdown_checkpoint(self, on: bool = True) -> None:
+        """/CQSET SHUTDOWN SHAREDQ ON|OFF: structure checkpoints when *this* manager closes."""
+        self._commands.set_shutdown_checkpoint(on)
+
+    def copy_structure(self, params: StructureParams) -> CopyResult:
+        """Copy a structure, every object in it, to a new allocation (say, larger).
+
+        Other managers' requests wait during the copy and then go on with the copy;
+        so do this manager's, and units of work in flight carry on.
+        """
+        return self._commands.copy_structure(params)
+
+    def reconnect(self) -> RecoveryReport:
+        """Carry on after structures were lost (requests failed with 2373).
+
+        Each lost structure is recovered (by this manager, or another one, which this
+        one waits for) and connected to again; then this manager's restart processing
+        runs as at a start: its units of work in flight at the loss are backed out
+        (their objects end as the recovered structure and its descriptors say: "in
+        commit" ones are completed), prepared ones are back in doubt.  Unit-of-work
+        objects of the application raise ``BackedOut`` (2003) from then on.
+        """
+        report = self._commands.reconnect()
+        self.restart_report = report
+        return report
+
+    def cold_messages(self) -> list[m.Message]:
+        """The messages on the cold queues of this manager's structures (§2.3.1, §B.4)."""
+        return self._commands.cold_messages()
+
+    def requeue_cold(self) -> int:
+        """Put every cold-queue message back on its queue (the message requeuer's job).
+
+        Each goes back to the put list it was gotten from, in its place, its backout
+        count one higher; returns how many.
+        """
+        return self._commands.requeue_cold()

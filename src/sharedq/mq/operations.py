@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from sharedq.cf import (
     UNCHANGED,
@@ -46,17 +45,14 @@ from sharedq.cf import (
     MonitorSpec,
     NoSuchEntry,
 )
-from sharedq.mq import keys, syncpoint, undo
+from sharedq.mq import getting, keys, undo
 from sharedq.mq import messages as m
-from sharedq.mq.access import tolerating
 from sharedq.mq.clock import stamp_seconds
-from sharedq.mq.definitions import IndexType, QueueDefinition, QueueState
+from sharedq.mq.core import ManagerCore
+from sharedq.mq.definitions import IndexType, QueueState
 from sharedq.mq.errors import JournalFailed, MQError, MQReason, from_cf, mq_error
 from sharedq.mq.journal import ChangeKind
-from sharedq.mq.uow import Trop, TropKind, UnitOfWork
-
-if TYPE_CHECKING:
-    from sharedq.mq.manager import QueueManager
+from sharedq.mq.units import Trop, TropKind, UnitState
 
 logger = logging.getLogger("sharedq.mq")
 
@@ -67,7 +63,7 @@ AMBIGUOUS_WAIT_SLICE = 0.25
 
 def _check_put_allowed(queue: QueueState, length: int) -> None:
     definition = queue.definition
-    if definition.put_inhibited and _revalidated(queue).put_inhibited:
+    if definition.put_inhibited and getting.revalidated(queue).put_inhibited:
         raise mq_error(MQReason.PUT_INHIBITED, f"puts are inhibited on queue {queue.name}")
     if length > queue.max_body:
         reason = (
@@ -82,7 +78,7 @@ def _check_put_allowed(queue: QueueState, length: int) -> None:
 
 
 def put(
-    mgr: QueueManager,
+    core: ManagerCore,
     queue: QueueState,
     body: bytes,
     *,
@@ -91,11 +87,11 @@ def put(
     msg_id: bytes | None,
     correl_id: bytes | None,
     expiry: float | None,
-    uow: UnitOfWork | None,
+    uow: UnitState | None,
 ) -> m.Message:
     """Put a message; every argument is checked before anything is written."""
     if uow is not None:
-        mgr._check_unit(uow)
+        core.check_unit(uow)
     if type(body) is not bytes:
         if isinstance(body, bytes | bytearray | memoryview):
             body = bytes(body)
@@ -120,16 +116,16 @@ def put(
     if definition.put_inhibited or len(body) > queue.max_body:
         _check_put_allowed(queue, len(body))
 
-    stamps = mgr.stamps
+    stamps = core.stamps
     stamp = stamps.stamp()
     stamp_bytes = stamp.to_bytes(8, "big")
     if given_msg_id is None or given_msg_id == m.NO_ID:
-        given_msg_id = mgr._msg_id_prefix + stamp_bytes + mgr._msg_id_suffix
+        given_msg_id = core.msg_id_prefix + stamp_bytes + core.msg_id_suffix
     ident: bytes = given_msg_id
-    entry_id = mgr._entry_id_prefix + stamp_bytes + stamps.nonce
-    ukey = keys.uncommitted_key(priority, stamp, mgr.qm_id)
+    entry_id = core.entry_id_prefix + stamp_bytes + stamps.nonce
+    ukey = keys.uncommitted_key(priority, stamp, core.qm_id)
     data = m.encode(
-        body, priority, persistent, ident, correl, stamp, tenths, mgr.qm_id, mgr._name_bytes
+        body, priority, persistent, ident, correl, stamp, tenths, core.qm_id, core.name_bytes
     )
     adjunct = m.encode_adjunct(queue.put_list, ident, correl)
     uow_id = uow.uow_id if uow is not None else stamps.uow_id(stamp)
@@ -182,7 +178,7 @@ def put(
                 raise
             break  # it could not be taken back, and stands
         except AuthorityMismatch:
-            mgr._refresh(queue)
+            core.refresh(queue)
             _check_put_allowed(queue, len(body))
         except EntryExists:
             entry_id = stamps.entry_id()
@@ -208,7 +204,7 @@ def put(
         correl,
         None if expiry is None else tenths / 10,
         stamp_seconds(stamp),
-        mgr.name,
+        core.name,
         0,
         len(body),
         False,
@@ -216,115 +212,38 @@ def put(
     )
 
 
-class GetRequest:
-    """A get's options, checked once."""
-
-    __slots__ = (
-        "accept_truncated",
-        "both",
-        "correl_id",
-        "if_persistent",
-        "index_key",
-        "max_length",
-        "msg_id",
-        "uow",
-    )
-
-    def __init__(
-        self,
-        queue: QueueState,
-        uow: UnitOfWork | None,
-        msg_id: bytes | None,
-        correl_id: bytes | None,
-        max_length: int | None,
-        accept_truncated: bool,
-        if_persistent: bool,
-    ) -> None:
-        self.uow = uow
-        self.max_length = max_length
-        self.accept_truncated = bool(accept_truncated)
-        self.if_persistent = bool(if_persistent)
-        if msg_id is None and correl_id is None and max_length is None:
-            # The common get: first in order, whole message.  Nothing else to check.
-            self.msg_id = self.correl_id = self.index_key = None
-            self.both = False
-            return
-        self.msg_id = _selector(m.check_id(msg_id, "msg_id", MQReason.MSG_ID_ERROR))
-        self.correl_id = _selector(m.check_id(correl_id, "correl_id", MQReason.CORREL_ID_ERROR))
-        if max_length is not None and (type(max_length) is not int or max_length < 0):
-            raise mq_error(MQReason.BAD_ARGUMENT, f"max_length {max_length!r} is not valid")
-        self.both = self.msg_id is not None and self.correl_id is not None
-        self.index_key = self._index_key(queue)
-
-    def _index_key(self, queue: QueueState) -> bytes | None:
-        """The secondary key to look up, checking the queue's index (MQRC 2206/2207)."""
-        if self.msg_id is None and self.correl_id is None:
-            return None
-        index = queue.index
-        if index is IndexType.MSG_ID and self.msg_id is not None:
-            return self.msg_id
-        if index is IndexType.CORREL_ID and self.correl_id is not None:
-            return self.correl_id
-        if self.msg_id is not None and (self.correl_id is None or index is IndexType.NONE):
-            raise mq_error(
-                MQReason.MSG_ID_ERROR,
-                f"queue {queue.name} is not indexed by message id (index: {index.value})",
-            )
-        raise mq_error(
-            MQReason.CORREL_ID_ERROR,
-            f"queue {queue.name} is not indexed by correlation id (index: {index.value})",
-        )
-
-
-def _selector(value: bytes | None) -> bytes | None:
-    """An all-zero id selects nothing, as MQMI_NONE and MQCI_NONE do."""
-    return None if value is None or value == m.NO_ID else value
-
-
 def get(
-    mgr: QueueManager,
+    core: ManagerCore,
     queue: QueueState,
-    request: GetRequest,
+    request: getting.GetRequest,
     wait: float | None,
 ) -> m.Message:
     """Get a message, waiting up to ``wait`` seconds for one if asked."""
     if request.uow is not None:
-        mgr._check_unit(request.uow)
+        core.check_unit(request.uow)
     if wait is not None and (
         isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0
     ):
         raise mq_error(MQReason.BAD_ARGUMENT, f"wait {wait!r} must be seconds >= 0")
-    _check_get_allowed(queue)
+    getting.check_get_allowed(queue)
     try:
-        found = _attempt(mgr, queue, request)
+        found = _attempt(core, queue, request)
         if found is not None:
             return found
         if wait:
-            found = _wait(mgr, queue, request, wait)
+            found = _wait(core, queue, request, wait)
             if found is not None:
                 return found
     except CFError as error:
         raise from_cf(error, f"get from {queue.name}") from error
     except JournalFailed as failure:
-        if failure.note.kind is ChangeKind.GET:
+        if failure.meaning is ChangeKind.GET:
             undo.take_back(queue, failure, request.uow)
         raise
     raise mq_error(MQReason.NO_MSG_AVAILABLE, f"no message available on queue {queue.name}")
 
 
-def _revalidated(queue: QueueState) -> QueueDefinition:
-    try:
-        return queue.revalidate()
-    except CFError as error:
-        raise from_cf(error, f"re-read {queue.name}") from error
-
-
-def _check_get_allowed(queue: QueueState) -> None:
-    if queue.definition.get_inhibited and _revalidated(queue).get_inhibited:
-        raise mq_error(MQReason.GET_INHIBITED, f"gets are inhibited on queue {queue.name}")
-
-
-def _attempt(mgr: QueueManager, queue: QueueState, request: GetRequest) -> m.Message | None:
+def _attempt(core: ManagerCore, queue: QueueState, request: getting.GetRequest) -> m.Message | None:
     """One try: a message, or ``None`` when none is available now."""
     acc = queue.acc
     uow = request.uow
@@ -332,7 +251,7 @@ def _attempt(mgr: QueueManager, queue: QueueState, request: GetRequest) -> m.Mes
         trqs = uow.existing_trqs(queue) if uow is not None else None
         try:
             if request.index_key is not None:
-                entry = _take_by_id(mgr, queue, request)
+                entry = _take_by_id(core, queue, request)
             else:
                 best = (
                     trqs.best_key(request.if_persistent)
@@ -352,157 +271,25 @@ def _attempt(mgr: QueueManager, queue: QueueState, request: GetRequest) -> m.Mes
                     own = trqs.best(request.if_persistent) if trqs is not None else None
                     if own is None:
                         return None
-                    message = _own_get(mgr, queue, request, own)
+                    message = getting.own_get(core, queue, request, own)
                     if message is None:
                         continue
                     return message
         except AuthorityMismatch:
-            mgr._refresh(queue)
-            _check_get_allowed(queue)
-            request.index_key = request._index_key(queue)
+            core.refresh(queue)
+            getting.check_get_allowed(queue)
+            request.index_key = request.index_key_for(queue)
             continue
         if entry is None:
             return None
-        message = _took(mgr, queue, request, entry)
+        message = getting.took(core, queue, request, entry)
         if message is not None:
             return message
 
 
-def _took(
-    mgr: QueueManager, queue: QueueState, request: GetRequest, entry: ListEntry
-) -> m.Message | None:
-    """A committed message is on our get list: expire, refuse, sync or keep it."""
-    header = m.Decoded(entry.data)
-    uow = request.uow
-    if header.expired(mgr.clock.time()):
-        try:
-            syncpoint.expire_last(
-                queue.acc,
-                entry.entry_id,
-                queue.get_list,
-                queue.expiry_list,
-                queue.name,
-                header.persistent,
-                header.msg_id,
-            )
-        except JournalFailed:
-            # Not logged: the message goes back to its queue (the next get expires it
-            # again) and this get fails.  If the structure refuses that, it stays expired.
-            uow_id = uow.uow_id if uow is not None else None
-            back = undo.return_get(
-                queue, entry.entry_id, queue.expiry_list, uow_id, header.persistent, header.msg_id
-            )
-            if back is undo.Undo.DONE:
-                raise
-        return None
-    body_length = len(entry.data) - header.body_offset
-    if (
-        request.max_length is not None
-        and body_length > request.max_length
-        and (not request.accept_truncated)
-    ):
-        with tolerating() as failures:
-            # The message goes back where it was, which is what Truncated promises, log
-            # or no log: a log that lacks this has it on our get list, and a restart
-            # returns it from there.
-            syncpoint.backout_last(
-                queue,
-                entry.entry_id,
-                uow.uow_id if uow is not None else None,
-                header.persistent,
-                header.msg_id,
-            )
-        if failures:
-            logger.warning("backout of a truncated get from %s not logged", queue.name)
-        raise mq_error(
-            MQReason.TRUNCATED_MSG_FAILED,
-            f"the message is {body_length} bytes, more than max_length {request.max_length}",
-            data_length=body_length,
-        )
-    keep = uow is not None and (header.persistent or not request.if_persistent)
-    if keep:
-        assert uow is not None
-        trqs = uow.trqs_for(queue)
-        trqs.add(
-            Trop(
-                TropKind.GET,
-                entry.entry_id,
-                entry.key,
-                header.persistent,
-                header.msg_id,
-                None,
-                header.expires_at,
-                trqs,
-            )
-        )
-    message = m.to_message(
-        entry.data,
-        entry.version,
-        entry.entry_id,
-        max_length=request.max_length if request.accept_truncated else None,
-        header=header,
-    )
-    if not keep:
-        try:
-            queue.acc.delete(
-                ById(entry.entry_id, queue.get_list),
-                kind=ChangeKind.SYNC_GET,
-                queue=queue.name,
-                persistent=header.persistent,
-                msg_id=header.msg_id,
-                data_wanted=False,
-            )
-        except JournalFailed as failure:
-            # Not logged: the message is written back on its queue, as it was, and the
-            # get fails.  If the structure refuses that, the get stands: the message is
-            # gone from the structure, and only the application has it now.
-            back = undo.rewrite(
-                queue,
-                entry,
-                version=entry.version,
-                kind=ChangeKind.BACKOUT_LAST,
-                uow_id=None,
-                persistent=header.persistent,
-                msg_id=header.msg_id,
-            )
-            if back is undo.Undo.DONE:
-                raise
-            logger.warning("get from %s stands, unlogged: %s", queue.name, failure)
-    return message
-
-
-def _own_get(
-    mgr: QueueManager, queue: QueueState, request: GetRequest, trop: Trop
-) -> m.Message | None:
-    """Return the unit's own uncommitted put (read by id, gap O5); it stays put."""
-    entry = queue.acc.read(ById(trop.entry_id, queue.put_list))
-    assert entry is not None
-    header = m.Decoded(entry.data)
-    trop.trqs.take_own(trop)
-    if header.expired(mgr.clock.time()):
-        return None  # discarded within the unit: commit and backout both delete it
-    body_length = len(entry.data) - header.body_offset
-    if (
-        request.max_length is not None
-        and body_length > request.max_length
-        and (not request.accept_truncated)
-    ):
-        trop.trqs.give_back_own(trop)
-        raise mq_error(
-            MQReason.TRUNCATED_MSG_FAILED,
-            f"the message is {body_length} bytes, more than max_length {request.max_length}",
-            data_length=body_length,
-        )
-    return m.to_message(
-        entry.data,
-        0,
-        trop.entry_id,
-        max_length=request.max_length if request.accept_truncated else None,
-        header=header,
-    )
-
-
-def _take_by_id(mgr: QueueManager, queue: QueueState, request: GetRequest) -> ListEntry | None:
+def _take_by_id(
+    core: ManagerCore, queue: QueueState, request: getting.GetRequest
+) -> ListEntry | None:
     """Move the first committed message with the id(s) to the get list (§5.9).
 
     The secondary key is assigned at commit, so only committed messages match.  With
@@ -524,7 +311,7 @@ def _take_by_id(mgr: QueueManager, queue: QueueState, request: GetRequest) -> Li
         )
         return None if change is None else change.entry
     for _ in range(100):
-        candidate = _matching(mgr, queue, request)
+        candidate = _matching(core, queue, request)
         if candidate is None:
             return None
         try:
@@ -542,7 +329,9 @@ def _take_by_id(mgr: QueueManager, queue: QueueState, request: GetRequest) -> Li
     return None
 
 
-def _matching(mgr: QueueManager, queue: QueueState, request: GetRequest) -> ListEntry | None:
+def _matching(
+    core: ManagerCore, queue: QueueState, request: getting.GetRequest
+) -> ListEntry | None:
     acc = queue.acc
     key = request.index_key
     assert key is not None
@@ -557,13 +346,13 @@ def _matching(mgr: QueueManager, queue: QueueState, request: GetRequest) -> List
     return None
 
 
-def _other_id_matches(entry: ListEntry, request: GetRequest) -> bool:
+def _other_id_matches(entry: ListEntry, request: getting.GetRequest) -> bool:
     _, msg_id, correl_id = m.decode_adjunct(entry.adjunct)
     return msg_id == request.msg_id and correl_id == request.correl_id
 
 
 def _wait(
-    mgr: QueueManager, queue: QueueState, request: GetRequest, wait: float
+    core: ManagerCore, queue: QueueState, request: getting.GetRequest, wait: float
 ) -> m.Message | None:
     """Sleep until the committed range (or the id's sublist) fills, then try again."""
     deadline = time.monotonic() + wait
@@ -572,7 +361,7 @@ def _wait(
         spec = MonitorSpec(queue.put_list, secondary_key=request.index_key)
     else:
         spec = MonitorSpec(queue.put_list, keys.COMMITTED_LOW, keys.COMMITTED_HIGH)
-    dispatcher = mgr._dispatcher(acc)
+    dispatcher = core.dispatcher(acc)
     registration = acc.register_monitor(spec)
     generation = acc.generation
     try:
@@ -583,7 +372,7 @@ def _wait(
                 registration = acc.register_monitor(spec)
                 retry_now = True
             if retry_now:
-                found = _attempt(mgr, queue, request)
+                found = _attempt(core, queue, request)
                 if found is not None:
                     return found
             remaining = deadline - time.monotonic()
@@ -597,7 +386,7 @@ def _wait(
                 retry_now = True
             else:
                 retry_now = dispatcher.wait(registration.monitor_id, remaining)
-            _check_get_allowed(queue)
+            getting.check_get_allowed(queue)
     finally:
         # The connection may be the reason we are leaving.
         with contextlib.suppress(CFError, MQError):

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from sharedq.cf import CFError
 from sharedq.mq import operations
 from sharedq.mq.browse import Browser
+from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import QueueDefinition, QueueState
 from sharedq.mq.errors import from_cf
+from sharedq.mq.getting import GetRequest
 from sharedq.mq.messages import Message
-from sharedq.mq.uow import UnitOfWork
-
-if TYPE_CHECKING:
-    from sharedq.mq.manager import QueueManager
+from sharedq.mq.units import UnitState
 
 
 class Queue:
@@ -23,12 +20,12 @@ class Queue:
     once.  Pass a :class:`UnitOfWork` to put or get within it.
     """
 
-    def __init__(self, manager: QueueManager, state: QueueState) -> None:
-        self._mgr = manager
+    def __init__(self, core: ManagerCore, state: QueueState) -> None:
+        self._core = core
         self._state = state
 
     def __repr__(self) -> str:
-        return f"<Queue {self.name!r} on {self._mgr.name} structure={self._state.acc.name}>"
+        return f"<Queue {self.name!r} on {self._core.name} structure={self._state.acc.name}>"
 
     @property
     def name(self) -> str:
@@ -43,7 +40,7 @@ class Queue:
         self,
         body: bytes,
         *,
-        uow: UnitOfWork | None = None,
+        uow: UnitState | None = None,
         priority: int | None = None,
         persistent: bool | None = None,
         msg_id: bytes | None = None,
@@ -56,9 +53,9 @@ class Queue:
         defaults; ``expiry`` is a lifetime in seconds; ids are up to 24 bytes (padded
         with zeros) and a message id is generated when none is given.
         """
-        self._mgr._check_open()
+        self._core.check_open()
         return operations.put(
-            self._mgr,
+            self._core,
             self._state,
             body,
             priority=priority,
@@ -72,7 +69,7 @@ class Queue:
     def get(
         self,
         *,
-        uow: UnitOfWork | None = None,
+        uow: UnitState | None = None,
         wait: float | None = None,
         msg_id: bytes | None = None,
         correl_id: bytes | None = None,
@@ -90,20 +87,20 @@ class Queue:
         ``uow`` only if the message is persistent, and of the unit's own puts only the
         persistent ones are candidates.  ``NoMessageAvailable`` (2033) if none.
         """
-        self._mgr._check_open()
-        request = operations.GetRequest(
+        self._core.check_open()
+        request = GetRequest(
             self._state, uow, msg_id, correl_id, max_length, accept_truncated, if_persistent
         )
-        return operations.get(self._mgr, self._state, request, wait)
+        return operations.get(self._core, self._state, request, wait)
 
     def browser(self, *, msg_id: bytes | None = None, correl_id: bytes | None = None) -> Browser:
         """A browse cursor; iterate it, or call ``first``/``next``/``get``."""
-        self._mgr._check_open()
-        return Browser(self._mgr, self._state, msg_id=msg_id, correl_id=correl_id)
+        self._core.check_open()
+        return Browser(self._core, self._state, msg_id=msg_id, correl_id=correl_id)
 
     def depth(self) -> int:
         """Messages on the put list: committed and uncommitted puts (gap S7)."""
-        self._mgr._check_open()
+        self._core.check_open()
         try:
             return self._state.acc.list_info(self._state.put_list).entries - 1
         except CFError as error:

@@ -16,16 +16,14 @@ and writes no descriptors: a descriptor exists so that a peer can finish what it
 writer started, and one request is never half done.  (Prepare always writes them:
 a prepared unit must survive its manager.)
 
-Bulk requests stop after their budget of entries; every one here is redriven from the
-first entry not processed (p[235]), and treats an entry already gone or already moved
-as done, which is what makes recovery's redo safe.
+Bulk requests are redriven until done (:mod:`sharedq.mq.bulk`).  Every function takes
+the manager's :class:`~sharedq.mq.core.ManagerCore` and the unit's state.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
 from typing import NoReturn
 
 from sharedq.cf import (
@@ -33,66 +31,20 @@ from sharedq.cf import (
     BulkMove,
     ById,
     CFError,
-    ListMismatch,
     StructureFull,
 )
 from sharedq.mq import descriptors as d
 from sharedq.mq import undo
-from sharedq.mq.access import StructureAccess, UowRef, tolerating
+from sharedq.mq.bulk import bulk_delete, bulk_move
+from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import QueueState
 from sharedq.mq.errors import JournalFailed, MQReason, from_cf, mq_error
-from sharedq.mq.journal import NO_JOURNAL, ChangeKind, DecisionUncertain, EntryMeaning
-from sharedq.mq.uow import Trop, TropKind, Trqs, UnitOfWork, UowState
+from sharedq.mq.journal import ChangeKind
+from sharedq.mq.units import Status, Trop, TropKind, Trqs, UnitState, UowState, Written
+from sharedq.seam.access import StructureAccess, UowRef, tolerating
+from sharedq.seam.notes import NO_JOURNAL, DecisionUncertain, EntryMeaning
 
 logger = logging.getLogger("sharedq.mq")
-
-# -- bulk helpers ---------------------------------------------------------------------------
-
-
-def bulk_move(
-    acc: StructureAccess,
-    moves: Sequence[BulkMove],
-    meanings: Sequence[EntryMeaning],
-    *,
-    kind: ChangeKind,
-    uow_id: bytes | None,
-    ignore_limit: bool = False,
-) -> None:
-    """Move entries by id, redriving until done; absent or moved-away entries are done."""
-    start = 0
-    while start < len(moves):
-        result = acc.move_entries(
-            moves[start:],
-            ignore_limit=ignore_limit,
-            missing_ok=True,
-            kind=kind,
-            uow=uow_id,
-            meanings=meanings[start:],
-        )
-        start += result.processed
-        if result.error is not None:
-            if not isinstance(result.error, ListMismatch):
-                raise result.error
-            start += 1
-
-
-def bulk_delete(
-    acc: StructureAccess,
-    entry_ids: Sequence[bytes],
-    meanings: Sequence[EntryMeaning],
-    *,
-    kind: ChangeKind,
-    uow_id: bytes | None,
-) -> None:
-    """Delete entries by id, redriving until done; absent entries are done."""
-    start = 0
-    while start < len(entry_ids):
-        result = acc.delete_entries(
-            entry_ids[start:], missing_ok=True, kind=kind, uow=uow_id, meanings=meanings[start:]
-        )
-        start += result.processed
-        if result.error is not None:  # pragma: no cover - missing_ok leaves none
-            raise result.error
 
 
 def _meaning(trop: Trop) -> EntryMeaning:
@@ -121,7 +73,7 @@ def backout_move(trop: Trop) -> BulkMove:
 # -- commit -------------------------------------------------------------------------------
 
 
-def commit(uow: UnitOfWork) -> None:
+def commit(core: ManagerCore, uow: UnitState) -> None:
     """Commit.  A commit that fails ends the unit all the same: the thread may go on.
 
     Failed before the decision to commit was durable, the unit is backed out instead
@@ -138,67 +90,67 @@ def commit(uow: UnitOfWork) -> None:
         if len(per_structure) == 1:
             (trqs,) = per_structure.values()
             if len(trqs.trops) == 1:
-                _commit_single(trqs.trops[0], uow)
+                _commit_single(core, trqs.trops[0], uow)
                 return
     if uow.state is UowState.PREPARED:
         if uow.descriptors is not None:
             try:
-                _set_status(uow, d.Status.IN_COMMIT)
+                _set_status(core, uow, Status.IN_COMMIT)
             except (CFError, JournalFailed) as error:
-                _pending(uow, error, "the commit of the prepared unit could not be recorded")
+                _pending(core, uow, error, "the commit of the prepared unit could not be recorded")
     elif uow.state is UowState.ACTIVE:
         trops = _all_trops(uow)
         if not trops:
-            _ended(uow)
+            _ended(core, uow)
             return
         if len(trops) == 1:
-            _commit_single(trops[0], uow)
+            _commit_single(core, trops[0], uow)
             return
-        commit_begin(uow)
+        commit_begin(core, uow)
     if uow.state is UowState.BEGIN_COMMIT:
-        _decide(uow)
-    _commit_end(uow)
+        _decide(core, uow)
+    _commit_end(core, uow)
 
 
-def commit_begin(uow: UnitOfWork) -> None:
+def commit_begin(core: ManagerCore, uow: UnitState) -> None:
     """Phase 1: descriptors "begin commit".  Not written (no room for them, refused,
     not logged): the unit is backed out instead, BACKED_OUT."""
-    mgr = uow.manager
     try:
-        uow.descriptors = d.write(mgr.admin, mgr.descriptor_list, uow, d.Status.BEGIN_COMMIT)
+        uow.descriptors = d.write(core.admin, core.descriptor_list, uow, Status.BEGIN_COMMIT)
     except StructureFull as error:
         _backed_out_instead(
-            uow, error, "no room in the administrative structure for the commit's descriptors"
+            core, uow, error, "no room in the administrative structure for the commit's descriptors"
         )
     except (CFError, JournalFailed) as error:
-        _backed_out_instead(uow, error, f"the commit's descriptors could not be written ({error})")
+        _backed_out_instead(
+            core, uow, error, f"the commit's descriptors could not be written ({error})"
+        )
     uow.state = UowState.BEGIN_COMMIT
 
 
-def _decide(uow: UnitOfWork) -> None:
+def _decide(core: ManagerCore, uow: UnitState) -> None:
     """Between the two calls: the decision is logged, then the descriptors say "in
     commit"; from either on, the unit is committed whatever happens (p[223]-p[229])."""
     written = uow.descriptors
-    if not isinstance(written, d.Written) or written.status is not d.Status.BEGIN_COMMIT:
+    if not isinstance(written, Written) or written.status is not Status.BEGIN_COMMIT:
         return
-    mgr = uow.manager
     try:
-        recorded = mgr.journal.commit_decided(mgr.name, uow.uow_id, _structure_names(uow))
+        recorded = core.journal.commit_decided(core.name, uow.uow_id, _structure_names(uow))
     except DecisionUncertain as error:
-        _pending(uow, error, "the commit decision was only partly logged")
+        _pending(core, uow, error, "the commit decision was only partly logged")
     except Exception as error:
-        _backed_out_instead(uow, error, f"the commit decision could not be logged ({error})")
+        _backed_out_instead(core, uow, error, f"the commit decision could not be logged ({error})")
     try:
-        _set_status(uow, d.Status.IN_COMMIT)
+        _set_status(core, uow, Status.IN_COMMIT)
     except JournalFailed as error:
-        _pending(uow, error, 'the descriptors say "in commit", unlogged')
+        _pending(core, uow, error, 'the descriptors say "in commit", unlogged')
     except CFError as error:
         if recorded:
-            _pending(uow, error, 'the structure refused "in commit" after the log decided')
-        _backed_out_instead(uow, error, f'the structure refused "in commit" ({error})')
+            _pending(core, uow, error, 'the structure refused "in commit" after the log decided')
+        _backed_out_instead(core, uow, error, f'the structure refused "in commit" ({error})')
 
 
-def _commit_end(uow: UnitOfWork) -> None:
+def _commit_end(core: ManagerCore, uow: UnitState) -> None:
     """Phase 2 ("in commit"): the commit actions, then the descriptors go."""
     uow_id = uow.uow_id
     numbers = sorted(uow.structures)
@@ -208,20 +160,20 @@ def _commit_end(uow: UnitOfWork) -> None:
             for trqs in uow.structures[number].values():
                 commit_queue(trqs, uow_id)
             acted = number == numbers[-1]
-            _delete_structure_descriptors(uow, number)
-        _delete_muse(uow)
+            _delete_structure_descriptors(core, uow, number)
+        _delete_muse(core, uow)
     except (CFError, JournalFailed) as error:
         if not acted:
             # Undoing a decided commit is not ours to do: the descriptors ("in commit")
             # or the logged decision make the restart complete it.
-            _pending(uow, error, "the commit stopped part-way")
+            _pending(core, uow, error, "the commit stopped part-way")
         # Every commit action is done: the unit is committed.  Descriptors left behind
         # (or deleted unlogged) make a restart find it done, and delete them.
         logger.warning("unit %s committed; its descriptors: %s", uow_id.hex(), error)
-    _ended(uow)
+    _ended(core, uow)
 
 
-def _commit_single(trop: Trop, uow: UnitOfWork) -> None:
+def _commit_single(core: ManagerCore, trop: Trop, uow: UnitState) -> None:
     """A one-operation commit: one request, no descriptors."""
     try:
         _commit_one(trop, uow)
@@ -230,27 +182,29 @@ def _commit_single(trop: Trop, uow: UnitOfWork) -> None:
             # The commit stands (taken by another manager, or the structure refused the
             # undo): failing it now would have the application do its work again.
             logger.warning("unit %s committed, unlogged: %s", uow.uow_id.hex(), failure)
-            _ended(uow)
+            _ended(core, uow)
             return
-        _ended(uow)
+        _ended(core, uow)
         raise mq_error(
             MQReason.BACKED_OUT,
             f"the recovery log could not record the commit ({failure}); "
             "the unit of work was backed out",
         ) from failure
     except CFError as error:
-        _backed_out_instead(uow, error, f"the structure refused the commit ({error})")
-    _ended(uow)
+        _backed_out_instead(core, uow, error, f"the structure refused the commit ({error})")
+    _ended(core, uow)
 
 
-def _backed_out_instead(uow: UnitOfWork, cause: BaseException, why: str) -> NoReturn:
+def _backed_out_instead(
+    core: ManagerCore, uow: UnitState, cause: BaseException, why: str
+) -> NoReturn:
     """A commit that failed before its decision was durable: back out, BACKED_OUT."""
     try:
-        _backout(uow)
+        _backout(core, uow)
     except CFError as error:
         # Ended here; its descriptors ("in abort", or "begin commit" with no decision
         # logged) or none (in flight) make restart and peer recovery back it out.
-        _ended(uow)
+        _ended(core, uow)
         why += (
             f"; what the structure refused to take back now ({error}) is backed out by "
             "this manager's restart or a peer's recovery of it"
@@ -258,23 +212,23 @@ def _backed_out_instead(uow: UnitOfWork, cause: BaseException, why: str) -> NoRe
     raise mq_error(MQReason.BACKED_OUT, f"{why}; the unit of work was backed out") from cause
 
 
-def _pending(uow: UnitOfWork, cause: BaseException, why: str) -> NoReturn:
+def _pending(core: ManagerCore, uow: UnitState, cause: BaseException, why: str) -> NoReturn:
     """End the unit here, its decided outcome left to this manager's restart (or a
     peer's recovery of it): OUTCOME_PENDING."""
     written = uow.descriptors
     prepared = uow.state is UowState.PREPARED
-    if prepared and _status_is(uow, d.Status.IN_PREPARE):
+    if prepared and _status_is(uow, Status.IN_PREPARE):
         what = "it is in doubt again at this manager's restart, for its coordinator"
     else:
         what = "this manager's restart, or a peer's recovery of it, carries it out"
-        if isinstance(written, d.Written) and written.status is d.Status.BEGIN_COMMIT:
+        if isinstance(written, Written) and written.status is Status.BEGIN_COMMIT:
             # Decided, perhaps in the log alone: "in commit" in the descriptors as well
             # if the structure takes it, so that nothing can back the unit out.
             with contextlib.suppress(CFError), tolerating():
-                _set_status(uow, d.Status.IN_COMMIT)
+                _set_status(core, uow, Status.IN_COMMIT)
     # The journal is not told the unit ended: a log keeps it among the units whose
     # commit it decided, for the restart.
-    _ended(uow, journal=False)
+    _ended(core, uow, journal=False)
     raise mq_error(
         MQReason.OUTCOME_PENDING,
         f"{why} ({cause}): the unit of work has ended here, and {what}",
@@ -337,17 +291,17 @@ def _commit_one(trop: Trop, uow_id: UowRef) -> None:
 # -- backout ----------------------------------------------------------------------------------
 
 
-def backout(uow: UnitOfWork) -> None:
+def backout(core: ManagerCore, uow: UnitState) -> None:
     """Back out.  A backout that fails ends the unit all the same: what is left of it,
     this manager's restart (or a peer's recovery of it) backs out, and the structure's
     error is raised.  A prepared unit whose "in abort" cannot be recorded stays in doubt
     for that restart instead (OUTCOME_PENDING)."""
     try:
-        _backout(uow)
+        _backout(core, uow)
     except CFError as error:
-        if uow.state is UowState.PREPARED and not _status_is(uow, d.Status.IN_ABORT):
-            _pending(uow, error, "the backout of the prepared unit could not be recorded")
-        _ended(uow)
+        if uow.state is UowState.PREPARED and not _status_is(uow, Status.IN_ABORT):
+            _pending(core, uow, error, "the backout of the prepared unit could not be recorded")
+        _ended(core, uow)
         raise from_cf(
             error,
             "backout (the unit of work has ended; this manager's restart, or a peer's "
@@ -355,23 +309,22 @@ def backout(uow: UnitOfWork) -> None:
         ) from error
 
 
-def _backout(uow: UnitOfWork) -> None:
+def _backout(core: ManagerCore, uow: UnitState) -> None:
     """Back out, carrying on through journal failures: nothing of a backout is undone,
     and recovery backs out whatever of it a log lacks (an uncommitted put is deleted,
     a gotten message returned, descriptors "in abort" followed)."""
     with tolerating() as failures:
-        _backout_actions(uow)
+        _backout_actions(core, uow)
     if failures:
         logger.warning("backout of unit %s not all logged: %s", uow.uow_id.hex(), failures[0])
-    _after_backout(uow)
+    _after_backout(core, uow)
 
 
-def _backout_actions(uow: UnitOfWork) -> None:
-    mgr = uow.manager
+def _backout_actions(core: ManagerCore, uow: UnitState) -> None:
     if uow.state in (UowState.PREPARED, UowState.BEGIN_COMMIT):
         if uow.descriptors is not None:
             try:
-                _set_status(uow, d.Status.IN_ABORT)
+                _set_status(core, uow, Status.IN_ABORT)
             except CFError:
                 if uow.state is UowState.PREPARED:
                     raise
@@ -381,22 +334,22 @@ def _backout_actions(uow: UnitOfWork) -> None:
         trops = _all_trops(uow)
         acting = [t for t in trops if t is not uow.marked]
         if len(acting) == 1 and len(uow.structures) == 1:
-            _backout_one(acting[0], uow, mgr.clock.time())
+            _backout_one(acting[0], uow, core.clock.time())
             return
         if acting:
             try:
-                uow.descriptors = d.write(mgr.admin, mgr.descriptor_list, uow, d.Status.IN_ABORT)
+                uow.descriptors = d.write(core.admin, core.descriptor_list, uow, Status.IN_ABORT)
             except CFError:
                 # Without descriptors a failure now leaves the unit in flight, and a
                 # peer backs out in-flight work the same way: nothing is lost.
                 uow.descriptors = None
-    now = mgr.clock.time()
+    now = core.clock.time()
     uow_id = uow.uow_id
     for number in sorted(uow.structures):
         for trqs in uow.structures[number].values():
             backout_queue(trqs, uow_id, now, skip=uow.marked)
-        _delete_structure_descriptors(uow, number)
-    _delete_muse(uow)
+        _delete_structure_descriptors(core, uow, number)
+    _delete_muse(core, uow)
 
 
 def backout_queue(trqs: Trqs, uow_id: bytes, now: float, skip: Trop | None = None) -> None:
@@ -469,11 +422,11 @@ def _backout_one(trop: Trop, uow_id: UowRef, now: float) -> None:
         )
 
 
-def _after_backout(uow: UnitOfWork) -> None:
+def _after_backout(core: ManagerCore, uow: UnitState) -> None:
     """End the unit, or carry a mark-skip-backout get into a new one (gap O8)."""
     marked = uow.marked
     if marked is None:
-        _ended(uow)
+        _ended(core, uow)
         return
     uow.structures.clear()
     uow.renew_id()
@@ -488,14 +441,13 @@ def _after_backout(uow: UnitOfWork) -> None:
 # -- prepare ------------------------------------------------------------------------------
 
 
-def prepare(uow: UnitOfWork) -> None:
+def prepare(core: ManagerCore, uow: UnitState) -> None:
     """Write the descriptors "in prepare"; only commit or backout may follow (§5.13)."""
     if uow.state is not UowState.ACTIVE:
         raise mq_error(MQReason.UOW_STATE_ERROR, f"cannot prepare a unit that is {uow.state.value}")
-    mgr = uow.manager
     if _all_trops(uow):
         try:
-            uow.descriptors = d.write(mgr.admin, mgr.descriptor_list, uow, d.Status.IN_PREPARE)
+            uow.descriptors = d.write(core.admin, core.descriptor_list, uow, Status.IN_PREPARE)
         except CFError as error:
             raise from_cf(error, "prepare") from error
     uow.state = UowState.PREPARED
@@ -504,7 +456,7 @@ def prepare(uow: UnitOfWork) -> None:
 # -- mark skip backout, last-message services ---------------------------------------------------
 
 
-def mark_skip_backout(uow: UnitOfWork, token: bytes) -> None:
+def mark_skip_backout(uow: UnitState, token: bytes) -> None:
     """Mark one get of this unit to stay gotten if the unit backs out (§5.16)."""
     trop = uow.find(token) if token else None
     if trop is None:
@@ -567,44 +519,43 @@ def expire_last(
 # -- descriptors and the end ------------------------------------------------------------------
 
 
-def _all_trops(uow: UnitOfWork) -> list[Trop]:
+def _all_trops(uow: UnitState) -> list[Trop]:
     return [t for qs in uow.structures.values() for q in qs.values() for t in q.trops]
 
 
-def _set_status(uow: UnitOfWork, status: d.Status) -> None:
+def _set_status(core: ManagerCore, uow: UnitState, status: Status) -> None:
     written = uow.descriptors
-    assert isinstance(written, d.Written)
-    d.set_status(uow.manager.admin, uow, written, status)
+    assert isinstance(written, Written)
+    d.set_status(core.admin, uow, written, status)
 
 
-def _delete_structure_descriptors(uow: UnitOfWork, number: int) -> None:
+def _delete_structure_descriptors(core: ManagerCore, uow: UnitState, number: int) -> None:
     written = uow.descriptors
-    if isinstance(written, d.Written) and number in written.parts:
-        d.delete_structure(uow.manager.admin, uow.uow_id, written.parts.pop(number))
+    if isinstance(written, Written) and number in written.parts:
+        d.delete_structure(core.admin, uow.uow_id, written.parts.pop(number))
 
 
-def _delete_muse(uow: UnitOfWork) -> None:
+def _delete_muse(core: ManagerCore, uow: UnitState) -> None:
     written = uow.descriptors
-    if isinstance(written, d.Written) and written.muse_id is not None:
-        d.delete_muse(uow.manager.admin, uow.uow_id, written.muse_id)
+    if isinstance(written, Written) and written.muse_id is not None:
+        d.delete_muse(core.admin, uow.uow_id, written.muse_id)
         written.muse_id = None
 
 
-def _structure_names(uow: UnitOfWork) -> list[str]:
+def _structure_names(uow: UnitState) -> list[str]:
     return sorted(
         {trqs.queue.acc.name for queues in uow.structures.values() for trqs in queues.values()}
     )
 
 
-def _status_is(uow: UnitOfWork, status: d.Status) -> bool:
+def _status_is(uow: UnitState, status: Status) -> bool:
     written = uow.descriptors
-    return isinstance(written, d.Written) and written.status is status
+    return isinstance(written, Written) and written.status is status
 
 
-def _ended(uow: UnitOfWork, *, journal: bool = True) -> None:
+def _ended(core: ManagerCore, uow: UnitState, *, journal: bool = True) -> None:
     """The unit has ended (its thread may begin another); then the journal is told."""
-    mgr = uow.manager
-    told = journal and mgr.journal is not NO_JOURNAL
+    told = journal and core.journal is not NO_JOURNAL
     if told:
         uow_id = uow.uow_id if uow.has_id else None
         names = _structure_names(uow)
@@ -612,10 +563,10 @@ def _ended(uow: UnitOfWork, *, journal: bool = True) -> None:
     uow.structures.clear()
     uow.descriptors = None
     uow.marked = None
-    mgr._unit_ended(uow)
+    core.unit_ended(uow)
     if told:
         try:
-            mgr.journal.unit_ended(mgr.name, uow_id, names)
+            core.journal.unit_ended(core.name, uow_id, names)
         except Exception as error:
             # What the unit did stands in the structure; raising now would have the
             # application do it again.  The log keeps failing visibly elsewhere.

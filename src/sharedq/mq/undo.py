@@ -27,11 +27,11 @@ import logging
 from enum import Enum
 
 from sharedq.cf import ById, CFError, ListEntry, ListMismatch, NoSuchEntry
-from sharedq.mq.access import tolerating
 from sharedq.mq.definitions import QueueState
 from sharedq.mq.errors import JournalFailed
 from sharedq.mq.journal import ChangeKind
-from sharedq.mq.uow import Trop, TropKind, UnitOfWork
+from sharedq.mq.units import Trop, TropKind, UnitState
+from sharedq.seam.access import tolerating
 
 logger = logging.getLogger("sharedq.mq")
 
@@ -143,16 +143,16 @@ def unrecorded_put(
     ukey: bytes,
     msg_id: bytes,
     secondary: bytes | None,
-    uow: UnitOfWork | None,
+    uow: UnitState | None,
 ) -> bool:
     """The log could not record the put's write (or, out of syncpoint, its sync): the
     entry is deleted.  ``True``: it could not be, and the put stands (return it)."""
-    note = failure.note
-    persistent = bool(note.persistent)
-    outcome = delete_put(queue, entry_id, note.uow_id, persistent, msg_id)
+    about = failure.about
+    persistent = bool(about.persistent)
+    outcome = delete_put(queue, entry_id, about.uow_id, persistent, msg_id)
     if outcome is Undo.DONE:
         return False
-    if note.kind is ChangeKind.SYNC_PUT:
+    if failure.meaning is ChangeKind.SYNC_PUT:
         # Committed by the sync, the message was visible to every get at once: taken
         # already (GONE), or left on the queue by a structure that refused the delete,
         # it is on the queue for good.  Failing the put now would have the application
@@ -172,13 +172,14 @@ def unrecorded_put(
     return False
 
 
-def take_back(queue: QueueState, failure: JournalFailed, uow: UnitOfWork | None) -> None:
+def take_back(queue: QueueState, failure: JournalFailed, uow: UnitState | None) -> None:
     """The log could not record a get's move to the get list: the message goes back."""
     entry = failure.entry
-    note = failure.note
+    assert entry is not None, "a get's move was not recorded: its entry is known"
+    about = failure.about
     uow_id = uow.uow_id if uow is not None else None
     outcome = return_get(
-        queue, entry.entry_id, queue.get_list, uow_id, note.persistent, note.msg_id
+        queue, entry.entry_id, queue.get_list, uow_id, about.persistent, about.msg_id
     )
     if outcome is not Undo.DONE:
         # Left on this manager's get list (not in the unit, which never had it): the
@@ -196,6 +197,7 @@ def commit_one(trop: Trop, uow_id: bytes, failure: JournalFailed) -> bool:
     elif trop.kind is TropKind.GET:
         # Deleted: written back where a backout returns it, its backout count + 1.
         entry = failure.entry
+        assert entry is not None, "a commit's delete was not recorded: its entry is known"
         outcome = rewrite(
             queue,
             entry,

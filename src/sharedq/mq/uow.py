@@ -1,179 +1,25 @@
-"""Units of work and what they track: the patent's eTHRD, TRQS and TROP (§4).
+"""The application's unit of work: puts and gets that commit or back out together.
 
-A :class:`UnitOfWork` is owned by the thread that began it.  It keeps, per structure
-(by structure number) and per queue in order of first access, a :class:`Trqs` whose
-:class:`Trop` records are the unit's puts and gets.  At syncpoint the structures are
-processed in ascending number, the queues in order of first access, and each queue's
-operations in priority and put-time order (§4.5).
-
-The best keys (§5.5): for each queue, the committed form of the unit's best
-(highest-priority, then earliest) own uncommitted in-syncpoint put, overall and among
-persistent puts only.  A get in syncpoint takes the head of the put list only if its
-key is at most the best key; otherwise the unit gets its own put.  The candidates are
-kept sorted, so that the best keys stay right when a put becomes a get and when a
-backout-last turns it back into a put (gap O4).
+What a unit tracks (its TRQS and TROPs, its status, its descriptors) is
+:class:`~sharedq.mq.units.UnitState`; :class:`UnitOfWork` adds what an application
+does with it, each handed to :mod:`sharedq.mq.syncpoint`, which owns commit, backout and
+prepare.
 """
 
 from __future__ import annotations
 
-import threading
-from enum import Enum, IntEnum
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
 
-from sortedcontainers import SortedKeyList
-
-from sharedq.mq import keys
-from sharedq.mq.definitions import QueueState
+from sharedq.mq import syncpoint
+from sharedq.mq.core import ManagerCore
 from sharedq.mq.errors import MQReason, mq_error
 from sharedq.mq.messages import Message
+from sharedq.mq.units import Trop, TropKind, Trqs, UnitState, UowState
 
-if TYPE_CHECKING:
-    from sharedq.mq.descriptors import Written
-    from sharedq.mq.manager import QueueManager
-
-
-class TropKind(IntEnum):
-    """What one operation of a unit of work is."""
-
-    #: An uncommitted put (key X'F6...').
-    PUT = 1
-    #: A get of a committed message, now on this manager's get list.
-    GET = 2
-    #: A get of the unit's own uncommitted put: the entry stays on the put list.
-    OWN_GET = 3
+__all__ = ["Trop", "TropKind", "Trqs", "UnitOfWork", "UowState"]
 
 
-class Trop:
-    """One put or get of a unit of work (a TROP, §4.3)."""
-
-    __slots__ = (
-        "ckey",
-        "entry_id",
-        "expires_at",
-        "key",
-        "kind",
-        "msg_id",
-        "persistent",
-        "secondary",
-        "trqs",
-    )
-
-    def __init__(
-        self,
-        kind: TropKind,
-        entry_id: bytes,
-        key: bytes,
-        persistent: bool,
-        msg_id: bytes,
-        secondary: bytes | None,
-        expires_at: float | None,
-        trqs: Trqs,
-    ) -> None:
-        self.kind = kind
-        self.entry_id = entry_id
-        #: The entry's key now: uncommitted for PUT and OWN_GET, committed for GET.
-        self.key = key
-        self.ckey = keys.committed_form(key)
-        self.persistent = persistent
-        self.msg_id = msg_id
-        #: The secondary key a put takes at commit (indexed queues), else ``None``.
-        self.secondary = secondary
-        self.expires_at = expires_at
-        self.trqs = trqs
-
-    def __repr__(self) -> str:
-        return f"<Trop {self.kind.name} {self.entry_id.hex()} key={self.key.hex()}>"
-
-
-def _by_committed_key(trop: Trop) -> bytes:
-    return trop.ckey
-
-
-class Trqs:
-    """The operations of one unit of work on one queue (a TRQS, §4.2)."""
-
-    __slots__ = ("_best_all", "_best_persistent", "queue", "trops")
-
-    def __init__(self, queue: QueueState) -> None:
-        self.queue = queue
-        self.trops: list[Trop] = []
-        self._best_all: SortedKeyList | None = None
-        self._best_persistent: SortedKeyList | None = None
-
-    def add(self, trop: Trop) -> None:
-        self.trops.append(trop)
-        if trop.kind is TropKind.PUT:
-            self._candidate(trop)
-
-    def _candidate(self, trop: Trop) -> None:
-        if self._best_all is None:
-            self._best_all = SortedKeyList(key=_by_committed_key)
-            self._best_persistent = SortedKeyList(key=_by_committed_key)
-        self._best_all.add(trop)
-        if trop.persistent:
-            assert self._best_persistent is not None
-            self._best_persistent.add(trop)
-
-    def best(self, persistent_only: bool) -> Trop | None:
-        """The unit's best own uncommitted put here, or ``None``."""
-        found = self._best_persistent if persistent_only else self._best_all
-        return found[0] if found else None
-
-    def best_key(self, persistent_only: bool) -> bytes:
-        """The key a get compares the head with: X'0A00..' when there is no candidate."""
-        best = self.best(persistent_only)
-        return keys.COMMITTED_COMPARATOR if best is None else best.ckey
-
-    def take_own(self, trop: Trop) -> None:
-        """A get returned the unit's own put: the TROP says get now (p[158], p[227])."""
-        self._drop_candidate(trop)
-        trop.kind = TropKind.OWN_GET
-
-    def give_back_own(self, trop: Trop) -> None:
-        """Backout last message of an own put: the TROP says put again (p[242])."""
-        trop.kind = TropKind.PUT
-        self._candidate(trop)
-
-    def remove(self, trop: Trop) -> None:
-        self.trops.remove(trop)
-        if trop.kind is TropKind.PUT:
-            self._drop_candidate(trop)
-
-    def _drop_candidate(self, trop: Trop) -> None:
-        if self._best_all is not None and trop in self._best_all:
-            self._best_all.remove(trop)
-        if self._best_persistent is not None and trop in self._best_persistent:
-            self._best_persistent.remove(trop)
-
-    def ordered(self) -> list[Trop]:
-        """The operations in priority, then put-time, order (§4.4)."""
-        return sorted(self.trops, key=_by_committed_key)
-
-
-def _syncpoint() -> Any:
-    """The syncpoint module (it imports this one, so it is imported late, once)."""
-    global _SYNCPOINT
-    if _SYNCPOINT is None:
-        from sharedq.mq import syncpoint
-
-        _SYNCPOINT = syncpoint
-    return _SYNCPOINT
-
-
-_SYNCPOINT: Any = None
-
-
-class UowState(Enum):
-    """Where a unit of work is (``ethr_State``, §6.1, plus its end)."""
-
-    ACTIVE = "active"
-    BEGIN_COMMIT = "begin-commit"
-    PREPARED = "prepared"
-    ENDED = "ended"
-
-
-class UnitOfWork:
+class UnitOfWork(UnitState):
     """A unit of work: puts and gets that commit or back out together.
 
     Use it as a context manager: the block's end commits, an exception backs out (and
@@ -187,110 +33,34 @@ class UnitOfWork:
     typically, putting a copy on a dead-letter queue).
     """
 
-    def __init__(self, manager: QueueManager, owner: int | None) -> None:
-        self.manager = manager
-        #: The thread id of the owner; ``None`` for a unit recovered at restart.
-        self.owner = owner
-        self.state = UowState.ACTIVE
-        self._uow_id: bytes | None = None
-        #: structure number -> put list -> TRQS, in order of first access.
-        self.structures: dict[int, dict[int, Trqs]] = {}
-        self.marked: Trop | None = None
-        #: Descriptor bookkeeping of :mod:`sharedq.mq.descriptors`, once written.
-        self.descriptors: Written | None = None
-        #: Why the unit ended without its owner (a structure it used was lost).
-        self.lost: str | None = None
-
-    def __repr__(self) -> str:
-        ident = self._uow_id.hex() if self._uow_id else "-"
-        return f"<UnitOfWork {ident} {self.state.value} ops={self.operation_count}>"
+    def __init__(self, core: ManagerCore, owner: int | None) -> None:
+        super().__init__(core.stamps, owner)
+        self._core = core
 
     @property
-    def uow_id(self) -> bytes:
-        """The 8-byte UOW id: created at the first put or get (p[57])."""
-        if self._uow_id is None:
-            self._uow_id = self.manager.stamps.uow_id()
-        return self._uow_id
-
-    @property
-    def has_id(self) -> bool:
-        return self._uow_id is not None
-
-    def renew_id(self) -> None:
-        self._uow_id = None
-
-    @property
-    def operation_count(self) -> int:
-        return sum(len(t.trops) for qs in self.structures.values() for t in qs.values())
-
-    def trqs_for(self, queue: QueueState) -> Trqs:
-        per_structure = self.structures.get(queue.acc.number)
-        if per_structure is None:
-            per_structure = self.structures[queue.acc.number] = {}
-        trqs = per_structure.get(queue.put_list)
-        if trqs is None:
-            trqs = per_structure[queue.put_list] = Trqs(queue)
-        return trqs
-
-    def existing_trqs(self, queue: QueueState) -> Trqs | None:
-        per_structure = self.structures.get(queue.acc.number)
-        return None if per_structure is None else per_structure.get(queue.put_list)
-
-    def forget(self, trop: Trop) -> None:
-        """Remove one operation (and its TRQS if that empties it)."""
-        trqs = trop.trqs
-        trqs.remove(trop)
-        if not trqs.trops:
-            per_structure = self.structures[trqs.queue.acc.number]
-            del per_structure[trqs.queue.put_list]
-            if not per_structure:
-                del self.structures[trqs.queue.acc.number]
-
-    def find(self, token: bytes) -> Trop | None:
-        for per_structure in self.structures.values():
-            for trqs in per_structure.values():
-                for trop in trqs.trops:
-                    if trop.entry_id == token:
-                        return trop
-        return None
-
-    # -- checks --------------------------------------------------------------------------
-
-    def check_usable(self, *, for_operation: bool) -> None:
-        """Raise unless the calling thread may use this unit now."""
-        if self.owner is not None and self.owner != threading.get_ident():
-            raise mq_error(MQReason.UOW_NOT_OWNER, "this unit of work belongs to another thread")
-        if self.lost is not None:
-            raise mq_error(MQReason.BACKED_OUT, self.lost)
-        if self.state is UowState.ENDED:
-            raise mq_error(MQReason.UOW_STATE_ERROR, "this unit of work has ended")
-        if for_operation and self.state is not UowState.ACTIVE:
-            raise mq_error(
-                MQReason.UOW_STATE_ERROR,
-                f"no puts or gets in a unit of work that is {self.state.value}",
-            )
-
-    # -- syncpoint ------------------------------------------------------------------------
+    def manager_name(self) -> str:
+        """The name of the queue manager the unit belongs to."""
+        return self._core.name
 
     def commit(self) -> None:
         """Commit: puts become visible to every manager, gotten messages are removed."""
         self.check_usable(for_operation=False)
-        _syncpoint().commit(self)
+        syncpoint.commit(self._core, self)
 
     def backout(self) -> None:
         """Back out: puts vanish, gotten messages return to their place, count + 1."""
         self.check_usable(for_operation=False)
-        _syncpoint().backout(self)
+        syncpoint.backout(self._core, self)
 
     def prepare(self) -> None:
         """Phase 1 of two-phase commit: the outcome survives this manager's failure."""
         self.check_usable(for_operation=False)
-        _syncpoint().prepare(self)
+        syncpoint.prepare(self._core, self)
 
     def mark_skip_backout(self, message: Message) -> None:
         """Keep this gotten message out of a backout (at most one per unit of work)."""
         self.check_usable(for_operation=True)
-        _syncpoint().mark_skip_backout(self, message.token)
+        syncpoint.mark_skip_backout(self, message.token)
 
     @property
     def active(self) -> bool:

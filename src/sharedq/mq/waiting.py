@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 
-from sharedq.mq.access import StructureAccess
+from sharedq.seam.access import StructureAccess
 
 
 class EventDispatcher:

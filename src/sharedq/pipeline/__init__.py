@@ -1,6 +1,7 @@
 """The data pipeline on Spark: jobs over the recovery log and the structure checkpoints.
 
-Jobs (``sharedq pipeline JOB``, or :func:`sharedq.pipeline.cli_support.run_job`):
+Jobs (``sharedq pipeline JOB``; each a plain function ``run(ctx, ...)`` in
+:mod:`sharedq.pipeline.jobs`, made a command by :mod:`sharedq.cli.pipeline`):
 ``recover`` (the structure image at the end of the log or at a point in time),
 ``print`` (the log print utility), ``track`` (the life of every message), ``stats``
 (per queue and server), ``capacity`` (structure sizing), ``report`` (all of them,

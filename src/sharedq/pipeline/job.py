@@ -4,7 +4,7 @@ A job is a function ``run(ctx, **options) -> JobResult``: it reads through the
 context (the log as one DataFrame, the pairs' SRDS files), calls pure transformations
 (``sharedq.pipeline.transforms``), writes Parquet under ``ctx.output / <job>`` and
 returns a human-readable summary with the figures a report or a test needs.  The
-command line, ``spark-submit`` and the demo all run jobs through :func:`run_job`.
+command line and ``spark-submit`` run jobs through :func:`sharedq.cli.pipeline.run_job`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
 the checkpoint file format that recovery and the Spark pipeline both read.
 :mod:`sharedq.recovery.restore` rebuilds a structure from an SRDS image and the log
 after it: the computation structure recovery runs and the pipeline is checked against.
+:mod:`sharedq.recovery.replay` applies log records to a structure (:func:`replay`).
 
 The machinery a server layer plugs into (``docs/recovery.md``):
 
@@ -41,6 +42,7 @@ from sharedq.recovery.log_check import LogReport
 from sharedq.recovery.loss import PairCheck, accept_loss, check_pair
 from sharedq.recovery.pair import PairRecovery, RecoveryClient
 from sharedq.recovery.quiesce import QuiesceGate
+from sharedq.recovery.replay import ReplayResult, apply_record, replay
 from sharedq.recovery.restore import (
     RECOVERY_USER,
     RebuildResult,
@@ -100,6 +102,7 @@ __all__ = [
     "RecoveryReason",
     "RecoverySettings",
     "RecoveryTimeout",
+    "ReplayResult",
     "SlotStatus",
     "SrdsImage",
     "SrdsUnreadable",
@@ -110,6 +113,7 @@ __all__ = [
     "StructureOutcome",
     "StructureUnrecoverable",
     "accept_loss",
+    "apply_record",
     "check_pair",
     "contents",
     "load_image",
@@ -117,6 +121,7 @@ __all__ = [
     "read_srds",
     "rebuild",
     "recovery_error",
+    "replay",
     "rows_to_table",
     "set_controls",
     "slot_status",

@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import msgpack
 
@@ -55,13 +55,22 @@ MACHINERY_KINDS = frozenset({KIND_CHECKPOINT, KIND_COPY, KIND_MARKER, KIND_POSIT
 _MARK = 0xFF
 
 _T = TypeVar("_T")
-#: How a mutating request is made: straight (``direct``), or held while the structure
-#: is quiesced (``QuiesceGate.run``).
-Runner = Callable[..., Any]
+
+#: A change to make: given the connection and the locks it must be conditioned on
+#: (``not_locked``), it makes the request.
+GatedChange = Callable[[ListStructure, tuple[int, ...]], _T]
 
 
-def direct(call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-    return call(*args, **kwargs)
+class Runner(Protocol):
+    """How a change is made: straight (:func:`direct`), or held while the structure is
+    quiesced (``QuiesceGate.run``, which conditions it on the quiesce lock)."""
+
+    def __call__(self, conn: ListStructure, change: GatedChange[_T]) -> _T: ...
+
+
+def direct(conn: ListStructure, change: GatedChange[_T]) -> _T:
+    """Make the change at once, on no lock."""
+    return change(conn, ())
 
 
 @dataclass(frozen=True)
@@ -140,8 +149,14 @@ def write_new(
 ) -> bool:
     """Write a control entry; ``False`` if it exists already (someone was first)."""
     entry_id = area.entry_id(kind, payload)
+    data = pack(value)
     try:
-        run(conn.write, area.list_number, area.key(entry_id), pack(value), entry_id=entry_id)
+        run(
+            conn,
+            lambda c, locks: c.write(
+                area.list_number, area.key(entry_id), data, entry_id=entry_id, not_locked=locks
+            ),
+        )
     except EntryExists:
         return False
     return True
@@ -156,13 +171,17 @@ def replace(
     run: Runner = direct,
 ) -> bool:
     """Rewrite a control entry as read; ``False`` if it changed (or went) since."""
+    data = pack(value)
     try:
         run(
-            conn.update,
-            ById(entry.entry_id, area.list_number),
-            data=pack(value),
-            expect_version=entry.version,
-            set_version=entry.version + 1,
+            conn,
+            lambda c, locks: c.update(
+                ById(entry.entry_id, area.list_number),
+                data=data,
+                expect_version=entry.version,
+                set_version=entry.version + 1,
+                not_locked=locks,
+            ),
         )
     except (VersionMismatch, NoSuchEntry):
         return False
@@ -199,4 +218,5 @@ def delete(
 ) -> None:
     """Delete a control entry if it is there."""
     entry_id = area.entry_id(kind, payload)
-    run(conn.delete, ByKey(area.list_number, area.key(entry_id), Compare.EQ))
+    locator = ByKey(area.list_number, area.key(entry_id), Compare.EQ)
+    run(conn, lambda c, locks: c.delete(locator, not_locked=locks))

@@ -28,19 +28,16 @@ import logging
 import time
 from contextlib import suppress
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
 
-from sharedq.cf import BulkWrite, CFError, ListStructure, StructureParams
-from sharedq.log import RecordType
+from sharedq.cf import BulkWrite, CFError, CouplingFacility, ListStructure, StructureParams
+from sharedq.log import LogStream, LogWriter, RecordType
 from sharedq.recovery import master, structure_recovery
-from sharedq.recovery.control import KIND_CHECKPOINT, KIND_COPY, KIND_MARKER
+from sharedq.recovery.control import KIND_CHECKPOINT, KIND_COPY, KIND_MARKER, ControlArea
 from sharedq.recovery.errors import RecoveryReason, recovery_error
+from sharedq.recovery.layout import PairLayout
 from sharedq.recovery.quiesce import hold_quiesce, release_quiesce
 from sharedq.recovery.restore import LOAD_BATCH, set_controls, write_all
 from sharedq.recovery.srds import ListControls
-
-if TYPE_CHECKING:
-    from sharedq.recovery.pair import PairRecovery
 
 logger = logging.getLogger("sharedq.recovery")
 
@@ -58,40 +55,67 @@ class CopyResult:
     total_seconds: float
 
 
-def copy_structure(pair: PairRecovery, params: StructureParams) -> CopyResult:
+@dataclass(frozen=True)
+class CopySite:
+    """What a copy needs of the pair whose structure it copies, and of the server doing it
+    (:meth:`PairRecovery.copy_structure <sharedq.recovery.PairRecovery.copy_structure>`
+    makes one)."""
+
+    #: Where the structures are.
+    facility: CouplingFacility
+    #: The pair's files: its recovery lock and its ``REBUILDING`` file.
+    layout: PairLayout
+    #: Where the machinery's entries and locks are in each structure.
+    area: ControlArea
+    #: The pair's log, which the new structure's identity names.
+    stream: LogStream
+    #: The server's writer on that log: the ``REBUILD`` record goes there.
+    writer: LogWriter
+    #: The pair's name (its primary structure).
+    pair: str
+    #: The pair's structures, primary first.
+    structures: tuple[str, ...]
+    #: The server's name: the copy connects as ``<server>.COPY``.
+    server: str
+    #: How long the copy waits for the recovery lock, the master function and the
+    #: quiesce, in seconds.
+    max_wait_seconds: float
+
+
+def copy_structure(site: CopySite, params: StructureParams) -> CopyResult:
     """Copy one of the pair's structures to a new allocation described by ``params``."""
     name = params.name
-    if name not in pair.structures:
+    if name not in site.structures:
         raise recovery_error(
-            RecoveryReason.BAD_ARGUMENT, f"{name} is not a structure of pair {pair.pair}"
+            RecoveryReason.BAD_ARGUMENT, f"{name} is not a structure of pair {site.pair}"
         )
     started = time.perf_counter()
-    timeout = pair.settings.max_wait_seconds
-    user = f"{pair.server}.COPY"
-    with pair.layout.recovery_lock(timeout):
-        conn = pair.facility.connect(name, user)
+    timeout = site.max_wait_seconds
+    user = f"{site.server}.COPY"
+    with site.layout.recovery_lock(timeout):
+        conn = site.facility.connect(name, user)
         try:
-            claim = master.claim(conn, pair.area, KIND_COPY, timeout=timeout)
+            claim = master.claim(conn, site.area, KIND_COPY, timeout=timeout)
             if not claim.won:
                 raise recovery_error(
                     RecoveryReason.COPY_FAILED,
                     f"{claim.state.master} is copying structure {name} already",
                 )
-            _wait_for_checkpoint(pair, conn, timeout)
-            hold_quiesce(conn, pair.area, timeout=timeout)
+            _wait_for_checkpoint(site, conn, timeout)
+            hold_quiesce(conn, site.area, timeout=timeout)
             quiesced_at = time.perf_counter()
             snap = conn.snapshot()
-            found = structure_recovery.marker(conn, pair.area)
+            found = structure_recovery.marker(conn, site.area)
             old_identity = "" if found is None else str(found["id"])
-            pair.layout.write_json(pair.layout.rebuilding_file, {"kind": "copy", "by": pair.server})
+            site.layout.write_json(site.layout.rebuilding_file, {"kind": "copy", "by": site.server})
         except BaseException:
-            release_quiesce(conn, pair.area)
+            release_quiesce(conn, site.area)
             with suppress(CFError):
-                master.finish(conn, pair.area, KIND_COPY, completed=False)
+                master.finish(conn, site.area, KIND_COPY, completed=False)
                 conn.disconnect()
             raise
         try:
-            marker_id = pair.area.entry_id(KIND_MARKER)
+            marker_id = site.area.entry_id(KIND_MARKER)
             writes = [
                 BulkWrite(
                     e.list_number, e.key, e.data, e.adjunct, e.secondary_key, e.entry_id, e.version
@@ -104,21 +128,20 @@ def copy_structure(pair: PairRecovery, params: StructureParams) -> CopyResult:
             seq = snap.seq
         finally:
             snap.release()
-        pair.facility.delete(name, force=True)  # every connection to it is lost from here
-        structure_recovery.allocate(pair.facility, params, seq)
-        with pair.facility.connect(name, user) as new:
+        site.facility.delete(name, force=True)  # every connection to it is lost from here
+        structure_recovery.allocate(site.facility, params, seq)
+        with site.facility.connect(name, user) as new:
             for start in range(0, len(writes), LOAD_BATCH):
                 write_all(new, writes[start : start + LOAD_BATCH])
             for control_values in controls:
                 set_controls(new, control_values)
             new_identity = structure_recovery.write_marker(
-                new, pair.area, "copy", pair.stream, by=pair.server, **{"from": old_identity}
+                new, site.area, "copy", site.stream, by=site.server, **{"from": old_identity}
             )
-            master.finish(new, pair.area, KIND_COPY, completed=True)
+            master.finish(new, site.area, KIND_COPY, completed=True)
             quiesced = time.perf_counter() - quiesced_at
-            assert pair.writer is not None
-            pair.writer.observe(new.statistics().seq, name)
-        pair.writer.log_event(
+            site.writer.observe(new.statistics().seq, name)
+        site.writer.log_event(
             RecordType.REBUILD,
             payload={
                 "kind": "copy",
@@ -130,11 +153,11 @@ def copy_structure(pair: PairRecovery, params: StructureParams) -> CopyResult:
             structure=name,
             commit=True,
         )
-        pair.layout.rebuilding_file.unlink(missing_ok=True)
+        site.layout.rebuilding_file.unlink(missing_ok=True)
     total = time.perf_counter() - started
     logger.warning(
         "%s copied structure %s (%d entries) to a new allocation of %d bytes in %.3f s",
-        pair.server,
+        site.server,
         name,
         len(writes),
         params.size,
@@ -143,11 +166,11 @@ def copy_structure(pair: PairRecovery, params: StructureParams) -> CopyResult:
     return CopyResult(name, len(writes), seq, old_identity, new_identity, quiesced, total)
 
 
-def _wait_for_checkpoint(pair: PairRecovery, conn: ListStructure, timeout: float) -> None:
+def _wait_for_checkpoint(site: CopySite, conn: ListStructure, timeout: float) -> None:
     """A copy waits for a structure checkpoint in progress (redbook §6.3.1)."""
     deadline = time.monotonic() + timeout
     while True:
-        state = master.read_function(conn, pair.area, KIND_CHECKPOINT)
+        state = master.read_function(conn, site.area, KIND_CHECKPOINT)
         if state.master is None or not master.alive(conn, state.user_id, state.master):
             return
         if time.monotonic() >= deadline:

@@ -32,7 +32,7 @@ from sharedq.errors import SharedqError
 from sharedq.log import LogFullEvent, LogPosition, LogStream, LogWriter
 from sharedq.recovery import master, structure_checkpoint, structure_recovery, system_checkpoint
 from sharedq.recovery.control import KIND_CHECKPOINT, ControlArea
-from sharedq.recovery.copy import CopyResult, copy_structure
+from sharedq.recovery.copy import CopyResult, CopySite, copy_structure
 from sharedq.recovery.layout import PairLayout
 from sharedq.recovery.quiesce import QuiesceGate
 from sharedq.recovery.settings import RecoverySettings
@@ -372,7 +372,19 @@ class PairRecovery:
 
     def copy_structure(self, params: StructureParams) -> CopyResult:
         """Copy one of the pair's structures to a new allocation (see ``copy.py``)."""
-        return copy_structure(self, params)
+        assert self.writer is not None, "prepare() first"
+        site = CopySite(
+            facility=self.facility,
+            layout=self.layout,
+            area=self.area,
+            stream=self.stream,
+            writer=self.writer,
+            pair=self.pair,
+            structures=self.structures,
+            server=self.server,
+            max_wait_seconds=self.settings.max_wait_seconds,
+        )
+        return copy_structure(site, params)
 
     def relocate(self, structure: str, lost: ListStructure) -> ListStructure | None:
         """The connection to use after ``lost`` found its structure gone.

@@ -21,10 +21,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import suppress
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from sharedq.cf import CFError, ListStructure, LockHeld
-from sharedq.recovery.control import ControlArea
+from sharedq.recovery.control import ControlArea, GatedChange
 from sharedq.recovery.errors import RecoveryReason, recovery_error
 from sharedq.recovery.master import release_if_failed
 
@@ -64,17 +64,13 @@ class QuiesceGate:
     def __repr__(self) -> str:
         return f"<QuiesceGate lock={self._lock} held={self.held}>"
 
-    def run(self, call: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    def run(self, conn: ListStructure, change: GatedChange[_T]) -> _T:
         """Make a change conditioned on the quiesce lock, waiting while it is held."""
-        conn: ListStructure = call.__self__  # type: ignore[attr-defined]
-        own = tuple(kwargs.get("not_locked", ()))
-        kwargs["not_locked"] = (*own, self._lock)
         while True:
             try:
-                return call(*args, **kwargs)
+                return change(conn, self.locks)
             except LockHeld:
-                if not self.wait(conn) and own:
-                    raise  # the quiesce lock is free: a lock the caller named is held
+                self.wait(conn)
 
     def wait(self, conn: ListStructure) -> bool:
         """Wait until the quiesce lock is free (or its failed holder is cleaned up).

@@ -23,7 +23,8 @@ from sharedq.cf import (
     ListStructure,
     StructureParams,
 )
-from sharedq.log import LogRecord, replay
+from sharedq.log import LogRecord
+from sharedq.recovery.replay import replay
 from sharedq.recovery.srds import ListControls, SrdsImage, table_to_entries
 
 #: The user name recovery connects under.

@@ -60,7 +60,7 @@ from sharedq.cf import (
     StructureExists,
     StructureParams,
 )
-from sharedq.log import LogStream, LogWriter, RecordType, replay
+from sharedq.log import LogStream, LogWriter, RecordType
 from sharedq.recovery import control, log_check
 from sharedq.recovery.control import KIND_MARKER, ControlArea
 from sharedq.recovery.errors import (
@@ -71,6 +71,7 @@ from sharedq.recovery.errors import (
 )
 from sharedq.recovery.layout import PairLayout
 from sharedq.recovery.log_check import LogReport
+from sharedq.recovery.replay import replay
 from sharedq.recovery.restore import load_image
 from sharedq.recovery.srds import SlotStatus, SrdsImage, read_srds
 from sharedq.recovery.structure_checkpoint import slot_summaries

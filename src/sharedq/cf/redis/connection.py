@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from sharedq.cf import validation as v
 from sharedq.cf.api import ListStructure, StructureSnapshot
@@ -56,7 +56,6 @@ from sharedq.cf.types import (
 
 if TYPE_CHECKING:
     from sharedq.cf.redis.client import Epoch
-    from sharedq.cf.redis.facility import RedisFacility
     from sharedq.cf.redis.scripts import Function
 
 #: Entries a bulk request handles before it returns for a redrive, when not told: few
@@ -78,12 +77,26 @@ _change = partial(tuple.__new__, Change)
 _entry = partial(tuple.__new__, ListEntry)
 
 
+class LeaseOwner(Protocol):
+    """What a connection needs of the facility that made it: the lease it renews, and
+    someone to tell when it stops renewing it (``RedisFacility`` is one)."""
+
+    #: How long a lease lasts once renewed, in milliseconds.
+    lease_ms: int
+
+    def forget(self, structure: RedisListStructure) -> None:
+        """Stop renewing ``structure``'s lease: it disconnected, or its lease lapsed."""
+
+    def lost(self, structure: RedisListStructure) -> None:
+        """Stop renewing ``structure``'s lease and keep its token: its server was lost."""
+
+
 class RedisListStructure(ListStructure):
     """A user's connection to a structure held on a Redis server."""
 
     def __init__(
         self,
-        facility: RedisFacility,
+        facility: LeaseOwner,
         epoch: Epoch,
         name: str,
         user_name: str,
@@ -566,7 +579,14 @@ class RedisListStructure(ListStructure):
         return codec.bulk_result(len(writes), reply)
 
     def snapshot(self) -> StructureSnapshot:
-        return redis_snapshot.take(self)
+        return redis_snapshot.take(
+            self._name, self._on_structure, changer=self._changer(), reader=self._reader
+        )
+
+    def _on_structure(self, function: Function, args: list[Any]) -> Any:
+        """Call ``function`` on this structure over this connection's epoch (a snapshot's
+        requests go this way, so that a lost connection fails its snapshots too)."""
+        return self._run(function, self._key, args)
 
     def scan(
         self,

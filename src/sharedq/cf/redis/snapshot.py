@@ -19,8 +19,8 @@ snapshots too.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from sharedq.cf import validation as v
 from sharedq.cf.api import StructureSnapshot
@@ -29,25 +29,26 @@ from sharedq.cf.params import StructureParams
 from sharedq.cf.redis import codec, scripts
 from sharedq.cf.types import ListEntry, ListInfo
 
-if TYPE_CHECKING:
-    from sharedq.cf.redis.connection import RedisListStructure
-
 #: How long a copy lives unless dropped, in milliseconds (an hour).
 SNAPSHOT_TTL_MS = 3_600_000
 #: Entries read per function call: large pages, since nobody waits for the reading.
 READ_PAGE = 1024
 # A list's controls as the meta hash packs them: elements, monitors, limit + 1, authority.
 _CONTROLS = struct.Struct(">QQQQ")
+#: How a snapshot calls a function on its structure: ``run(function, args)``, over the
+#: connection that took it (so that once that connection is lost, so is the snapshot).
+Runner = Callable[[scripts.Function, list[Any]], Any]
 
 
 class RedisSnapshot(StructureSnapshot):
     """A copy of a structure kept on its server until released."""
 
-    def __init__(self, conn: RedisListStructure, reply: list[Any]) -> None:
+    def __init__(self, name: str, run: Runner, reader: bytes, reply: list[Any]) -> None:
+        """``reply`` is ``snapshot.lua``'s; ``reader`` the header of the taker's reads."""
         snapshot_id, seq, allocation, lists = reply
         lc, es, lk, er, elr, size, max_size, emcp = (int(x) for x in allocation)
         params = StructureParams(
-            name=conn.structure_name,
+            name=name,
             list_count=lc,
             size=size,
             entry_ratio=er,
@@ -64,13 +65,15 @@ class RedisSnapshot(StructureSnapshot):
                 ListInfo(number, int(count), elements, None if limit == 0 else limit - 1, authority)
             )
         super().__init__(int(seq), params, tuple(infos))
-        self._conn = conn
+        self._name = name
+        self._run = run
+        self._reader = reader
         self._id = int(snapshot_id)
         self._released = False
 
     def __repr__(self) -> str:
         state = "released" if self._released else "held"
-        return f"<RedisSnapshot {self._conn.structure_name!r} #{self._id} seq={self.seq} {state}>"
+        return f"<RedisSnapshot {self._name!r} #{self._id} seq={self.seq} {state}>"
 
     def entries(self, list_number: int) -> Iterator[ListEntry]:
         if self._released:
@@ -81,10 +84,8 @@ class RedisSnapshot(StructureSnapshot):
     def _pages(self, list_number: int) -> Iterator[ListEntry]:
         after = b""
         while True:
-            page: list[bytes] = self._conn._run(
-                scripts.SNAPSHOT_READ,
-                self._conn._key,
-                [self._conn._reader, self._id, list_number, after, READ_PAGE],
+            page: list[bytes] = self._run(
+                scripts.SNAPSHOT_READ, [self._reader, self._id, list_number, after, READ_PAGE]
             )
             yield from map(codec.entry_of, page[::2], page[1::2])
             if len(page) < 2 * READ_PAGE:
@@ -95,10 +96,15 @@ class RedisSnapshot(StructureSnapshot):
         if self._released:
             return
         self._released = True
-        self._conn._run(scripts.SNAPSHOT_DROP, self._conn._key, [self._conn._reader, self._id])
+        self._run(scripts.SNAPSHOT_DROP, [self._reader, self._id])
 
 
-def take(conn: RedisListStructure) -> RedisSnapshot:
-    """Copy the structure on its server (``ListStructure.snapshot``)."""
-    reply = conn._run(scripts.SNAPSHOT, conn._key, [conn._changer(), SNAPSHOT_TTL_MS])
-    return RedisSnapshot(conn, reply)
+def take(name: str, run: Runner, *, changer: bytes, reader: bytes) -> RedisSnapshot:
+    """Copy structure ``name`` on its server (``ListStructure.snapshot``).
+
+    ``run`` calls a function on the structure over the taker's connection; ``changer``
+    is the header of this request (with its request id), ``reader`` that of the reads
+    and the drop that follow.
+    """
+    reply = run(scripts.SNAPSHOT, [changer, SNAPSHOT_TTL_MS])
+    return RedisSnapshot(name, run, reader, reply)

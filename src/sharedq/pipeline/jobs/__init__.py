@@ -1,1 +1,4 @@
-"""The pipeline's jobs, one module each: ``run(ctx, ...)`` and its ``command``."""
+"""The pipeline's jobs, one module each: a plain function ``run(ctx, ...)``.
+
+Their commands (``sharedq pipeline JOB``) are in :mod:`sharedq.cli.pipeline`.
+"""

@@ -23,12 +23,10 @@ import math
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-import click
 import pyarrow.parquet as pq
 
 from sharedq.log import LogStream
 from sharedq.log.records import RecordType, unpack_payload
-from sharedq.pipeline.cli_support import job_command
 from sharedq.pipeline.job import JobContext, JobResult, write_table
 from sharedq.pipeline.sizing import (
     DEFAULT_HEADROOM,
@@ -47,8 +45,6 @@ __all__ = [
     "Recommendation",
     "capacity_summary",
     "check_headroom",
-    "command",
-    "headroom_option",
     "overflow_threshold",
     "recommend",
     "run",
@@ -436,30 +432,3 @@ def capacity_summary(recs: list[Recommendation], headroom: float) -> str:
         "puts go on (seed 000).  It relieves usage to 20 % below T (0.8 x T, seed 000).",
     ]
     return "\n".join(lines) + "\n"
-
-
-def _checked_headroom(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
-    check_headroom(value)
-    return value
-
-
-#: ``--headroom``, checked before Spark starts (the capacity and report commands).
-headroom_option = click.option(
-    "--headroom",
-    type=float,
-    default=DEFAULT_HEADROOM,
-    show_default=True,
-    callback=_checked_headroom,
-    help="per cent to add to the peaks when sizing",
-)
-
-
-@job_command("capacity")
-@headroom_option
-def capacity_job(ctx: JobContext, headroom: float = DEFAULT_HEADROOM) -> JobResult:
-    """Peak list entries and data elements per structure, and the structure size and
-    overflow threshold (OVFLWMAX) recommended for them with HEADROOM per cent to spare."""
-    return run(ctx, headroom=headroom)
-
-
-command = capacity_job

@@ -7,13 +7,8 @@ one line each, to ``<output>/print/records.txt``; the summary shows the first
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-import click
-
-from sharedq.pipeline.cli_support import job_command
-from sharedq.pipeline.errors import PipelineError
 from sharedq.pipeline.job import JobContext, JobResult, write_table
 from sharedq.pipeline.transforms.printing import (
     RecordFilter,
@@ -26,59 +21,10 @@ from sharedq.pipeline.transforms.printing import (
     type_counts,
 )
 
-
-def _checked(parse: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    """A click callback that refuses a bad value before Spark starts (same message)."""
-
-    def callback(_: click.Context, param: click.Parameter, value: Any) -> Any:
-        try:
-            parse(value)
-        except PipelineError as exc:
-            raise click.BadParameter(str(exc), param=param) from None
-        return value
-
-    return callback
-
-
 #: The order records are printed in: the log's merged order, per structure.
 ORDER = ("structure", "seq", "op", "writer", "lsn")
 
 
-@click.option(
-    "--from",
-    "start",
-    default=None,
-    callback=_checked(lambda v: parse_time(v, "--from")),
-    help="first time to print (ISO, UTC if naive)",
-)
-@click.option(
-    "--to",
-    "end",
-    default=None,
-    callback=_checked(lambda v: parse_time(v, "--to")),
-    help="last time to print (ISO, UTC if naive)",
-)
-@click.option(
-    "--type",
-    "types",
-    multiple=True,
-    callback=_checked(parse_types),
-    help="record type: a name (PUT) or hex code (07); repeatable",
-)
-@click.option("--queue", "queues", multiple=True, help="queue name; repeatable")
-@click.option(
-    "--server", "servers", multiple=True, help="writer (server, queue manager); repeatable"
-)
-@click.option(
-    "--uow",
-    default=None,
-    callback=_checked(parse_uow),
-    help="unit of work id in hex, or its leading bytes",
-)
-@click.option("--structure", "structures", multiple=True, help="structure name; repeatable")
-@click.option(
-    "--limit", default=50, show_default=True, type=click.IntRange(min=0), help="rows shown"
-)
 def run(
     ctx: JobContext,
     *,
@@ -159,6 +105,3 @@ def _describe(chosen: RecordFilter) -> str:
     if chosen.uow:
         parts.append(f"uow {chosen.uow}*")
     return "; ".join(parts) or "none (every record)"
-
-
-command = job_command("print")(run)

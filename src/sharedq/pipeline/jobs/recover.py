@@ -26,13 +26,11 @@ from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import click
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Observation
 
 from sharedq.log import LogStream
-from sharedq.pipeline.cli_support import job_command
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
 from sharedq.pipeline.inprocess import ImageChoice, choose_point, srds_description, time_us
 from sharedq.pipeline.job import JobContext, JobResult, write_table
@@ -356,28 +354,3 @@ def _summary(
             lines.append(f"  per list: {shown}")
         lines.append("")
     return "\n".join(lines)
-
-
-@job_command("recover")
-@click.option("--structure", default=None, help="one structure (default: every one)")
-@click.option("--at-seq", type=int, default=None, help="recover to this sequence number")
-@click.option(
-    "--at-time", default=None, help="recover to this time (ISO 8601; without a zone: UTC)"
-)
-@click.option(
-    "--accept-loss",
-    is_flag=True,
-    help="go on past records missing from the log (listed in the summary) instead of refusing",
-)
-def _recover(
-    ctx: JobContext,
-    structure: str | None,
-    at_seq: int | None,
-    at_time: str | None,
-    accept_loss: bool,
-) -> JobResult:
-    """A structure's image at the end of the log or at a point: SRDS + log, on Spark."""
-    return run(ctx, structure=structure, at_seq=at_seq, at_time=at_time, accept_loss=accept_loss)
-
-
-command = _recover

@@ -8,7 +8,7 @@ does not stop the others: its error goes into the page and the summary, and the
 report's figures list it under ``report.failed``.
 
 The other job modules are imported when the report runs, not when this module is
-imported, so that the CLI registers ``report`` whatever else is installed.
+imported.
 """
 
 from __future__ import annotations
@@ -20,13 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import click
-
 from sharedq.pipeline import charts
-from sharedq.pipeline.cli_support import job_command
 from sharedq.pipeline.html_report import Chart, Section, write_report
 from sharedq.pipeline.job import JobContext, JobResult
-from sharedq.pipeline.jobs.capacity import headroom_option
 from sharedq.pipeline.sizing import DEFAULT_HEADROOM, check_headroom
 
 if TYPE_CHECKING:
@@ -238,36 +234,3 @@ def run(
         },
         figures=figures,
     )
-
-
-def _interval_option(
-    _ctx: click.Context, _param: click.Parameter, value: float | None
-) -> float | None:
-    from sharedq.pipeline.errors import PipelineReason, pipeline_error
-
-    if value is not None and not (math.isfinite(value) and value >= 1e-6):
-        raise pipeline_error(
-            PipelineReason.BAD_ARGUMENT,
-            f"--interval {value}: must be a positive number of seconds (at least 1 us)",
-        )
-    return value
-
-
-@job_command("report")
-@headroom_option
-@click.option(
-    "--interval",
-    type=float,
-    default=None,
-    callback=_interval_option,
-    help="stats: seconds per interval (default: about 60 intervals over the log)",
-)
-def report_job(
-    ctx: JobContext, headroom: float = DEFAULT_HEADROOM, interval: float | None = None
-) -> JobResult:
-    """Run every job on one reading of the log, draw the charts and write
-    OUTPUT/report.html with every job's summary."""
-    return run(ctx, headroom=headroom, interval=interval)
-
-
-command = report_job

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import click
-
-from sharedq.pipeline.cli_support import job_command
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
 from sharedq.pipeline.job import JobContext, JobResult, write_table
 from sharedq.pipeline.jobs.track import opening_image
@@ -21,18 +18,6 @@ from sharedq.pipeline.transforms.statistics import get_balance, queue_intervals,
 from sharedq.pipeline.transforms.tracking import message_lives
 
 
-@click.option(
-    "--interval",
-    default=1.0,
-    show_default=True,
-    type=float,
-    help="seconds per interval of the queue figures",
-)
-@click.option(
-    "--no-srds",
-    is_flag=True,
-    help="do not read the SRDS image the log starts from (opening depth from the log only)",
-)
 def run(ctx: JobContext, *, interval: float = 1.0, no_srds: bool = False, **_: Any) -> JobResult:
     """Statistics per queue and interval (puts, gets, backouts, depth) and per server."""
     from pyspark.sql import functions as F
@@ -114,6 +99,3 @@ def _float(row: Any, name: str) -> float | None:
 
 def _text(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
-
-
-command = job_command("stats")(run)

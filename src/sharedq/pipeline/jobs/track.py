@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import click
 import msgpack
 
 from sharedq.mq import keys
 from sharedq.mq.directory import CONTROL_LIST
-from sharedq.pipeline.cli_support import job_command
 from sharedq.pipeline.job import JobContext, JobResult, write_table
 from sharedq.pipeline.sources import read_srds
 from sharedq.pipeline.transforms.messages import message_events
@@ -35,36 +33,6 @@ if TYPE_CHECKING:
 _CLAIM_LOW, _CLAIM_HIGH = keys.control_range(b"C")
 
 
-@click.option(
-    "--held-ms",
-    default=1000.0,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="a consumed message held longer than this between get and commit is reported",
-)
-@click.option(
-    "--waiting-seconds",
-    default=5.0,
-    show_default=True,
-    type=click.FloatRange(min=0),
-    help="a queued message never gotten for longer than this at the log's end is reported",
-)
-@click.option(
-    "--backouts",
-    "backout_limit",
-    default=2,
-    show_default=True,
-    type=click.IntRange(min=1),
-    help="a message backed out this often is reported",
-)
-@click.option(
-    "--no-srds",
-    is_flag=True,
-    help="do not read the SRDS image the log starts from (opening balance from the log only)",
-)
-@click.option(
-    "--limit", default=20, show_default=True, type=click.IntRange(min=0), help="stuck rows shown"
-)
 def run(
     ctx: JobContext,
     *,
@@ -238,6 +206,3 @@ def _summary(
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
-
-
-command = job_command("track")(run)

@@ -2,7 +2,7 @@
 
 These reproduce, with Spark SQL over DataFrames only, what structure recovery does in
 process (:mod:`sharedq.recovery.restore`: load the SRDS, then
-:func:`sharedq.log.replay.replay`, which folds the log into each entry's *net* change):
+:func:`sharedq.recovery.replay.replay`, which folds the log into each entry's *net* change):
 
 * per entry, only the records at or after its last write count (a write makes the
   entry anew); it exists when its last record is not a delete (an entry without

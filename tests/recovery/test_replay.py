@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import random
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -35,11 +37,9 @@ from sharedq.log import (
     MessageInfo,
     RecordType,
     ReplayError,
-    apply_record,
-    replay,
 )
-
-from .conftest import MakeStream, MakeStructure, eid, key
+from sharedq.recovery import apply_record, replay
+from tests.log.conftest import MakeStream, MakeStructure, eid, key, stream_maker, structure_maker
 
 LISTS = 6
 KINDS = [
@@ -60,6 +60,26 @@ KINDS = [
     "authority",
     "take_checkpoint",
 ]
+
+
+@pytest.fixture
+def facility() -> Iterator[MemoryFacility]:
+    fac = MemoryFacility()
+    yield fac
+    fac.close()
+
+
+@pytest.fixture
+def make_structure(facility: MemoryFacility) -> MakeStructure:
+    """Create a structure and connect to it; keywords go to ``for_capacity``."""
+    return structure_maker(facility)
+
+
+@pytest.fixture
+def make_stream(tmp_path: Path) -> Iterator[MakeStream]:
+    """Open a stream on ``tmp_path/log`` (the same directory each call); closes them all."""
+    with stream_maker(tmp_path) as make:
+        yield make
 
 
 def image(conn: ListStructure) -> list[object]:

@@ -1,6 +1,6 @@
 """The ``spark-submit`` entry point: the same commands as ``sharedq pipeline``.
 
-    script="$(python -c 'import sharedq.pipeline.submit as s; print(s.__file__)')"
+    script="$(python -c 'import sharedq.cli.submit as s; print(s.__file__)')"
     spark-submit --master yarn "$script" recover --input /shared/recovery --output /shared/out
 
 ``--master`` left out means "what spark-submit set".
@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import sys
 
+from sharedq.cli.exits import RET_FAILED, RET_OK
+from sharedq.cli.pipeline import pipeline
+from sharedq.errors import SharedqError
+
 
 def main(argv: list[str] | None = None) -> int:
-    from sharedq.cli.main import RET_FAILED, RET_OK
-    from sharedq.cli.pipeline import pipeline, register_jobs
-    from sharedq.errors import SharedqError
-
-    register_jobs()
     try:
         pipeline.main(args=argv, prog_name="sharedq-pipeline", standalone_mode=False)
     except SharedqError as exc:

@@ -1,17 +1,21 @@
-"""A queue manager with a recovery log: checkpoints, structure recovery, restart.
+"""A server's recovery log: its journal, its checkpoints, structure recovery, restart.
 
-``QueueManager(..., recovery=RecoverySettings(root=...))`` gives the manager, for each
-structure it uses (each is a structure *pair* of its own: the queue manager has no
-overflow structures), a :class:`~sharedq.recovery.pair.PairRecovery` and one
-:class:`~sharedq.mq.logjournal.LogJournal` writing to every pair's log stream.  This
-module is the glue, and the manager's side of the recovery client protocol:
+A server started with ``RecoverySettings`` gets a :class:`RecoveryLog`: for each
+structure it uses (each a structure *pair* of its own, or a primary with its overflow
+structure), a :class:`~sharedq.recovery.pair.PairRecovery`, and one
+:class:`~sharedq.seam.logjournal.LogJournal` writing to every pair's log stream.  This
+is the glue between a server and the recovery machinery, the same for every server (the
+queue manager, the Common Queue Server):
 
-* which entries are recoverable (:mod:`sharedq.mq.classify`);
-* its restart state: the units of work whose commit it decided and has not finished,
-  so that a warm restart from a system checkpoint still commits them;
+* structure recovery before the server connects to a structure (:meth:`prepare`), and
+  the quiesce gate and relocation on its access to it (:meth:`attach`);
 * the restart decision, warm or cold, and the log position each pair restarts from;
 * after restart (and after a structure recovery it performed) the checkpoints the
-  seeds ask for, and at close the shutdown checkpoints.
+  seeds ask for, and at close the shutdown checkpoints;
+* the recovery client the pairs ask (:class:`~sharedq.recovery.pair.RecoveryClient`):
+  which entries are recoverable (the server's :class:`ServerClient` says), and the
+  restart state: the units of work whose commit the server decided and has not
+  finished, so that a warm restart from a system checkpoint still commits them.
 """
 
 from __future__ import annotations
@@ -19,76 +23,103 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sharedq.cf import CFError, CouplingFacility, ListEntry
 from sharedq.log import RecordType
-from sharedq.mq.access import StructureAccess
-from sharedq.mq.classify import classify, list_roles
-from sharedq.mq.logjournal import LogJournal
 from sharedq.recovery import system_checkpoint
 from sharedq.recovery.pair import PairRecovery
 from sharedq.recovery.settings import RecoverySettings
 from sharedq.recovery.structure_checkpoint import CheckpointResult, Classifier, Faults
+from sharedq.seam.access import FactsOf, StructureAccess
+from sharedq.seam.logjournal import LogJournal
 
-if TYPE_CHECKING:
-    from sharedq.mq.manager import QueueManager
-
-logger = logging.getLogger("sharedq.mq")
+logger = logging.getLogger("sharedq.seam")
 
 
-class ManagerRecovery:
-    """One queue manager's recovery log and checkpoints, over all its structures."""
+class ServerClient(Protocol):
+    """What a server tells its recovery log."""
+
+    def classifier(self, structure: str, control_entries: Sequence[ListEntry]) -> Classifier:
+        """Says, for each entry of the structure, whether it is recoverable, its queue
+        name and its unit of work (``control_entries``: the server's control list)."""
+
+    def identity(self) -> dict[str, Any]:
+        """Who the server is, for its restart state and its shutdown record."""
+
+
+class RecoveryLog:
+    """One server's recovery log and checkpoints, over all its structures.
+
+    Args:
+        server: the server's name (its user name, its log writer's name).
+        facility: where the structures are.
+        settings: the server's recovery settings.
+        structures: the structures it uses (each the primary of a pair of its own).
+        client: the server's side (recoverable entries, identity).
+        payload_key: the key of the server's words in its log records' payloads.
+        facts: reads a message's facts from an entry's data (for the log records).
+        faults: called at each point of a structure checkpoint (crash tests).
+    """
 
     def __init__(
         self,
-        mgr: QueueManager,
+        server: str,
         facility: CouplingFacility,
         settings: RecoverySettings,
         structures: Sequence[str],
+        client: ServerClient,
         *,
+        payload_key: str,
+        facts: FactsOf,
         faults: Faults | None = None,
     ) -> None:
-        self.mgr = mgr
+        self.server = server
         self.settings = settings
+        self._client = client
         self.pairs: dict[str, PairRecovery] = {}
         for name in dict.fromkeys(structures):
-            self.pairs[name] = PairRecovery(
-                facility, settings, [name], mgr.name, self, faults=faults
-            )
-        self.journal = LogJournal(mgr.name, {s: p.stream for s, p in self.pairs.items()})
-        #: /CQSET SHUTDOWN SHAREDQ ON: take structure checkpoints when this manager closes.
+            self.pairs[name] = PairRecovery(facility, settings, [name], server, self, faults=faults)
+        self.journal = LogJournal(
+            server,
+            {s: p.stream for s, p in self.pairs.items()},
+            payload_key=payload_key,
+            facts=facts,
+        )
+        #: /CQSET SHUTDOWN SHAREDQ ON: take structure checkpoints when this server closes.
         self.shutdown_checkpoint = False
         self._closed = False
         self._running = False
 
     def __repr__(self) -> str:
-        return f"<ManagerRecovery {self.mgr.name} pairs={sorted(self.pairs)}>"
+        return f"<RecoveryLog {self.server} pairs={sorted(self.pairs)}>"
 
     # -- connecting ----------------------------------------------------------------------
 
     def prepare(self, structure: str) -> None:
-        """Recover the structure if it is missing or empty, before connecting to it."""
+        """Recover the structure if it is missing, empty or behind its log, before
+        connecting to it."""
         pair = self.pairs[structure]
         pair.prepare(self.journal.writer_for(structure))
         self.journal.listeners[structure] = pair.note_appended
 
     def attach(self, acc: StructureAccess) -> None:
+        """The server connected: its changes go through the pair's quiesce gate."""
         pair = self.pairs[acc.name]
-        acc.gate = pair.gate
+        acc.gate = pair.gate.run
         acc.relocate = lambda lost: pair.relocate(acc.name, lost)
         pair.attach(acc.name, acc.conn)
 
     def rebuilt(self) -> list[str]:
-        """The structures this manager recovered or adopted as it connected."""
+        """The structures this server recovered or adopted as it connected."""
         return [o.structure for p in self.pairs.values() for o in p.outcomes if o.rebuilt]
 
     # -- restart --------------------------------------------------------------------------
 
     def decide_restart(self) -> tuple[bool, str]:
-        """Warm or cold, and why; sets where a warm restart reads the manager's log.
+        """Warm or cold, and why; sets where a warm restart reads the server's log.
 
-        A manager that is running and reconnects after a structure loss restarts warm
+        A server that is running and reconnects after a structure loss restarts warm
         from what it knows: the units whose commit it decided are in memory.
         """
         if self._running:
@@ -97,14 +128,14 @@ class ManagerRecovery:
                 for name, pair in self.pairs.items()
                 if pair.last_system_checkpoint is not None
             }
-            return True, f"{self.mgr.name}: reconnected after a structure loss"
+            return True, f"{self.server}: reconnected after a structure loss"
         decisions = {}
         for name, pair in self.pairs.items():
             found = system_checkpoint.find(
-                pair.layout, self.mgr.name, pair.conns.get(name), pair.area
+                pair.layout, self.server, pair.conns.get(name), pair.area
             )
             decisions[name] = system_checkpoint.decide(
-                pair.stream, name, self.mgr.name, found, cold_requested=self.settings.cold_start
+                pair.stream, name, self.server, found, cold_requested=self.settings.cold_start
             )
         cold = [d for d in decisions.values() if not d.warm]
         if cold:
@@ -124,7 +155,7 @@ class ManagerRecovery:
 
     def after_restart(self) -> None:
         """The end of restart: a system checkpoint per pair, the triggers, and a
-        structure checkpoint of each structure this manager recovered."""
+        structure checkpoint of each structure this server recovered."""
         self.journal.restart_points = {}
         self._running = True
         for pair in self.pairs.values():
@@ -133,21 +164,14 @@ class ManagerRecovery:
         for name in self.rebuilt():
             self.pairs[name].structure_checkpoint("after-recovery")
 
-    # -- the client protocol ----------------------------------------------------------------
+    # -- the recovery client the pairs ask -----------------------------------------------------
 
     def classifier(self, structure: str, control_entries: Sequence[ListEntry]) -> Classifier:
-        roles = list_roles(control_entries)
-
-        def of(entry: ListEntry) -> tuple[bool, bytes | None, bytes | None]:
-            found = classify(entry, roles)
-            return found.recoverable, found.queue, found.uow
-
-        return of
+        return self._client.classifier(structure, control_entries)
 
     def restart_state(self) -> dict[str, Any]:
         return {
-            "qmgr": self.mgr.name,
-            "qm_id": self.mgr.qm_id,
+            **self._client.identity(),
             "structures": sorted(self.pairs),
             "committing": sorted(u.hex() for u in self.journal.committing),
         }
@@ -176,10 +200,10 @@ class ManagerRecovery:
                 pair.system_checkpoint("shutdown")
                 if pair.writer is not None:
                     pair.writer.log_event(
-                        RecordType.SHUTDOWN, payload={"qmgr": self.mgr.name}, commit=True
+                        RecordType.SHUTDOWN, payload=self._client.identity(), commit=True
                     )
             except (CFError, Exception) as exc:  # a lost structure: the log has the rest
-                logger.warning("%s: shutdown checkpoint of %s failed: %s", self.mgr.name, name, exc)
+                logger.warning("%s: shutdown checkpoint of %s failed: %s", self.server, name, exc)
 
     def close(self) -> None:
         """Close the log (after disconnecting)."""
@@ -195,7 +219,7 @@ class ManagerRecovery:
     def abandon(self) -> None:
         """Let go of everything without writing anything, as a process that died would.
 
-        For tests that kill a manager in-process: its watcher stops and its log writers
+        For tests that kill a server in-process: its watcher stops and its log writers
         are closed, so that its next incarnation can open them.
         """
         self._closed = True

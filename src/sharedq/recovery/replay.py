@@ -1,5 +1,10 @@
 """Replay: applying logged structure changes to a ``ListStructure``.
 
+The log knows its records (:mod:`sharedq.log.records`); applying them to a structure
+belongs to recovery.  A record that cannot be applied is still the log's
+``REPLAY_FAILED`` (3040, :class:`~sharedq.log.ReplayError`): its code and class stay
+what they were when replay lived in ``sharedq.log``.
+
 Structure recovery loads the newest readable SRDS into a fresh structure and replays
 the log after it (or the whole log when no checkpoint was ever taken).  Replay uses
 only the public ``ListStructure`` requests, so it works on any backend, and it
@@ -47,8 +52,8 @@ from typing import TypeVar
 from sharedq.cf.api import ListStructure
 from sharedq.cf.errors import CFError, NoSuchEntry
 from sharedq.cf.types import UNCHANGED, BulkWrite, ById, Position, Unchanged
-from sharedq.log.errors import LogReason, ReplayError, log_error
-from sharedq.log.records import LIMIT_NONE, MAX_VERSION, ChangeOp, LogRecord
+from sharedq.log import LIMIT_NONE, ChangeOp, LogReason, LogRecord, ReplayError, log_error
+from sharedq.log.records import MAX_VERSION
 
 _WRITE, _MOVE, _DELETE, _UPDATE, _CONTROLS = (
     int(ChangeOp.WRITE),

@@ -1,4 +1,5 @@
-"""Peer recovery and restart: finishing a failed manager's units of work (§5.21).
+"""Peer recovery: finishing a failed manager's units of work, and a manager's own at
+its restart (§5.21).  (Not structure recovery, which is :mod:`sharedq.recovery`.)
 
 A manager that fails leaves, in each structure it used, uncommitted puts (keys X'F6',
 version = the UOW id, whose first byte is the manager's id), gotten messages on its
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from sharedq.cf import (
     BulkMove,
@@ -42,14 +42,13 @@ from sharedq.cf import (
 from sharedq.mq import descriptors as d
 from sharedq.mq import directory, keys
 from sharedq.mq import messages as m
-from sharedq.mq.access import StructureAccess
+from sharedq.mq.bulk import bulk_delete, bulk_move
+from sharedq.mq.core import ManagerCore
 from sharedq.mq.errors import MQReason, mq_error
-from sharedq.mq.journal import ChangeKind, EntryMeaning
-from sharedq.mq.syncpoint import bulk_delete, bulk_move
-from sharedq.mq.uow import TropKind
-
-if TYPE_CHECKING:
-    from sharedq.mq.manager import QueueManager
+from sharedq.mq.journal import ChangeKind
+from sharedq.mq.units import Status, TropKind
+from sharedq.seam.access import StructureAccess
+from sharedq.seam.notes import EntryMeaning
 
 
 @dataclass
@@ -90,7 +89,7 @@ def is_active(acc: StructureAccess, name: str) -> bool:
 
 
 def recover_structure(
-    mgr: QueueManager,
+    core: ManagerCore,
     acc: StructureAccess,
     failed_id: int,
     failed_name: str,
@@ -108,13 +107,13 @@ def recover_structure(
     gotten goes to the structure's cold queue (redbook §2.3.1, §B.4), listed in
     ``report.cold_queued``.
     """
-    names = directory.managers(mgr.admin)
+    names = directory.managers(core.admin)
 
     def holder_active(holder: int) -> bool:
         return holder in names and is_active(acc, names[holder])
 
     deadline = time.monotonic() + wait
-    while not directory.take_recovery_claim(acc, failed_id, mgr.qm_id, holder_active):
+    while not directory.take_recovery_claim(acc, failed_id, core.qm_id, holder_active):
         if time.monotonic() >= deadline:
             if owner:
                 raise mq_error(
@@ -128,7 +127,7 @@ def recover_structure(
         if not owner and is_active(acc, failed_name):
             report.skipped.append(acc.name)  # it came back while we claimed
             return []
-        left = _recover_claimed(mgr, acc, failed_id, failed_name, report, owner=owner, cold=cold)
+        left = _recover_claimed(core, acc, failed_id, failed_name, report, owner=owner, cold=cold)
         if not owner:
             for user in acc.users():
                 if user.name == failed_name and user.state is UserState.FAILED:
@@ -136,11 +135,11 @@ def recover_structure(
         report.structures.append(acc.name)
         return left
     finally:
-        directory.release_recovery_claim(acc, failed_id, mgr.qm_id)
+        directory.release_recovery_claim(acc, failed_id, core.qm_id)
 
 
 def _recover_claimed(
-    mgr: QueueManager,
+    core: ManagerCore,
     acc: StructureAccess,
     failed_id: int,
     failed_name: str,
@@ -150,16 +149,16 @@ def _recover_claimed(
     cold: bool,
 ) -> list[d.UowRecord]:
     number = acc.number
-    admin_lists = directory.read_manager_lists(mgr.admin, failed_id)
+    admin_lists = directory.read_manager_lists(core.admin, failed_id)
     lists = directory.read_manager_lists(acc, failed_id)
     descriptor_list = admin_lists.descriptor_list if admin_lists is not None else None
-    records = d.load(mgr.admin, descriptor_list) if descriptor_list is not None else {}
+    records = d.load(core.admin, descriptor_list) if descriptor_list is not None else {}
     kept: list[d.UowRecord] = []
     # In a cold start the units only the log could decide are backed out, and every
     # message the manager had gotten and does not delete goes to the cold queue.
-    cold_list = directory.cold_list(acc, mgr._list_counts[acc.name]) if cold else None
+    cold_list = directory.cold_list(acc, core.list_counts[acc.name]) if cold else None
     for record in records.values():
-        outcome = _decide(mgr, record, failed_name, owner=owner, cold=cold)
+        outcome = _decide(core, record, failed_name, owner=owner, cold=cold)
         if outcome is None:
             kept.append(record)
             if record.uow_id not in report.in_doubt:
@@ -167,10 +166,10 @@ def _recover_claimed(
             continue
         if number not in record.parts:
             if record.muse is not None and not record.parts:
-                d.delete_muse(mgr.admin, record.uow_id, record.muse.entry_id)
+                d.delete_muse(core.admin, record.uow_id, record.muse.entry_id)
             continue
         get_list, queues = record.ops(number)
-        committing = outcome is d.Status.IN_COMMIT
+        committing = outcome is Status.IN_COMMIT
         _forward(
             acc,
             record.uow_id,
@@ -184,7 +183,7 @@ def _recover_claimed(
             report.committed += 1
         else:
             report.backed_out += 1
-        d.delete_record_structure(mgr.admin, record, number)
+        d.delete_record_structure(core.admin, record, number)
     if lists is not None:
         excluded_uows = {r.uow_id for r in kept}
         excluded_entries = {op.entry_id for r in kept for q in r.ops(number)[1] for op in q.ops}
@@ -196,36 +195,36 @@ def _recover_claimed(
 
 
 def _decide(
-    mgr: QueueManager, record: d.UowRecord, failed_name: str, *, owner: bool, cold: bool
-) -> d.Status | None:
+    core: ManagerCore, record: d.UowRecord, failed_name: str, *, owner: bool, cold: bool
+) -> Status | None:
     """``IN_COMMIT`` or ``IN_ABORT`` to carry out, or ``None`` to leave in doubt."""
     for _ in range(10):
         status = record.status()
         if status is None or status.peer_recoverable:
-            return status or d.Status.IN_ABORT
+            return status or Status.IN_ABORT
         entry = record.status_entry()
         assert entry is not None
         if not record.is_complete():
-            target = d.Status.IN_ABORT
+            target = Status.IN_ABORT
         elif cold and owner:
-            target = d.Status.IN_ABORT  # only the log could decide it: cold start
-        elif not owner or status is d.Status.IN_PREPARE:
+            target = Status.IN_ABORT  # only the log could decide it: cold start
+        elif not owner or status is Status.IN_PREPARE:
             return None
         else:
-            outcome = mgr.journal.begin_commit_outcome(failed_name, record.uow_id)
-            target = d.Status.IN_COMMIT if outcome else d.Status.IN_ABORT
-        if d.change_status(mgr.admin, entry, target):
+            outcome = core.journal.begin_commit_outcome(failed_name, record.uow_id)
+            target = Status.IN_COMMIT if outcome else Status.IN_ABORT
+        if d.change_status(core.admin, entry, target):
             _set_entry_status(record, entry, target)
             return target
         # Someone changed it first: read again and follow them.
-        reread = _where(mgr.admin, entry.entry_id)
+        reread = _where(core.admin, entry.entry_id)
         if reread is None:
-            return d.Status.IN_ABORT
+            return Status.IN_ABORT
         _set_entry_status(record, reread, None)
     raise mq_error(MQReason.UNEXPECTED_ERROR, f"unit {record.uow_id.hex()} kept changing")
 
 
-def _set_entry_status(record: d.UowRecord, entry: ListEntry, status: d.Status | None) -> None:
+def _set_entry_status(record: d.UowRecord, entry: ListEntry, status: Status | None) -> None:
     """Keep the in-memory record in step with a status entry just changed or re-read."""
     if status is not None:
         entry = entry._replace(adjunct=bytes((status,)), version=entry.version + 1)

@@ -1,0 +1,716 @@
+"""The one door through which a server reaches a structure.
+
+:class:`StructureAccess` wraps a server's connection to one structure.  Every request
+the server makes goes through it, which gives three things one place to live:
+
+* the journal seam (:mod:`sharedq.seam.notes`): after each request that changed the
+  structure, the server's journal is handed a typed note of the request and of what it
+  meant.  When the journal cannot record it (a recovery log on a full disk), the
+  request raises the server's :class:`JournalFailure` *after* the change was made,
+  carrying the note, so that the caller can undo it; inside :func:`tolerating` the
+  failure is collected instead and the change stands;
+* the quiesce gate: while a structure checkpoint copies the structure, changes wait
+  (``gate.run``), and a structure found gone is looked up again (``relocate``: its copy);
+* fault injection: a hook called before and after every request.  The crash tests
+  make it raise :class:`~sharedq.testing.SimulatedFailure` (or kill the process) at a
+  chosen request, which leaves the server exactly as a real failure would between two
+  requests: the structure holds what the requests so far did, and nothing else.
+
+Nothing here translates list-structure errors: callers know what a failure means to
+them.  Requests take the list structure's own arguments, typed, plus what the change
+concerns: its ``kind`` (a :class:`~sharedq.seam.notes.Meaning`), queue, unit of work,
+persistence and message id, which go into the note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Protocol, TypeVar
+
+from sharedq.cf import (
+    UNCHANGED,
+    BulkMove,
+    BulkResult,
+    ById,
+    ByKey,
+    Change,
+    Head,
+    ListEntry,
+    ListInfo,
+    ListStructure,
+    Locator,
+    MonitorEvent,
+    MonitorSpec,
+    Position,
+    Registration,
+    StructureLost,
+    Tail,
+    UserInfo,
+)
+from sharedq.cf.types import Unchanged
+from sharedq.recovery.control import GatedChange, Runner
+from sharedq.seam.notes import (
+    NOTHING,
+    About,
+    BulkDeleteNote,
+    BulkMoveNote,
+    BulkNote,
+    ChangeNote,
+    ControlsNote,
+    DeleteNote,
+    EntryMeaning,
+    Journal,
+    Meaning,
+    MoveNote,
+    Note,
+    UpdateNote,
+    WriteNote,
+)
+
+_T = TypeVar("_T")
+
+
+class SimulatedFailure(BaseException):
+    """Raised by a test's fault hook to stop a server dead between two requests.
+
+    A ``BaseException``, like ``KeyboardInterrupt``, so that no ``except Exception``
+    clause in the server runs clean-up a dead process could not have run.
+    """
+
+
+class JournalFailure(Exception):
+    """A server's error for a change its journal could not record (see the module).
+
+    Servers raise their own subclass (the queue manager's ``JournalFailed``, 2195);
+    ``note`` is the note of the change that was not recorded.
+    """
+
+    note: Note | None = None
+
+    @property
+    def meaning(self) -> Meaning | None:
+        """What the unrecorded change meant to the server."""
+        return None if self.note is None else self.note.meaning
+
+    @property
+    def about(self) -> About:
+        """What the unrecorded change concerned (nothing known for a bulk request)."""
+        note = self.note
+        if isinstance(note, WriteNote | MoveNote | DeleteNote | UpdateNote | ControlsNote):
+            return note.about
+        return NOTHING
+
+    @property
+    def entry(self) -> ListEntry | None:
+        """The entry as the unrecorded change left it (``None`` for a bulk request)."""
+        note = self.note
+        if isinstance(note, WriteNote | MoveNote | DeleteNote | UpdateNote):
+            return note.change.entry
+        return None
+
+
+#: Builds the server's :class:`JournalFailure` for a journal's exception and the note.
+FailureFactory = Callable[[Exception, Note], JournalFailure]
+#: A message's facts from its entry's data: persistent, priority, message id, correl id.
+FactsOf = Callable[[bytes], tuple[bool, int | None, bytes | None, bytes | None]]
+
+#: The journal failures the current block carries on through (see :func:`tolerating`).
+_TOLERATED: ContextVar[list[JournalFailure] | None] = ContextVar("_TOLERATED", default=None)
+
+
+@contextmanager
+def tolerating() -> Iterator[list[JournalFailure]]:
+    """Carry on through journal failures inside the block.
+
+    A change the journal cannot record stands, and its :class:`JournalFailure` is added
+    to the list this yields instead of being raised.  For the changes that need no
+    undo: a backout (recovery backs out whatever a log lacks of it), an undo (what it
+    takes back the log may never have seen), and the work of a unit that was already
+    decided.
+    """
+    failures: list[JournalFailure] = []
+    token = _TOLERATED.set(failures)
+    try:
+        yield failures
+    finally:
+        _TOLERATED.reset(token)
+
+
+class HasUowId(Protocol):
+    """A unit of work, whose id is made only when asked for (it may never be)."""
+
+    @property
+    def uow_id(self) -> bytes: ...
+
+
+UowRef = bytes | HasUowId | None
+
+
+def uow_id_of(uow: UowRef) -> bytes | None:
+    """The id of a unit of work given by id or by object."""
+    if uow is None or isinstance(uow, bytes):
+        return uow
+    return uow.uow_id
+
+
+class FaultHook(Protocol):
+    """Called with ``(request name, structure name, before)`` around every request."""
+
+    def __call__(self, request: str, structure: str, before: bool) -> None: ...
+
+
+#: Makes a change, holding it while the structure is quiesced (never failing for it):
+#: ``QuiesceGate.run``.
+Gate = Runner
+
+
+def source_list(locator: Locator) -> int | None:
+    """The list a move took its entry from, when the locator names it."""
+    if isinstance(locator, Head | Tail | ByKey | ById):
+        return locator.list_number
+    return None
+
+
+class StructureAccess:
+    """A server's connection to one structure, with its structure number.
+
+    ``write``, ``move`` and ``delete`` are spelled out rather than routed through one
+    helper as the bulk requests are: they are every put's and get's path, where a call
+    level shows.
+    """
+
+    __slots__ = (
+        "_facts",
+        "_failure",
+        "_journal",
+        "_journaling",
+        "conn",
+        "faults",
+        "gate",
+        "generation",
+        "name",
+        "number",
+        "relocate",
+    )
+
+    def __init__(
+        self,
+        conn: ListStructure,
+        number: int,
+        journal: Journal,
+        failure: FailureFactory,
+        faults: FaultHook | None = None,
+        facts: FactsOf | None = None,
+    ) -> None:
+        """``failure`` makes the server's error for a change its journal could not
+        record; ``facts`` reads a message's facts from an entry's data, for a move whose
+        meaning learns them from the entry (a get)."""
+        self.conn = conn
+        self._facts = facts
+        self.name = conn.structure_name
+        self.number = number
+        self.journal = journal
+        self._failure = failure
+        self.faults = faults
+        #: Holds changes while the structure is quiesced (a recovery log's checkpoint).
+        self.gate: Gate | None = None
+        #: Called when the structure is found gone: returns a connection to its copy
+        #: (the request is then made again there), or ``None`` (it was lost).
+        self.relocate: Callable[[ListStructure], ListStructure | None] | None = None
+        #: Counts the connections replaced so (monitors registered before are gone).
+        self.generation = 0
+
+    @property
+    def journal(self) -> Journal:
+        return self._journal
+
+    @journal.setter
+    def journal(self, journal: Journal) -> None:
+        self._journal = journal
+        # The default journal records nothing: skip the calls (the hot path's sake).
+        self._journaling = type(journal) is not Journal
+
+    @property
+    def journaling(self) -> bool:
+        """Whether the journal records changes (a recovery log)."""
+        return self._journaling
+
+    def __repr__(self) -> str:
+        return f"<StructureAccess {self.name!r} #{self.number} user={self.conn.user_id}>"
+
+    @property
+    def user_id(self) -> int:
+        return self.conn.user_id
+
+    # -- changes ------------------------------------------------------------------------
+
+    def write(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes = b"",
+        *,
+        adjunct: bytes = b"",
+        secondary_key: bytes | None = None,
+        entry_id: bytes | None = None,
+        version: int = 0,
+        position: Position = Position.TAIL,
+        expect_authority: int | None = None,
+        ignore_limit: bool = False,
+        reserve: bool = False,
+        kind: Meaning,
+        queue: str | None = None,
+        uow: UowRef = None,
+        persistent: bool | None = None,
+        msg_id: bytes | None = None,
+    ) -> Change:
+        faults = self.faults
+        if faults is not None:
+            faults("write", self.name, True)
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> Change:
+            return conn.write(
+                list_number,
+                key,
+                data,
+                adjunct=adjunct,
+                secondary_key=secondary_key,
+                entry_id=entry_id,
+                version=version,
+                position=position,
+                expect_authority=expect_authority,
+                not_locked=locks,
+                ignore_limit=ignore_limit,
+                reserve=reserve,
+            )
+
+        change = call(self.conn, ()) if self.gate is None else self._gated(call)
+        if self._journaling:
+            about = About(queue, uow_id_of(uow), persistent, msg_id)
+            self._changed(WriteNote(kind, self.name, change, position, ignore_limit, about))
+        if faults is not None:
+            faults("write", self.name, False)
+        return change
+
+    def write_and_rekey(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes = b"",
+        *,
+        adjunct: bytes = b"",
+        entry_id: bytes | None = None,
+        version: int = 0,
+        expect_authority: int | None = None,
+        new_key: bytes,
+        new_secondary_key: bytes | Unchanged | None = UNCHANGED,
+        set_version: int | None = None,
+        kind: Meaning,
+        then: Meaning,
+        queue: str | None = None,
+        uow: UowRef = None,
+        persistent: bool | None = None,
+        msg_id: bytes | None = None,
+    ) -> tuple[Change, Change]:
+        """A write (``kind``) and the move of the entry to ``new_key`` on its list
+        (``then``) in one request; the journal hears of both, as two changes.
+
+        With a recovery log (a journal recording) the two are two requests, ``write``
+        then ``move``, each logged before the next is made: a server killed between a
+        combined request and its log records would leave a *committed* message that no
+        record describes, and a later change of it could not be replayed.  (Killed
+        after the write alone, it leaves an uncommitted put, which recovery deletes.)
+        A fault hook does not change the path: without a log it sees the one request.
+        """
+        if self._journaling:
+            written = self.write(
+                list_number,
+                key,
+                data,
+                adjunct=adjunct,
+                entry_id=entry_id,
+                version=version,
+                expect_authority=expect_authority,
+                kind=kind,
+                queue=queue,
+                uow=uow,
+                persistent=persistent,
+                msg_id=msg_id,
+            )
+            moved = self.move(
+                ById(written.entry.entry_id, list_number),
+                list_number,
+                new_key=new_key,
+                new_secondary_key=new_secondary_key,
+                set_version=set_version,
+                kind=then,
+                queue=queue,
+                uow=uow,
+                persistent=persistent,
+                msg_id=msg_id,
+            )
+            assert moved is not None
+            return written, moved
+        faults = self.faults
+        if faults is not None:
+            faults("write_and_rekey", self.name, True)
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> tuple[Change, Change]:
+            return conn.write_and_rekey(
+                list_number,
+                key,
+                data,
+                adjunct=adjunct,
+                entry_id=entry_id,
+                version=version,
+                expect_authority=expect_authority,
+                not_locked=locks,
+                new_key=new_key,
+                new_secondary_key=new_secondary_key,
+                set_version=set_version,
+            )
+
+        # No journal records here (see above): nothing to note.
+        pair = call(self.conn, ()) if self.gate is None else self._gated(call)
+        if faults is not None:
+            faults("write_and_rekey", self.name, False)
+        return pair
+
+    def move(
+        self,
+        locator: Locator,
+        to_list: int,
+        *,
+        new_key: bytes | None = None,
+        new_secondary_key: bytes | Unchanged | None = UNCHANGED,
+        set_version: int | None = None,
+        increment_version: bool = False,
+        position: Position = Position.TAIL,
+        expect_version: int | None = None,
+        expect_authority: int | None = None,
+        ignore_limit: bool = False,
+        kind: Meaning,
+        queue: str | None = None,
+        uow: UowRef = None,
+        persistent: bool | None = None,
+        msg_id: bytes | None = None,
+    ) -> Change | None:
+        faults = self.faults
+        if faults is not None:
+            faults("move", self.name, True)
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> Change | None:
+            return conn.move(
+                locator,
+                to_list,
+                new_key=new_key,
+                new_secondary_key=new_secondary_key,
+                set_version=set_version,
+                increment_version=increment_version,
+                position=position,
+                expect_version=expect_version,
+                expect_authority=expect_authority,
+                not_locked=locks,
+                ignore_limit=ignore_limit,
+            )
+
+        change = call(self.conn, ()) if self.gate is None else self._gated(call)
+        if change is not None and self._journaling:
+            if persistent is None and kind.learns_facts and self._facts is not None:
+                persistent, _, msg_id, _ = self._facts(change.entry.data)
+            about = About(queue, uow_id_of(uow), persistent, msg_id)
+            note = MoveNote(
+                kind, self.name, change, source_list(locator), position, ignore_limit, about
+            )
+            self._changed(note)
+        if faults is not None:
+            faults("move", self.name, False)
+        return change
+
+    def delete(
+        self,
+        locator: Locator,
+        *,
+        expect_version: int | None = None,
+        expect_authority: int | None = None,
+        data_wanted: bool = True,
+        kind: Meaning,
+        queue: str | None = None,
+        uow: UowRef = None,
+        persistent: bool | None = None,
+        msg_id: bytes | None = None,
+    ) -> Change | None:
+        """``data_wanted=False``: the caller has no use for the entry's data, so the
+        backend need not return it, unless the journal needs it."""
+        faults = self.faults
+        if faults is not None:
+            faults("delete", self.name, True)
+        with_data = data_wanted or self._journaling
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> Change | None:
+            return conn.delete(
+                locator,
+                expect_version=expect_version,
+                expect_authority=expect_authority,
+                not_locked=locks,
+                with_data=with_data,
+            )
+
+        change = call(self.conn, ()) if self.gate is None else self._gated(call)
+        if change is not None and self._journaling:
+            about = About(queue, uow_id_of(uow), persistent, msg_id)
+            self._changed(DeleteNote(kind, self.name, change, about))
+        if faults is not None:
+            faults("delete", self.name, False)
+        return change
+
+    def update(
+        self,
+        locator: Locator,
+        *,
+        data: bytes | Unchanged = UNCHANGED,
+        adjunct: bytes | Unchanged = UNCHANGED,
+        set_version: int | None = None,
+        increment_version: bool = False,
+        increment_authority: bool = False,
+        expect_version: int | None = None,
+        expect_authority: int | None = None,
+        kind: Meaning,
+        queue: str | None = None,
+        uow: UowRef = None,
+    ) -> Change | None:
+        faults = self.faults
+        if faults is not None:
+            faults("update", self.name, True)
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> Change | None:
+            return conn.update(
+                locator,
+                data=data,
+                adjunct=adjunct,
+                set_version=set_version,
+                increment_version=increment_version,
+                increment_authority=increment_authority,
+                expect_version=expect_version,
+                expect_authority=expect_authority,
+                not_locked=locks,
+            )
+
+        change = call(self.conn, ()) if self.gate is None else self._gated(call)
+        if change is not None and self._journaling:
+            note = UpdateNote(
+                kind,
+                self.name,
+                change,
+                not isinstance(data, Unchanged),
+                not isinstance(adjunct, Unchanged),
+                increment_authority,
+                About(queue, uow_id_of(uow)),
+            )
+            self._changed(note)
+        if faults is not None:
+            faults("update", self.name, False)
+        return change
+
+    def set_list_controls(
+        self,
+        list_number: int,
+        *,
+        limit: int | Unchanged | None = UNCHANGED,
+        increment_authority: bool = False,
+        expect_authority: int | None = None,
+        kind: Meaning,
+        queue: str | None = None,
+    ) -> int:
+        faults = self.faults
+        if faults is not None:
+            faults("set_list_controls", self.name, True)
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> int:
+            return conn.set_list_controls(
+                list_number,
+                limit=limit,
+                increment_authority=increment_authority,
+                expect_authority=expect_authority,
+                not_locked=locks,
+            )
+
+        seq = call(self.conn, ()) if self.gate is None else self._gated(call)
+        if self._journaling:
+            about = About(queue)
+            note = ControlsNote(
+                kind, self.name, seq, list_number, limit, increment_authority, about
+            )
+            self._changed(note)
+        if faults is not None:
+            faults("set_list_controls", self.name, False)
+        return seq
+
+    def move_entries(
+        self,
+        moves: Sequence[BulkMove],
+        *,
+        ignore_limit: bool = False,
+        missing_ok: bool = False,
+        kind: Meaning,
+        uow: bytes | None,
+        meanings: Sequence[EntryMeaning],
+    ) -> BulkResult:
+        faults = self.faults
+        if faults is not None:
+            faults("move_entries", self.name, True)
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> BulkResult:
+            return conn.move_entries(
+                moves, ignore_limit=ignore_limit, missing_ok=missing_ok, not_locked=locks
+            )
+
+        result = call(self.conn, ()) if self.gate is None else self._gated(call)
+        if result.seqs and self._journaling:
+            note = BulkMoveNote(kind, self.name, moves, result, ignore_limit, uow, meanings)
+            self._bulk_changed(note)
+        if faults is not None:
+            faults("move_entries", self.name, False)
+        return result
+
+    def delete_entries(
+        self,
+        entry_ids: Sequence[bytes],
+        *,
+        missing_ok: bool = False,
+        kind: Meaning,
+        uow: bytes | None,
+        meanings: Sequence[EntryMeaning],
+    ) -> BulkResult:
+        faults = self.faults
+        if faults is not None:
+            faults("delete_entries", self.name, True)
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> BulkResult:
+            return conn.delete_entries(entry_ids, missing_ok=missing_ok, not_locked=locks)
+
+        result = call(self.conn, ()) if self.gate is None else self._gated(call)
+        if result.seqs and self._journaling:
+            self._bulk_changed(BulkDeleteNote(kind, self.name, entry_ids, result, uow, meanings))
+        if faults is not None:
+            faults("delete_entries", self.name, False)
+        return result
+
+    # -- the journal -----------------------------------------------------------------------
+
+    def _changed(self, note: ChangeNote) -> None:
+        """Journal a change; a journal that fails raises the server's own error."""
+        try:
+            self._journal.changed(note)
+        except Exception as error:
+            self._journal_failure(error, note)
+
+    def _bulk_changed(self, note: BulkNote) -> None:
+        try:
+            self._journal.bulk_changed(note)
+        except Exception as error:
+            self._journal_failure(error, note)
+
+    def _journal_failure(self, error: Exception, note: Note) -> None:
+        """Raise the server's failure to record ``note`` (or collect it: :func:`tolerating`)."""
+        failure = self._failure(error, note)
+        failure.note = note
+        tolerated = _TOLERATED.get()
+        if tolerated is None:
+            raise failure from error
+        failure.__cause__ = error
+        tolerated.append(failure)
+
+    # -- the quiesce gate and relocation ---------------------------------------------------
+
+    def _gated(self, call: GatedChange[_T]) -> _T:
+        """A change through the quiesce gate, made again on the structure's copy if the
+        structure was copied meanwhile."""
+        gate = self.gate
+        assert gate is not None
+        while True:
+            conn = self.conn
+            try:
+                return gate(conn, call)
+            except StructureLost:
+                if not self._relocated(conn):
+                    raise
+
+    def _relocated(self, lost: ListStructure) -> bool:
+        """After ``lost`` found its structure gone: switch to the structure's copy if
+        there is one (another thread may have switched already)."""
+        if self.conn is not lost:
+            return True
+        new = None if self.relocate is None else self.relocate(lost)
+        if new is None:
+            return False
+        if self.conn is lost:
+            self.conn = new
+            self.generation += 1
+        return True
+
+    def _again(self, call: Callable[[ListStructure], _T]) -> _T:
+        """A request that changes nothing, made again on a copy if need be."""
+        conn = self.conn
+        try:
+            return call(conn)
+        except StructureLost:
+            if not self._relocated(conn):
+                raise
+            return call(self.conn)
+
+    # -- reads, monitors and users: no change to journal, but still fault points ---------
+
+    def _point(self, request: str) -> None:
+        if self.faults is not None:
+            self.faults(request, self.name, True)
+
+    def read(self, locator: Locator) -> ListEntry | None:
+        self._point("read")
+        return self._again(lambda conn: conn.read(locator))
+
+    def scan(
+        self, list_number: int, low: bytes, high: bytes, *, with_data: bool = True
+    ) -> Iterator[ListEntry]:
+        self._point("scan")
+        return self._again(lambda conn: conn.scan(list_number, low, high, with_data=with_data))
+
+    def list_info(self, list_number: int) -> ListInfo:
+        self._point("list_info")
+        return self._again(lambda conn: conn.list_info(list_number))
+
+    def register_monitor(self, spec: MonitorSpec) -> Registration:
+        self._point("register_monitor")
+        return self._again(lambda conn: conn.register_monitor(spec))
+
+    def stop_monitor(self, monitor_id: int) -> int:
+        self._point("stop_monitor")
+        return self.conn.stop_monitor(monitor_id)
+
+    def wait_events(self, timeout: float | None) -> list[MonitorEvent]:
+        self._point("wait_events")
+        conn = self.conn
+        try:
+            return conn.wait_events(timeout)
+        except StructureLost:
+            if not self._relocated(conn):
+                raise
+            return []  # the monitors were on the old structure: waiters register again
+
+    def users(self) -> list[UserInfo]:
+        self._point("users")
+        return self._again(lambda conn: conn.users())
+
+    def mark_failed(self, user_id: int) -> int:
+        self._point("mark_failed")
+        return self.conn.mark_failed(user_id)
+
+    def cleanup_user(self, user_id: int) -> int:
+        self._point("cleanup_user")
+        return self.conn.cleanup_user(user_id)
+
+    def disconnect(self) -> None:
+        if self.conn.connected:
+            self.conn.disconnect()

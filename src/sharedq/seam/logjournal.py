@@ -1,0 +1,301 @@
+"""A server's recovery log as its journal: every change written to the log streams.
+
+:class:`LogJournal` turns each note a server's requests hand the journal seam
+(:mod:`sharedq.seam.notes`) into log records of the stream of the structure changed,
+before the server's call returns to its caller.  Changes of nonpersistent messages are
+not logged (they are not recoverable); everything else a server keeps in a structure
+is (its messages, and its own control entries), so that a structure rebuilt from its
+checkpoint and the log is whole.
+
+Each record's type is the change's :attr:`~sharedq.seam.notes.Meaning.record_type` (the
+redbook's Appendix B) and its payload names the change in the server's own words,
+``{payload_key: meaning.tag}`` (the queue manager's key is ``"mq"``; the pipeline reads
+it).  The facts of a message a record describes (persistence, priority, ids) come from
+the server's ``facts`` function, which knows how it lays out an entry's data.
+
+A unit of work whose descriptors say "begin commit" gets a ``COMMIT`` record, synced,
+before its descriptors change to "in commit": at restart the server reads its own
+records for it (:meth:`LogJournal.begin_commit_outcome`), as the patent's owner reads
+its private log (p[308]).  Per-commit durability syncs when a unit of work ends and
+after each change that ends an operation out of syncpoint.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from sharedq.log import LogPosition, LogRecord, LogStream, LogWriter, MessageInfo, RecordType
+from sharedq.seam.access import FactsOf
+from sharedq.seam.notes import (
+    About,
+    BulkDeleteNote,
+    BulkMoveNote,
+    BulkNote,
+    ChangeNote,
+    ControlsNote,
+    DecisionUncertain,
+    DeleteNote,
+    EntryMeaning,
+    Journal,
+    MoveNote,
+    UpdateNote,
+    WriteNote,
+)
+
+#: The payload value of a commit decision record.
+COMMIT_DECIDED = "commit-decided"
+
+
+class NoStream(Exception):
+    """A change to a structure the journal has no log stream for (never left unlogged)."""
+
+
+class LogJournal(Journal):
+    """Logs a server's changes to the log stream of each structure it uses.
+
+    Args:
+        writer: the name the server writes under (its own name: each server of a
+            stream writes its own staging segments).
+        streams: the log stream of every structure the server will connect to; two
+            structures of a pair may share one stream.  A change to a structure with
+            no stream raises :class:`NoStream` rather than go unlogged.
+        payload_key: the key of the server's words in every record's payload.
+        facts: reads a message's facts from its entry's data.
+    """
+
+    def __init__(
+        self,
+        writer: str,
+        streams: Mapping[str, LogStream],
+        *,
+        payload_key: str,
+        facts: FactsOf,
+    ) -> None:
+        self._name = writer
+        self._streams = dict(streams)
+        self._key = payload_key
+        self._facts = facts
+        self._writers: dict[int, LogWriter] = {}
+        self._lock = threading.Lock()
+        #: Called after each change logged to a structure's stream (checkpoint triggers).
+        self.listeners: dict[str, Callable[[], None]] = {}
+        #: Units whose commit this server decided and has not finished (restart state).
+        self.committing: set[bytes] = set()
+        #: Where restart reads this server's records from, per structure: the position
+        #: of its last system checkpoint and the units it recorded as committing.  Unset:
+        #: the whole log is read.
+        self.restart_points: dict[str, tuple[LogPosition, frozenset[bytes]]] = {}
+
+    def __repr__(self) -> str:
+        return f"<LogJournal {self._name!r} structures={sorted(self._streams)}>"
+
+    def writer_for(self, structure: str) -> LogWriter:
+        """This server's writer on the stream of ``structure``, opened on first use."""
+        stream = self._streams.get(structure)
+        if stream is None:
+            raise NoStream(f"structure {structure} has no log stream: its changes cannot be logged")
+        writer = self._writers.get(id(stream))
+        if writer is None:
+            with self._lock:
+                writer = self._writers.get(id(stream))
+                if writer is None:
+                    writer = self._writers[id(stream)] = stream.writer(self._name)
+        return writer
+
+    def close(self) -> None:
+        """Sync and close every writer."""
+        with self._lock:
+            writers, self._writers = list(self._writers.values()), {}
+        for writer in writers:
+            writer.close()
+
+    # -- the seam -------------------------------------------------------------------------
+
+    def changed(self, note: ChangeNote) -> None:
+        about = note.about
+        if about.persistent is False:
+            return
+        self._log_change(note, about)
+        listener = self.listeners.get(note.structure)
+        if listener is not None:
+            listener()
+
+    def _log_change(self, note: ChangeNote, about: About) -> None:
+        writer = self.writer_for(note.structure)
+        meaning = note.meaning
+        record_type = meaning.record_type
+        payload = {self._key: meaning.tag}
+        commit = meaning.ends_operation
+        if isinstance(note, ControlsNote):
+            writer.log_list_controls(
+                note.seq,
+                note.list_number,
+                limit=note.limit,
+                increment_authority=note.increment_authority,
+                payload=payload,
+                structure=note.structure,
+                commit=commit,
+            )
+            return
+        message = self._message(about, note.change.entry.data, record_type)
+        if isinstance(note, WriteNote):
+            writer.log_write(
+                note.change,
+                record_type=RecordType.PUT if record_type is RecordType.PUT else RecordType.CHANGE,
+                position=note.position,
+                ignore_limit=note.ignore_limit,
+                message=message,
+                payload=payload,
+                structure=note.structure,
+                commit=commit,
+            )
+        elif isinstance(note, MoveNote):
+            writer.log_move(
+                note.change,
+                record_type=record_type,
+                from_list=note.from_list,
+                position=note.position,
+                ignore_limit=note.ignore_limit,
+                message=message,
+                payload=payload,
+                structure=note.structure,
+                commit=commit,
+            )
+        elif isinstance(note, DeleteNote):
+            writer.log_delete(
+                note.change,
+                record_type=record_type,
+                message=message,
+                payload=payload,
+                structure=note.structure,
+                commit=commit,
+            )
+        else:
+            assert isinstance(note, UpdateNote)
+            writer.log_update(
+                note.change,
+                data_changed=note.data_changed,
+                adjunct_changed=note.adjunct_changed,
+                increment_authority=note.increment_authority,
+                message=message,
+                payload=payload,
+                structure=note.structure,
+                commit=commit,
+            )
+
+    def bulk_changed(self, note: BulkNote) -> None:
+        self._log_bulk(note)
+        listener = self.listeners.get(note.structure)
+        if listener is not None:
+            listener()
+
+    def _log_bulk(self, note: BulkNote) -> None:
+        writer = self.writer_for(note.structure)
+        meaning = note.meaning
+        payload = {self._key: meaning.tag}
+        messages = [self._bulk_message(note.uow_id, entry) for entry in note.entries]
+        if isinstance(note, BulkMoveNote):
+            writer.log_bulk_move(
+                note.moves,
+                note.result,
+                record_type=meaning.record_type,
+                ignore_limit=note.ignore_limit,
+                message=messages,
+                payload=payload,
+                structure=note.structure,
+            )
+        else:
+            assert isinstance(note, BulkDeleteNote)
+            writer.log_bulk_delete(
+                note.entry_ids,
+                note.result,
+                record_type=meaning.record_type,
+                message=messages,
+                payload=payload,
+                structure=note.structure,
+            )
+
+    def commit_decided(self, server: str, uow_id: bytes, structures: Sequence[str]) -> bool:
+        """Log a ``COMMIT`` record per stream and sync them before returning ``True``.
+
+        The unit joins :attr:`committing` first, so that a system checkpoint taken
+        meanwhile carries the decision.  If no record could be written, it leaves again
+        and the exception says the decision was not recorded; if some record was
+        written (and a sync, or another stream, failed), a restart may find it:
+        :class:`DecisionUncertain`, and the unit stays in :attr:`committing`.
+        """
+        self.committing.add(uow_id)
+        written = False
+        try:
+            writers = self._writers_of(structures)
+            for writer in writers:
+                writer.log_event(
+                    RecordType.COMMIT,
+                    payload={self._key: COMMIT_DECIDED},
+                    message=MessageInfo(uow=uow_id, persistent=None),
+                )
+                written = True
+            for writer in writers:
+                writer.commit()
+        except Exception as error:
+            if not written:
+                self.committing.discard(uow_id)
+                raise
+            raise DecisionUncertain(
+                f"the commit decision of {uow_id.hex()} was written but not made durable: {error}"
+            ) from error
+        return True
+
+    def unit_ended(self, server: str, uow_id: bytes | None, structures: Sequence[str]) -> None:
+        if uow_id is not None:
+            self.committing.discard(uow_id)
+        for writer in self._writers_of(structures):
+            writer.commit()
+
+    def begin_commit_outcome(self, server: str, uow_id: bytes) -> bool | None:
+        """Committed if the owner logged its commit decision for the unit, else not known.
+
+        With restart points (a warm restart from system checkpoints), a unit counts as
+        decided if a checkpoint recorded it as committing or a ``COMMIT`` record of it
+        follows a checkpoint; otherwise every record the server wrote is searched.
+        """
+        if self.restart_points:
+            for structure, (position, committing) in self.restart_points.items():
+                if uow_id in committing:
+                    return True
+                stream = self._streams.get(structure)
+                if stream is not None and _commit_logged(
+                    stream.records(writers={server}, start=position), uow_id
+                ):
+                    return True
+            return None
+        for stream in {id(s): s for s in self._streams.values()}.values():
+            if _commit_logged(stream.records(writers={server}), uow_id):
+                return True
+        return None
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _writers_of(self, structures: Iterable[str]) -> list[LogWriter]:
+        seen: dict[int, LogWriter] = {}
+        for structure in structures:
+            writer = self.writer_for(structure)
+            seen[id(writer)] = writer
+        return list(seen.values())
+
+    def _message(self, about: About, data: bytes, record_type: RecordType) -> MessageInfo:
+        queue = None if about.queue is None else about.queue.encode()
+        if record_type is RecordType.CHANGE or about.persistent is None:
+            return MessageInfo(uow=about.uow_id, queue=queue, persistent=None)
+        persistent, priority, msg_id, correl_id = self._facts(data)
+        return MessageInfo(about.uow_id, queue, msg_id, correl_id, priority, persistent)
+
+    @staticmethod
+    def _bulk_message(uow_id: bytes | None, entry: EntryMeaning) -> MessageInfo:
+        queue = None if entry.queue is None else entry.queue.encode()
+        return MessageInfo(uow_id, queue, entry.msg_id, None, None, entry.persistent)
+
+
+def _commit_logged(records: Iterable[LogRecord], uow_id: bytes) -> bool:
+    return any(r.type == RecordType.COMMIT and r.uow == uow_id for r in records)
