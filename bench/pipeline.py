@@ -102,8 +102,7 @@ def main() -> None:
             try:
                 return recover_job.run(ctx, structure=BENCH)
             finally:
-                if ctx._log is not None:
-                    ctx._log.unpersist()
+                ctx.release()
 
         best = {"inprocess": float("inf"), "spark": float("inf")}
         inprocess()

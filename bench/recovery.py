@@ -238,7 +238,7 @@ def _load_messages(facility: CouplingFacility, qm: QueueManager, count: int) -> 
 
 
 def _put_list(qm: QueueManager) -> int:
-    return qm._state("CHK.Q").put_list
+    return qm.view().queue("CHK.Q").put_list
 
 
 def checkpoint_figures(

@@ -9,7 +9,11 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.redis_server import RedisCluster, RedisServer
+# The list-structure conformance checks are plain functions in sharedq.testing: have
+# pytest show the values in their failed assertions, as in a test module's.
+pytest.register_assert_rewrite("sharedq.testing.conformance")
+
+from sharedq.testing.redis_server import RedisCluster, RedisServer  # noqa: E402 (after the rewrite)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

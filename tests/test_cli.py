@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.redis_server import RedisServer
+from sharedq.testing.redis_server import RedisServer
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -98,8 +98,8 @@ def test_recovery_check_and_accept_loss_name_what_is_missing(tmp_path: Path) -> 
     qm.checkpoint()
     for n in range(400):
         qm.open("ORDERS").put(b"m%05d" % n + b"." * 300, persistent=True)
-    assert qm.recovery is not None
-    first, segment = qm.recovery.pairs["CAPP"].stream.layout.segments("QM1")[1]
+    assert qm.recovery_log is not None
+    first, segment = qm.recovery_log.pairs["CAPP"].stream.layout.segments("QM1")[1]
     qm.close()
     facility.close()
     segment.unlink()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sharedq
 import sharedq.cf
+import sharedq.testing
+import sharedq.testing.conformance
 
 
 def test_cf_exports_what_it_lists() -> None:
@@ -13,8 +15,11 @@ def test_cf_exports_what_it_lists() -> None:
         assert required in sharedq.cf.__all__
 
 
-def test_every_cf_error_is_a_sharedq_error() -> None:
-    for name in sharedq.cf.__all__:
-        obj = getattr(sharedq.cf, name)
-        if isinstance(obj, type) and issubclass(obj, Exception):
-            assert issubclass(obj, sharedq.SharedqError), name
+def test_the_root_and_the_test_seams_export_what_they_list() -> None:
+    for package in (sharedq, sharedq.testing, sharedq.testing.conformance):
+        for name in package.__all__:
+            assert hasattr(package, name), (package.__name__, name)
+    assert {"SharedqError", "InvalidArgument"} <= set(sharedq.__all__)
+    assert "check_list_structure" in sharedq.testing.__all__
+    for required in ("CHECKS", "Check", "run_check", "check_list_structure", "ConformanceFailure"):
+        assert required in sharedq.testing.conformance.__all__

@@ -10,14 +10,17 @@ report job's ``import_module(f"sharedq.pipeline.jobs.{name}")``, cannot be read.
 
 The layers, lowest first (:data:`LAYERS`)::
 
-    errors -> cf -> log -> recovery -> seam -> mq, cqs -> ims -> pipeline -> demo -> cli
+    errors, clock -> cf -> log -> recovery -> seam -> mq, cqs -> ims -> pipeline -> demo -> cli
 
 A module may import its own package (its top-level package under ``sharedq``: all of
 ``sharedq.cf``, backends included, is one package) and packages of lower layers.
 Packages on the same layer (``mq`` and ``cqs``) are peers and import neither each
 other: what both need goes below them, into the server seam.  ``seam``, ``cqs`` and
 ``ims`` are checked as soon as they appear; a package that is in no layer fails
-until it is given one.  The special cases:
+until it is given one.  ``clock`` (the one ``Clock`` and the one way to wait,
+``retry_until``) is a peer of ``errors`` at the bottom: every layer reads the time
+and waits through it, and it imports neither ``errors`` nor anything else of sharedq.
+The special cases:
 
 * ``sharedq/__init__.py`` (the root) runs before any ``sharedq.*`` module, so it may
   import ``sharedq.errors`` only (a higher import would load a layer into every user
@@ -54,7 +57,7 @@ import sharedq
 
 #: The layers, lowest first; a layer of several packages holds peers.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors",),
+    ("errors", "clock"),  # clock: the one Clock and retry_until, for every layer
     ("cf",),
     ("log",),
     ("recovery",),
@@ -352,7 +355,7 @@ def test_the_benchmarks_do_not_import_the_tests() -> None:
 
 def test_every_package_is_read() -> None:
     """The checker sees what is there: the layers' packages and their modules."""
-    assert {"errors", "cf", "log", "recovery", "pipeline", "demo", "cli"} <= set(PACKAGES)
+    assert {"errors", "clock", "cf", "log", "recovery", "pipeline", "demo", "cli"} <= set(PACKAGES)
     for module in ("sharedq.cf.redis.connection", "sharedq.recovery.pair", "sharedq.cli.main"):
         assert module in GRAPH.modules
     assert any(e.source == "sharedq.cli.main" and e.module == "sharedq" for e in GRAPH.edges)

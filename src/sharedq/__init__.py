@@ -5,8 +5,8 @@ Layers, each using only those below it: ``sharedq.cf`` (list structures),
 work), ``sharedq.pipeline`` (PySpark jobs over the log) and ``sharedq.cli``.
 """
 
-from sharedq.errors import SharedqError
+from sharedq.errors import InvalidArgument, SharedqError
 
 __version__ = "0.1.0"
 
-__all__ = ["SharedqError", "__version__"]
+__all__ = ["InvalidArgument", "SharedqError", "__version__"]

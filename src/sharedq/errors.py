@@ -7,14 +7,33 @@ reasons in its own module, in its own range of codes, and raises subclasses of
 report or match the exact condition through :attr:`SharedqError.reason`, whose
 ``name`` and ``value`` are the reason name and numeric code.
 
-Code ranges, so that a code alone identifies its layer:
+A bad argument has one name in every layer: the reason ``BAD_ARGUMENT`` (each layer
+with its own code), and an exception that is an :class:`InvalidArgument` (and so a
+``ValueError``), whatever the layer calls its own class.  Layers keep more specific
+reasons for bad input where they have them (``BAD_KEY``, ``PRIORITY_ERROR``,
+``BAD_CONFIG``, ...), raised with the same class as their ``BAD_ARGUMENT``.
 
-=========  ==========================================
-1000-1999  list structures (``sharedq.cf``)
-2000-2999  queue manager (``sharedq.mq``), MQRC values where MQ has one
-3000-3999  log stream, checkpoints and recovery (``sharedq.log``)
-4000-4999  pipeline and CLI
-=========  ==========================================
+Code ranges, so that a code alone identifies its layer, and each layer's
+``BAD_ARGUMENT`` (``tests/test_errors.py`` holds every reason of every layer to this
+table):
+
+=========  ================================================  ============
+codes      layer                                             BAD_ARGUMENT
+=========  ================================================  ============
+1000-1999  list structures (``sharedq.cf``), every backend   1008
+2000-2999  queue manager (``sharedq.mq``)                    2906
+3000-3499  log stream (``sharedq.log``)                      3004
+3500-3599  checkpoints and recovery (``sharedq.recovery``)   3501
+4000-4099  Spark pipeline (``sharedq.pipeline``)             4001
+=========  ================================================  ============
+
+The queue manager's codes are IBM MQ's reason codes (MQRC) where MQ has one for the
+condition, and 2900-2999 where it has none.  No other layer has reasons of its own:
+the server seam's (``sharedq.seam``) few exceptions are signals to the server above
+it, which reports them with its own reasons (a journal that could not record a change
+is the queue manager's ``JournalFailed``: 2195, or 2192 when the log is full); the
+demo raises the layers' errors, and the ``sharedq`` command reports them and exits
+with the codes of ``sharedq.cli.exits``.
 """
 
 from __future__ import annotations
@@ -56,3 +75,12 @@ def _rebuild(
     cls: type[SharedqError], reason: IntEnum, detail: str, context: dict[str, Any]
 ) -> SharedqError:
     return cls(reason, detail, **context)
+
+
+class InvalidArgument(SharedqError, ValueError):
+    """A request was refused for a bad argument before anything was looked at or
+    changed: the base of every layer's bad-argument class (``sharedq.cf.InvalidRequest``,
+    ``sharedq.mq.InvalidArgument``, ``sharedq.log.InvalidLogRequest``,
+    ``sharedq.recovery.InvalidRecoveryRequest``,
+    ``sharedq.pipeline.InvalidPipelineRequest``), whose reason is that layer's
+    ``BAD_ARGUMENT`` or a more specific one."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sharedq.cf import CFError, CFReason
-from tests.redis_server import RedisServer
+from sharedq.testing.redis_server import RedisServer
 
 #: What sharedq says when Redis refuses a change at maxmemory.
 OUT_OF_MEMORY = "out of memory (maxmemory)"

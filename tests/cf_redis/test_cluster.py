@@ -13,7 +13,7 @@ from redis.crc import key_slot
 from sharedq.cf import ById, Compare, Head, MonitorState, StructureParams, open_facility
 from sharedq.cf.redis import RedisFacility
 from sharedq.cf.redis.keys import meta_key
-from tests.redis_server import RedisCluster
+from sharedq.testing.redis_server import RedisCluster
 
 NAMES = [f"QSG{n}" for n in range(12)]
 

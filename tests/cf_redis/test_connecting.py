@@ -19,7 +19,7 @@ from sharedq.cf import (
     open_facility,
 )
 from sharedq.cf.redis.client import check_server
-from tests.redis_server import RedisServer, free_port
+from sharedq.testing.redis_server import RedisServer, free_port
 
 ServerFactory = Callable[..., RedisServer]
 COMMITTED = b"\x0a" + bytes(15)

@@ -38,7 +38,7 @@ from sharedq.cf import (
 )
 from sharedq.cf.memory import MemoryFacility
 from sharedq.cf.redis import RedisFacility
-from tests.redis_server import RedisServer
+from sharedq.testing.redis_server import RedisServer
 
 LISTS = 4
 LOCKS = 4

@@ -23,7 +23,7 @@ from sharedq.cf import (
     open_facility,
 )
 from sharedq.cf.redis import RedisFacility
-from tests.redis_server import RedisServer
+from sharedq.testing.redis_server import RedisServer
 
 LEASE = 1.0  # seconds: the held user's lease, short so that the tests are quick
 

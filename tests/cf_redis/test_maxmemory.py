@@ -29,6 +29,7 @@ from sharedq.cf import (
     UserState,
 )
 from sharedq.cf.redis import RedisFacility, scripts
+from sharedq.testing.redis_server import RedisServer
 from tests.cf_redis.maxmemory import (
     fill_until_refused,
     hold_out_of_memory,
@@ -37,7 +38,6 @@ from tests.cf_redis.maxmemory import (
     set_maxmemory,
     structure_bytes,
 )
-from tests.redis_server import RedisServer
 
 ServerFactory = Callable[..., RedisServer]
 

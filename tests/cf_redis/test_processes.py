@@ -9,17 +9,25 @@ entry to two of them.
 from __future__ import annotations
 
 import multiprocessing
-import time
 from collections import Counter
 from multiprocessing.queues import Queue
 
-from sharedq.cf import ById, MonitorState, StructureParams, open_facility
+from sharedq.cf import ById, ListStructure, MonitorState, StructureParams, open_facility
+from sharedq.clock import retry_until
+from sharedq.testing.redis_server import RedisServer
 from tests.cf_redis import workers
-from tests.redis_server import RedisServer
 
 #: Messages the producer puts; every one is raced for by all the consumers.
 MESSAGES = 3000
 CONSUMERS = 3
+
+
+def _drained_and_waiting(server: RedisServer, producer: ListStructure) -> bool:
+    """The consumers took every entry of list 0, and all of them sleep in a blocking
+    read of their events (so that the next commit has to wake them)."""
+    info = server.command("INFO", "clients")
+    assert isinstance(info, dict)
+    return producer.list_info(0).entries == 0 and info["blocked_clients"] >= CONSUMERS
 
 
 def test_events_cross_processes_to_the_user_that_registered(redis_server: RedisServer) -> None:
@@ -83,7 +91,11 @@ def test_processes_racing_for_the_head_never_get_the_same_entry(
             written = []
             for i in range(MESSAGES):
                 if i == MESSAGES // 2:
-                    time.sleep(1.0)  # the consumers drain the list and wait to be woken
+                    assert retry_until(
+                        lambda: _drained_and_waiting(redis_server, producer),
+                        timeout_s=60,
+                        first_pause_s=0.01,
+                    ), "the consumers did not drain the list and wait"
                 # The two-phase put: uncommitted (X'F6'), then committed by a move within
                 # the list.  A get must never take the uncommitted form.
                 entry = producer.write(0, b"\xf6" + i.to_bytes(15, "big"), b"%06d" % i).entry

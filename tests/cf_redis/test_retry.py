@@ -23,7 +23,7 @@ from sharedq.cf import (
     open_facility,
 )
 from sharedq.cf.redis import RedisFacility
-from tests.redis_server import RedisServer
+from sharedq.testing.redis_server import RedisServer
 from tests.tcp_proxy import ReplyDroppingProxy
 
 GET = Head(0, key=b"\x0a" + bytes(15), compare=Compare.LE)

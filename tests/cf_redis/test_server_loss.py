@@ -22,13 +22,17 @@ from sharedq.cf import (
     open_facility,
 )
 from sharedq.cf.redis import RedisFacility
+from sharedq.clock import retry_until
+from sharedq.testing.redis_server import RedisServer
+from sharedq.testing.waits import wait_asleep_in_wait_events
 from tests.cf_redis import workers
-from tests.redis_server import RedisServer
 
 #: Seconds a user retries a dropped connection before giving up (kept short here).
 RETRY = 2.0
 #: A user must report the loss within this, or it counts as hung.
 DEADLINE = 30.0
+#: Changes the users make, at least, before the server is killed under their load.
+LOAD = 300
 
 ServerFactory = Callable[..., RedisServer]
 
@@ -75,7 +79,15 @@ def test_every_user_gets_structure_lost_when_the_server_dies_under_load(
             worker.start()
         assert sorted(ready.get(timeout=60) for _ in processes) == ["P0", "P1"]
         assert sorted(thread_ready.get(timeout=60) for _ in range(3)) == ["T0", "T1", "T2"]
-        time.sleep(0.5)  # under load
+        # Under load: the users are changing the structure, and the waiter sleeps.
+        with facility.connect("QSG1", "OBSERVER") as observer:
+            start = observer.statistics().seq
+            assert retry_until(
+                lambda: observer.statistics().seq >= start + LOAD,
+                timeout_s=DEADLINE,
+                first_pause_s=0.01,
+            ), "the users made no progress"
+        wait_asleep_in_wait_events(threads[-1])
         assert thread_results.empty() and outcomes == []
         killed = time.monotonic()
         server.kill()
@@ -127,7 +139,7 @@ def test_a_waiter_learns_promptly_that_its_structure_was_deleted_or_it_was_clean
         ]
         for thread in threads:
             thread.start()
-        time.sleep(0.2)
+        wait_asleep_in_wait_events(*threads)
         started = time.monotonic()
         facility.delete("QSG1", force=True)
         peer.mark_failed(failed.user_id)

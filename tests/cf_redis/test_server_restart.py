@@ -35,7 +35,8 @@ from sharedq.cf import (
 )
 from sharedq.cf.redis import RedisFacility
 from sharedq.cf.redis.keys import meta_key
-from tests.redis_server import RedisCluster, RedisServer
+from sharedq.clock import retry_until
+from sharedq.testing.redis_server import RedisCluster, RedisServer
 
 #: Seconds a dropped connection is retried (kept short here).
 RETRY = 3.0
@@ -71,10 +72,7 @@ def outcome(request: Callable[[], Any]) -> str:
 
 
 def wait_until(condition: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
+    assert retry_until(condition, timeout_s=DEADLINE, first_pause_s=0.005), "timed out"
 
 
 def assert_lost_to_restart(exc: BaseException, old: str, new: str) -> None:
@@ -292,11 +290,15 @@ def test_requests_under_way_when_the_server_restarts_are_not_resent(
             assert numbers == list(range(1, len(numbers) + 1))
             assert seq == base + len(numbers) == base + entries
             assert len(numbers) < len(acked)
+
             # The old connections' leases lapse: nobody renews them on the new server.
-            time.sleep(2 * lease)
-            states = {u.name: u.state for u in checker.users()}
-            assert states["WRITER"] is UserState.FAILED
-            assert states["WAITER"] is UserState.FAILED
+            def lapsed() -> bool:
+                states = {u.name: u.state for u in checker.users()}
+                return states["WRITER"] is states["WAITER"] is UserState.FAILED
+
+            assert retry_until(lapsed, timeout_s=2 * lease, first_pause_s=0.05), (
+                f"a lease did not lapse in {2 * lease:g} s: {checker.users()}"
+            )
 
 
 def test_a_dropped_connection_to_the_same_server_is_still_resent(

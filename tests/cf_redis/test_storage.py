@@ -8,7 +8,7 @@ import pytest
 
 from sharedq.cf import ById, CFReason, ListStructure, ServerUnsuitable, StructureParams
 from sharedq.cf.redis import RedisFacility
-from tests.redis_server import RedisServer
+from sharedq.testing.redis_server import RedisServer
 
 DATA_KEY = "sq:{QSG1}:d"
 

@@ -1,15 +1,84 @@
-"""Helpers shared by the log tests: filling a stream, finding frames, a crashed writer."""
+"""Helpers shared by the log tests (and the tests of replay onto structures): streams on
+real directories, structures, filling a stream, finding frames, a crashed writer."""
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from sharedq.log import LogStream, RecordType
+from sharedq.cf import ListStructure, StructureParams
+from sharedq.cf.memory import MemoryFacility
+from sharedq.log import LogConfig, LogStream, RecordType
 from sharedq.log.codec import FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES
+from sharedq.testing import ManualClock
 
 from . import procs
-from .conftest import eid, key
+
+#: A small configuration: segments of 4 KiB, so a few hundred records make several.
+SMALL = {"segment_bytes": 4096, "staging_bytes": 16384, "background_offload": False}
+
+
+def step_clock() -> ManualClock:
+    """A clock that moves one millisecond at each reading: record times are predictable."""
+    return ManualClock(1_700_000_000.001, tick_s=0.001)
+
+
+MakeStream = Callable[..., LogStream]
+
+
+@contextmanager
+def stream_maker(root: Path) -> Iterator[MakeStream]:
+    """Open streams on ``root/log`` (the same directory each call); closes them all."""
+    opened: list[LogStream] = []
+
+    def make(**config: Any) -> LogStream:
+        clock = config.pop("clock", step_clock())
+        structure = config.pop("structure", "S1")
+        stream = LogStream(
+            root / "log",
+            name="S1.LOG",
+            structure=structure,
+            config=LogConfig(**{**SMALL, **config}),
+            clock=clock,
+        )
+        opened.append(stream)
+        return stream
+
+    yield make
+    for stream in opened:
+        stream.close()
+
+
+_names = itertools.count(1)
+
+
+MakeStructure = Callable[..., ListStructure]
+
+
+def structure_maker(facility: MemoryFacility) -> MakeStructure:
+    """Create a structure and connect to it; keywords go to ``for_capacity``."""
+
+    def make(name: str | None = None, user: str = "U1", **overrides: Any) -> ListStructure:
+        name = name or f"T{next(_names)}"
+        options: dict[str, Any] = {"list_count": 8, "entries": 2000, "elements": 8000}
+        options.update(overrides)
+        if not facility.exists(name):
+            facility.create(StructureParams.for_capacity(name, **options))
+        return facility.connect(name, user)
+
+    return make
+
+
+def key(n: int) -> bytes:
+    return n.to_bytes(16, "big")
+
+
+def eid(n: int) -> bytes:
+    return b"\x01" + n.to_bytes(11, "big")
 
 
 def fill(stream: LogStream, writer: str, count: int, first_seq: int, step: int = 1) -> None:

@@ -29,8 +29,7 @@ from sharedq.log import (
 from sharedq.log.codec import SEGMENT_HEADER_BYTES
 from sharedq.log.writer import LSN_JUMP
 
-from .conftest import SMALL, MakeStream, StepClock, eid, key
-from .helpers import crashed_writer, fill, frames
+from .helpers import SMALL, MakeStream, crashed_writer, eid, fill, frames, key, step_clock
 
 #: Settings under which a writer's records all stay in one segment.
 ONE_SEGMENT = {"segment_bytes": 1 << 20, "staging_bytes": 1 << 22}
@@ -55,7 +54,7 @@ class Damaged:
             name="S1.LOG",
             structure="S1",
             config=LogConfig(**{**SMALL, **ONE_SEGMENT}),
-            clock=StepClock(),
+            clock=step_clock(),
         )
         fill(self.stream, "QM1", 30, 100)
         [(_, self.path)] = self.stream.layout.segments("QM1")

@@ -19,8 +19,7 @@ from sharedq.log import (
 from sharedq.log.datasets import lsn_runs, read_dataset
 from sharedq.log.reader import decode_segment
 
-from .conftest import MakeStream, eid, key
-from .helpers import fill, frames
+from .helpers import MakeStream, eid, fill, frames, key
 
 Decode = Callable[[list[StagingSegment]], list[SegmentDecoded[list[LogRecord]]]]
 

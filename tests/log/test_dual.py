@@ -14,8 +14,7 @@ import pytest
 
 from sharedq.log import LogConfig, LogReason, LogStream, RecordType, StreamMismatch
 
-from .conftest import SMALL, StepClock, eid
-from .helpers import crashed_writer, fill, flip, frames
+from .helpers import SMALL, crashed_writer, eid, fill, flip, frames, step_clock
 
 
 class Dual:
@@ -31,7 +30,7 @@ class Dual:
             name="S1.LOG",
             structure="S1",
             config=LogConfig(**{**SMALL, "staging_bytes": 1 << 22, **config}),  # type: ignore[arg-type]
-            clock=StepClock(),
+            clock=step_clock(),
             copy_root=self.copy_root if copy else None,
         )
         self.opened.append(stream)

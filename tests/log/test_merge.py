@@ -12,7 +12,7 @@ from sharedq.cf import ById, ListStructure, Position
 from sharedq.log import ChangeOp, LogRecord, LogStream, MessageInfo, RecordType
 
 from . import procs
-from .conftest import MakeStream, MakeStructure, eid, key
+from .helpers import MakeStream, MakeStructure, eid, key
 
 
 def _sorted_by_position(records: list[LogRecord]) -> bool:

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from sharedq.log import ARROW_SCHEMA, ChangeOp, LogRecord, LogWriter, RecordType
 from sharedq.log.datasets import read_dataset, read_dataset_meta
 
-from .conftest import MakeStream, eid, key
+from .helpers import MakeStream, eid, key
 
 
 def _put(w: LogWriter, seq: int, size: int = 40, **extra: object) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
+from sharedq.clock import retry_until
 from sharedq.log import (
     ChangeOp,
     LogFull,
@@ -16,7 +16,7 @@ from sharedq.log import (
     RecordType,
 )
 
-from .conftest import MakeStream, eid, key
+from .helpers import MakeStream, eid, key
 
 
 def _put(w: LogWriter, seq: int, size: int = 60, structure: str | None = None) -> None:
@@ -206,9 +206,7 @@ def test_threads_finding_the_log_full_run_the_handler_once(make_stream: MakeStre
     threads = [threading.Thread(target=work, args=(w,)) for w in writers]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 30
-    while not calls and time.monotonic() < deadline:
-        time.sleep(0.001)
+    retry_until(lambda: bool(calls), timeout_s=30, first_pause_s=0.001)
     gate.set()
     for t in threads:
         t.join()

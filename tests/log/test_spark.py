@@ -7,7 +7,7 @@ from pyspark.sql import SparkSession
 
 from sharedq.log import ChangeOp, LogRecord, RecordType
 
-from .conftest import MakeStream, eid, key
+from .helpers import MakeStream, eid, key
 
 
 @pytest.mark.slow

@@ -6,12 +6,12 @@ import multiprocessing
 import os
 import signal
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from sharedq.cf import ById, Position
+from sharedq.clock import retry_until
 from sharedq.log import (
     ChangeOp,
     Durability,
@@ -28,7 +28,7 @@ from sharedq.log import (
 )
 
 from . import procs
-from .conftest import MakeStream, MakeStructure, eid, key
+from .helpers import MakeStream, MakeStructure, eid, key
 
 
 def _put(w: LogWriter, seq: int, *, commit: bool = False, persistent: bool = True) -> object:
@@ -71,9 +71,7 @@ def test_interval_syncs_in_the_background(make_stream: MakeStream) -> None:
     with stream.writer("QM1") as w:
         for seq in range(1, 6):
             _put(w, seq)
-        deadline = time.monotonic() + 5
-        while w.durable_lsn < 5 and time.monotonic() < deadline:
-            time.sleep(0.005)
+        retry_until(lambda: w.durable_lsn >= 5, timeout_s=5, first_pause_s=0.005)
         assert w.durable_lsn == 5
 
 

@@ -20,7 +20,7 @@ from sharedq.cf.memory import MemoryFacility
 from sharedq.cf.redis import RedisFacility
 from sharedq.mq import QueueManager, structure_params
 from sharedq.testing import ManualClock, SimulatedFailure
-from tests.redis_server import RedisServer
+from sharedq.testing.redis_server import RedisServer
 
 ADMIN = "QSGADMIN"
 APP = "APP1"
@@ -76,7 +76,7 @@ def facility(open_backend: OpenFacility) -> CouplingFacility:
 
 @pytest.fixture
 def clock() -> ManualClock:
-    return ManualClock(tick=0.000_01)
+    return ManualClock(tick_s=0.000_01)
 
 
 @pytest.fixture

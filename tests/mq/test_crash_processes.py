@@ -44,6 +44,7 @@ import pytest
 
 from sharedq.cf import CouplingFacility
 from sharedq.cf.redis import RedisFacility
+from sharedq.testing.redis_server import RedisServer
 from tests.mq.crash_harness import (
     AUDIT,
     AUDIT_ID,
@@ -66,7 +67,6 @@ from tests.mq.crash_harness import (
     victim_in_doubt,
 )
 from tests.mq.faults import CrashAt
-from tests.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds a worker's connections live without renewal: how long a death takes to see.

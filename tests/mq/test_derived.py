@@ -22,6 +22,7 @@ from sharedq.mq import (
 from sharedq.mq.messages import header_length
 from tests.mq.conftest import APP, MakeManager
 from tests.mq.helpers import committed, expiry_list, get_list, put_list, versions
+from tests.mq.recording import Recording
 
 # -- browse ------------------------------------------------------------------------------
 
@@ -359,11 +360,11 @@ def test_expired_message_goes_to_expiry_list(qm: QueueManager, clock) -> None:
     q = qm.open("Q")
     q.put(b"short", expiry=1.0, priority=9)
     q.put(b"long", expiry=100.0)
-    clock.advance(2.0)
+    clock.advance_s(2.0)
     uow = qm.unit_of_work()
     assert q.get(uow=uow).body == b"long"
     assert expiry_list(qm, APP) == [b"short"]
-    clock.advance(200.0)
+    clock.advance_s(200.0)
     uow.backout()
     assert committed(qm, "Q") == []
     assert sorted(expiry_list(qm, APP)) == [b"long", b"short"]
@@ -385,8 +386,6 @@ def _bulk_budget(facility: CouplingFacility) -> int:
 def test_commit_redrives_bulk_requests(make_qm: MakeManager, facility: CouplingFacility) -> None:
     """C3: a commit's bulk move stops at the structure's budget and is redriven from
     the first entry not processed; every entry moves exactly once."""
-    from tests.mq.test_journal import Recording
-
     budget = _bulk_budget(facility)
     journal = Recording()
     qm = make_qm(1, journal=journal)

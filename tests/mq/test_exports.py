@@ -1,5 +1,5 @@
-"""``sharedq.mq`` exports what it lists; its errors are sharedq errors; it stays on the
-``sharedq.cf`` interface."""
+"""``sharedq.mq`` exports what it lists and stays on the ``sharedq.cf`` interface (its
+errors, with every layer's, are ``tests/test_errors.py``'s)."""
 
 from __future__ import annotations
 
@@ -17,13 +17,6 @@ def test_mq_exports_what_it_lists() -> None:
         assert hasattr(sharedq.mq, name), name
     for required in ("QueueManager", "UnitOfWork", "Message", "Queue", "MQReason", "Journal"):
         assert required in sharedq.mq.__all__
-
-
-def test_every_mq_error_is_a_sharedq_error() -> None:
-    for name in sharedq.mq.__all__:
-        obj = getattr(sharedq.mq, name)
-        if isinstance(obj, type) and issubclass(obj, Exception):
-            assert issubclass(obj, sharedq.SharedqError), name
 
 
 def test_mq_uses_only_the_cf_interface() -> None:

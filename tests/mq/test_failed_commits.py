@@ -40,9 +40,9 @@ from sharedq.mq import (
 from sharedq.recovery import RecoverySettings
 from sharedq.seam import Journal
 from sharedq.testing import ManualClock
+from sharedq.testing.redis_server import RedisServer
 from tests.mq.helpers import descriptor_count, drain, get_list, put_list
 from tests.mq.hook_at import ANY, At
-from tests.redis_server import RedisServer
 
 ADMIN = "QSGADMIN"
 APP = "APP1"
@@ -66,7 +66,7 @@ class Group:
         self.hook = At()
         self.managers: list[QueueManager] = []
         self.journals: list[Journal] = []
-        self.clock = ManualClock(tick=0.000_01)
+        self.clock = ManualClock(tick_s=0.000_01)
 
     def start(self, *, journal: Journal | None = None, **options: object) -> QueueManager:
         qm = QueueManager(

@@ -2,72 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from sharedq.mq import ChangeKind, QueueManager
-from sharedq.seam import (
-    BulkMoveNote,
-    BulkNote,
-    ChangeNote,
-    ControlsNote,
-    DeleteNote,
-    Journal,
-    MoveNote,
-    UpdateNote,
-    WriteNote,
-)
 from tests.mq.conftest import ADMIN, APP, MakeManager
-
-#: The structure request each note stands for.
-_REQUESTS = {
-    WriteNote: "write",
-    MoveNote: "move",
-    DeleteNote: "delete",
-    UpdateNote: "update",
-    ControlsNote: "set_list_controls",
-}
-
-
-class Recording(Journal):
-    def __init__(self) -> None:
-        self.records: list[dict[str, Any]] = []
-
-    def changed(self, note: ChangeNote) -> None:
-        if isinstance(note, ControlsNote):
-            seq, entry_id = note.seq, None
-        else:
-            seq, entry_id = note.change.seq, note.change.entry.entry_id
-        about = note.about
-        self.records.append(
-            {
-                "kind": note.meaning,
-                "structure": note.structure,
-                "request": _REQUESTS[type(note)],
-                "seqs": [seq],
-                "id": entry_id,
-                "queue": about.queue,
-                "uow": about.uow_id,
-                "persistent": about.persistent,
-                "msg_id": about.msg_id,
-            }
-        )
-
-    def bulk_changed(self, note: BulkNote) -> None:
-        moved = isinstance(note, BulkMoveNote)
-        self.records.append(
-            {
-                "kind": note.meaning,
-                "structure": note.structure,
-                "request": "move_entries" if moved else "delete_entries",
-                "seqs": list(note.result.seqs),
-                "uow": note.uow_id,
-                "entries": list(note.entries),
-                "items": list(note.moves if isinstance(note, BulkMoveNote) else note.entry_ids),
-            }
-        )
-
-    def kinds(self) -> list[ChangeKind]:
-        return [r["kind"] for r in self.records]
+from tests.mq.recording import Recording
 
 
 def _seq(qm: QueueManager, structure: str) -> int:

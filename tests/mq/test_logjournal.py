@@ -61,7 +61,7 @@ def _workload(qm1: QueueManager, qm2: QueueManager, clock: ManualClock) -> None:
         qm2.open("BY.ID").get(uow=uow, msg_id=b"M2", max_length=1)
     with qm2.unit_of_work() as uow:  # get, commit-gets
         qm2.open("BY.ID").get(uow=uow, msg_id=b"M1")
-    clock.advance(5.0)
+    clock.advance_s(5.0)
     with qm1.unit_of_work() as uow:  # the expired message goes to the expiry list
         orders.get(uow=uow)
     qm1.alter_queue("ORDERS", put_inhibited=True)

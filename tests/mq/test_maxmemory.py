@@ -30,6 +30,7 @@ from sharedq.mq import (
     structure_params,
 )
 from sharedq.recovery.settings import RecoverySettings
+from sharedq.testing.redis_server import RedisServer
 from tests.cf_redis.maxmemory import (
     fill_until_refused,
     hold_out_of_memory,
@@ -37,7 +38,6 @@ from tests.cf_redis.maxmemory import (
     limit_above_use,
     set_maxmemory,
 )
-from tests.redis_server import RedisServer
 
 ADMIN = "QSGADMIN"
 APP = "APP1"

@@ -63,7 +63,7 @@ class SharedQueues(RuleBasedStateMachine):
         self.facility: CouplingFacility = self.open_facility()
         self.facility.create(structure_params("SMADM", queues=4, managers=4, messages=500))
         self.facility.create(structure_params("SMAPP", queues=4, managers=4, messages=500))
-        self.clock = ManualClock(tick=0.00001)
+        self.clock = ManualClock(tick_s=0.00001)
         self.managers: list[QueueManager] = []
         self.units: list[ModelUnit | None] = []
         self.real_units: list = []

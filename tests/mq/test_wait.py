@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from sharedq.mq import IndexType, Message, NoMessageAvailable
+from sharedq.cf import CouplingFacility, ListStructure
+from sharedq.clock import retry_until
+from sharedq.mq import ID_LENGTH, IndexType, Message, NoMessageAvailable
 from tests.mq.conftest import APP, MakeManager
+
+#: Seconds a test waits for a signal before it fails (it comes in milliseconds).
+SIGNAL_TIMEOUT = 10
 
 
 class Waiter(threading.Thread):
@@ -41,17 +46,40 @@ class Counting:
             self.requests.append(request)
 
 
-def _settle() -> None:
-    time.sleep(0.1)  # let the waiter find nothing and go to sleep
+class Sleeping:
+    """A fault hook that tells when a thread of its manager goes to sleep: it calls
+    ``wait_events`` once its get found nothing and its monitor is registered, so a
+    change made after :meth:`wait` returned can only reach it as an event."""
+
+    def __init__(self) -> None:
+        self.asleep = threading.Event()
+        self.sleeps = 0
+
+    def __call__(self, request: str, structure: str, before: bool) -> None:
+        if request == "wait_events" and before:
+            self.sleeps += 1
+            self.asleep.set()
+
+    def wait(self) -> None:
+        assert self.asleep.wait(SIGNAL_TIMEOUT), "the waiter never went to sleep"
+
+
+@pytest.fixture
+def observer(facility: CouplingFacility) -> Iterator[ListStructure]:
+    """A connection of the test's own to APP: what the structure holds and queues."""
+    conn = facility.connect(APP, "OBSERVER")
+    yield conn
+    conn.disconnect()
 
 
 def test_commit_wakes_a_waiting_get(make_qm: MakeManager) -> None:
     """S4: the waiter is woken by another manager's commit."""
-    qm1, qm2 = make_qm(1), make_qm(2)
+    sleeping = Sleeping()
+    qm1, qm2 = make_qm(1), make_qm(2, faults=sleeping)
     qm1.define_queue("Q", structure=APP)
     waiter = Waiter(lambda: qm2.open("Q").get(wait=10))
     waiter.start()
-    _settle()
+    sleeping.wait()
     with qm1.unit_of_work() as uow:
         qm1.open("Q").put(b"wake", uow=uow)
     waiter.join(5)
@@ -73,14 +101,15 @@ def test_uncommitted_put_does_not_wake(make_qm: MakeManager) -> None:
 
 
 def test_backout_of_a_get_wakes_a_waiter(make_qm: MakeManager) -> None:
-    qm1, qm2 = make_qm(1), make_qm(2)
+    sleeping = Sleeping()
+    qm1, qm2 = make_qm(1), make_qm(2, faults=sleeping)
     qm1.define_queue("Q", structure=APP)
     qm1.open("Q").put(b"only")
     uow = qm1.unit_of_work()
     qm1.open("Q").get(uow=uow)
     waiter = Waiter(lambda: qm2.open("Q").get(wait=10))
     waiter.start()
-    _settle()
+    sleeping.wait()
     uow.backout()
     waiter.join(5)
     assert isinstance(waiter.result, Message) and waiter.result.backout_count == 1
@@ -98,21 +127,29 @@ def test_waiting_does_not_poll(make_qm: MakeManager) -> None:
     assert counting.requests == ["move", "register_monitor", "wait_events", "stop_monitor"]
 
 
-def test_indexed_wait_wakes_only_for_its_id(make_qm: MakeManager) -> None:
+def test_indexed_wait_wakes_only_for_its_id(make_qm: MakeManager, observer: ListStructure) -> None:
     """S5: a get by correl id X sleeps through a commit of Y, wakes on a commit of X."""
-    qm1, qm2 = make_qm(1), make_qm(2)
+    sleeping = Sleeping()
+    qm1, qm2 = make_qm(1), make_qm(2, faults=sleeping)
     qm1.define_queue("Q", structure=APP, index=IndexType.CORREL_ID)
+    # The observer watches what the waiter watches: the put list's entries whose
+    # secondary key is correl id X.  Events are queued by the change itself, so what
+    # it has not been sent when a put returns, the waiter has not either.
+    put_list = qm2.view().queue("Q").put_list
+    observer.monitor_sublist(put_list, b"X".ljust(ID_LENGTH, b"\x00"), secondary=True)
     waiter = Waiter(lambda: qm2.open("Q").get(correl_id=b"X", wait=10))
     waiter.start()
-    _settle()
+    sleeping.wait()
     qm1.open("Q").put(b"for Y", correl_id=b"Y")
     uow = qm1.unit_of_work()
     qm1.open("Q").put(b"for X, uncommitted", correl_id=b"X", uow=uow)
-    time.sleep(0.2)
-    assert waiter.result is None
+    assert observer.events_nowait() == []  # nothing to wake the waiter: it sleeps on
+    assert waiter.result is None and sleeping.sleeps == 1
     uow.commit()
+    assert len(observer.events_nowait()) == 1
     waiter.join(5)
     assert isinstance(waiter.result, Message) and waiter.result.body == b"for X, uncommitted"
+    assert sleeping.sleeps == 1  # woken once, by the commit of X
 
 
 def test_commit_between_failed_get_and_monitor_is_not_missed(make_qm: MakeManager) -> None:
@@ -133,16 +170,27 @@ def test_commit_between_failed_get_and_monitor_is_not_missed(make_qm: MakeManage
     assert time.monotonic() - started < 5
 
 
-def test_threads_of_one_manager_wait_on_different_queues(make_qm: MakeManager) -> None:
+def test_threads_of_one_manager_wait_on_different_queues(
+    make_qm: MakeManager, observer: ListStructure
+) -> None:
     """One manager's events are shared out to the right waiting threads."""
     qm1, qm2 = make_qm(1), make_qm(2)
     for name in ("QA", "QB", "QC"):
         qm1.define_queue(name, structure=APP)
     waiters = {name: Waiter(lambda n=name: qm2.open(n).get(wait=10)) for name in ("QA", "QB")}
     short = Waiter(lambda: qm2.open("QC").get(wait=0.2))
-    for waiter in (*waiters.values(), short):
+    monitors = observer.statistics().emcs
+    for waiter in waiters.values():
         waiter.start()
-    _settle()
+    # Each waiter registers its monitor (an EMC of the structure) once its get found
+    # nothing; one of them sleeps in wait_events, the other on the dispatcher.
+    assert retry_until(
+        lambda: observer.statistics().emcs == monitors + 2,
+        timeout_s=SIGNAL_TIMEOUT,
+        first_pause_s=0.001,
+        longest_pause_s=0.05,
+    ), "the waiters on QA and QB did not both register their monitors"
+    short.start()  # a third waiter beside them, whose wait ends first
     short.join(5)
     assert isinstance(short.result, NoMessageAvailable)
     qm1.open("QB").put(b"b")

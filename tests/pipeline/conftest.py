@@ -5,7 +5,9 @@ work over several queues, backouts, expiry, get-waits), takes a structure checkp
 loses its last manager mid-request (a peer recovers it), loses both structures (the
 first manager to reconnect rebuilds them from the SRDS and the log, and checkpoints
 again), works on, and shuts down.  Small log segments make the log hold data sets
-and staging records both.
+and staging records both.  With two structure checkpoints behind it, each structure's
+log has been deleted before the older SRDS: it no longer reaches back to the
+structure's start (the fixture checks it), so a point before that is unrecoverable.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from sharedq.demo.workload import (
     run_workload,
     sweep_expired,
 )
-from sharedq.log import LogConfig
+from sharedq.log import LogConfig, LogStream
 from sharedq.mq import QueueManager, structure_params
 from sharedq.mq.classify import recoverable_contents
 from sharedq.pipeline.sources import PairInput, find_pairs
@@ -43,6 +45,8 @@ class GroupLog:
     pairs: list[PairInput]
     final: dict[str, StructureContents]
     crashed: str | None
+    #: Each structure's retention point: the log holds its changes from this seq on.
+    retained: dict[str, int]
 
 
 def write_group_log(root: Path, rounds: int = 40) -> GroupLog:
@@ -79,9 +83,21 @@ def write_group_log(root: Path, rounds: int = 40) -> GroupLog:
     for name in STRUCTURES:
         with facility.connect(name, "AUDITOR") as auditor:
             final[name] = recoverable_contents(contents(auditor))
-    return GroupLog(root, find_pairs(root), final, result.crashed)
+    pairs = find_pairs(root)
+    retained = {  # (each pair here is one structure, its name)
+        pair.name: LogStream.open_existing(pair.log).retention_points().get(pair.name, 0)
+        for pair in pairs
+    }
+    return GroupLog(root, pairs, final, result.crashed, retained)
 
 
 @pytest.fixture(scope="session")
 def group_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GroupLog]:
-    yield write_group_log(tmp_path_factory.mktemp("group") / "recovery")
+    found = write_group_log(tmp_path_factory.mktemp("group") / "recovery")
+    # The workload's structure checkpoint and the one taken after the structures were
+    # rebuilt: the second deletes each log before the first's SRDS.
+    assert set(found.retained) == set(STRUCTURES), found.retained
+    assert all(seq > 0 for seq in found.retained.values()), (
+        f"the log still reaches back to a structure's start: {found.retained}"
+    )
+    yield found

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from sharedq.log import LogStream, RecordType
 from sharedq.log.records import ChangeOp
+from sharedq.testing import ManualClock
 
 STRUCTURE = "HS"
 #: The log's first instant: a whole second, so that intervals start on it.
@@ -108,12 +109,14 @@ def uow_id(name: str) -> bytes:
 
 def write_handmade_log(root: Path) -> Path:
     """Write the script as the log of structure HS under ``root``; returns the log dir."""
-    now = [T0]
+    clock = ManualClock(T0 / 1_000_000)
     log_dir = root / STRUCTURE / "log"
-    stream = LogStream(log_dir, name=STRUCTURE, clock=lambda: now[0])
+    stream = LogStream(log_dir, name=STRUCTURE, clock=clock)
     writers = {name: stream.writer(name) for name in ("QM1", "QM2", "QM3")}
+    at_ms = 0
     for seq, (ms, writer, kind, n, queue, uow) in enumerate(SCRIPT, start=1):
-        now[0] = T0 + ms * 1000
+        clock.advance_s((ms - at_ms) / 1000)  # the script's times only go forward
+        at_ms = ms
         record_type, op = _TYPES[kind]
         writers[writer].append(
             record_type,
@@ -128,7 +131,7 @@ def write_handmade_log(root: Path) -> Path:
             persistent=True,
             payload={"mq": kind},
         )
-    now[0] = T0 + END_MS * 1000
+    clock.advance_s((END_MS - at_ms) / 1000)
     writers["QM1"].append(RecordType.SHUTDOWN, payload={"qmgr": "QM1"})
     for opened in writers.values():
         opened.close()

@@ -15,7 +15,7 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 
 from sharedq.demo.run import DemoOptions, run_demo
-from tests.redis_server import RedisServer
+from sharedq.testing.redis_server import RedisServer
 
 
 def _check(outcome_output: Path, options: DemoOptions) -> None:

@@ -22,9 +22,9 @@ from sharedq.pipeline import PipelineError, PipelineReason
 from sharedq.pipeline.inprocess import InprocessRecovery, recover_inprocess
 from sharedq.pipeline.job import JobContext
 from sharedq.pipeline.jobs import recover as job
-from sharedq.recovery import StructureContents
 from sharedq.recovery.srds import version_to_i64
 from tests.pipeline.conftest import APP, STRUCTURES, GroupLog
+from tests.pipeline.helpers import entry_rows, list_rows
 
 ENTRY_SCHEMA = (
     "structure string, list_number int, position long, entry_id binary, key binary, "
@@ -33,31 +33,9 @@ ENTRY_SCHEMA = (
 LIST_SCHEMA = "structure string, list_number int, limit long, authority long"
 
 
-def _entry_rows(name: str, contents: StructureContents) -> list[tuple[object, ...]]:
-    return [
-        (
-            name,
-            number,
-            position,
-            e.entry_id,
-            e.key,
-            e.secondary_key,
-            version_to_i64(e.version),
-            e.adjunct,
-            e.data,
-        )
-        for number, entries in contents.lists.items()
-        for position, e in enumerate(entries)
-    ]
-
-
-def _list_rows(name: str, contents: StructureContents) -> list[tuple[object, ...]]:
-    return [(name, c.list_number, c.limit, c.authority) for c in contents.controls.values()]
-
-
 def _expected(spark: SparkSession, results: list[InprocessRecovery]) -> tuple[DataFrame, DataFrame]:
-    entries = [row for r in results for row in _entry_rows(r.structure, r.contents)]
-    lists = [row for r in results for row in _list_rows(r.structure, r.contents)]
+    entries = [row for r in results for row in entry_rows(r.structure, r.contents)]
+    lists = [row for r in results for row in list_rows(r.structure, r.contents)]
     return (
         spark.createDataFrame(entries, ENTRY_SCHEMA),
         spark.createDataFrame(lists, LIST_SCHEMA),
@@ -155,10 +133,7 @@ def test_at_a_time_it_equals_in_process_recovery(
 def test_a_point_before_the_oldest_srds_without_the_log_from_the_start_is_refused(
     spark: SparkSession, group_log: GroupLog, tmp_path: Path
 ) -> None:
-    pair = next(p for p in group_log.pairs if p.name == APP)
-    retained = LogStream.open_existing(pair.log).retention_points().get(APP, 0)
-    if retained == 0:
-        pytest.skip("the fixture's log still reaches back to the structure's start")
+    retained = group_log.retained[APP]  # > 0: the fixture checks it
     ctx = JobContext.open(spark, group_log.root, tmp_path)
     with pytest.raises(PipelineError) as caught:
         job.run(ctx, structure=APP, at_seq=retained - 1)

@@ -3,7 +3,7 @@
 The group workload of ``test_recover`` is what queue managers do; this log is what the
 list structure allows: writes at the head and the tail with and without secondary
 keys, moves with and without a new key and with version increments, bulk moves,
-updates of the data, deletes and list controls (``tests.recovery.test_restore``'s
+updates of the data, deletes and list controls (``tests.recovery.changes``'s
 random work), with an SRDS in the middle.  The Spark job must give, entry for entry
 and position for position, what the servers' own ``rebuild`` gives from the same SRDS
 and records, at the end of the log and at points before and after the SRDS.
@@ -25,9 +25,8 @@ from sharedq.pipeline.job import JobContext
 from sharedq.pipeline.jobs import recover as job
 from sharedq.pipeline.sources import find_pairs
 from sharedq.recovery import write_srds
-from tests.pipeline.test_recover import _entry_rows, _list_rows
-from tests.recovery import test_restore
-from tests.recovery.test_restore import NAME, PARAMS, _image, _work
+from tests.pipeline.helpers import entry_rows, list_rows
+from tests.recovery.changes import NAME, PARAMS, random_work, srds_image
 
 
 def _few_keys(rng: random.Random) -> bytes:
@@ -50,17 +49,16 @@ def _write_pair(root: Path, seed: int) -> list[int]:
             structure=NAME,
             commit=True,
         )
-        _work(conn, log, rng, 250)
-        write_srds(root / "srds", _image(conn, 1))
-        _work(conn, log, rng, 250)
+        random_work(conn, log, rng, 250, key=_few_keys)
+        write_srds(root / "srds", srds_image(conn, 1))
+        random_work(conn, log, rng, 250, key=_few_keys)
     return [r.seq for r in stream.records(structures={NAME}) if r.op != 127]
 
 
 @pytest.mark.parametrize("seed", [11, 12])
 def test_the_fold_equals_replay_for_every_kind_of_change(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int
+    spark: SparkSession, tmp_path: Path, seed: int
 ) -> None:
-    monkeypatch.setattr(test_restore, "_key", _few_keys)
     root = tmp_path / "pair"
     seqs = _write_pair(root, seed)
     (pair,) = find_pairs(root)
@@ -75,10 +73,10 @@ def test_the_fold_equals_replay_for_every_kind_of_change(
             .orderBy("list_number", "position")
             .collect()
         )
-        want = sorted(_entry_rows(NAME, reference.contents), key=lambda row: row[1:3])
+        want = sorted(entry_rows(NAME, reference.contents), key=lambda row: row[1:3])
         assert [tuple(r) for r in got] == want, f"seed {seed}, at seq {at_seq}"
         lists = spark.read.parquet(str(result.tables["lists"])).collect()
-        assert sorted(tuple(r) for r in lists) == sorted(_list_rows(NAME, reference.contents))
+        assert sorted(tuple(r) for r in lists) == sorted(list_rows(NAME, reference.contents))
         assert result.figures["records_applied"] == reference.records
         assert reference.records > 0 and len(want) > 0
         assert (result.figures["image_seq"][NAME] is not None) is from_image

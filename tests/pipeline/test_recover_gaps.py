@@ -49,8 +49,8 @@ def _group(root: Path) -> tuple[MemoryFacility, QueueManager]:
 
 
 def _delete_a_segment(qm: QueueManager) -> tuple[int, Path]:
-    assert qm.recovery is not None
-    segments = qm.recovery.pairs[APP].stream.layout.segments("QM1")
+    assert qm.recovery_log is not None
+    segments = qm.recovery_log.pairs[APP].stream.layout.segments("QM1")
     first, path = segments[1]
     path.unlink()
     return first, path

@@ -27,7 +27,7 @@ from sharedq.log import LogConfig
 from sharedq.mq import QueueManager, structure_params
 from sharedq.recovery import RecoverySettings
 from sharedq.testing import ManualClock, SimulatedFailure
-from tests.redis_server import RedisServer
+from sharedq.testing.redis_server import RedisServer
 
 ADMIN = "RADMIN"
 APP = "RAPP"
@@ -103,7 +103,7 @@ def _group(backend: str, root: Path, servers: Callable[..., RedisServer] | None)
         facility = MemoryFacility()
     for name in STRUCTURES:
         facility.create(params(name))
-    found = Group(backend, facility, root / "recovery", ManualClock(tick=1e-5), server, url)
+    found = Group(backend, facility, root / "recovery", ManualClock(tick_s=1e-5), server, url)
     try:
         yield found
     finally:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from sharedq.cf import CouplingFacility
+from sharedq.clock import SystemClock, retry_until
 from sharedq.log import LogRecord, LogStream, RecordType
 from sharedq.mq import IndexType, QueueManager, UnitOfWork
 from sharedq.mq.classify import recoverable_contents
@@ -83,7 +83,34 @@ def records(root: Path, structure: str, record_type: RecordType) -> list[LogReco
 
 
 def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition did not come true in time"
-        time.sleep(0.01)
+    """Return once ``condition()`` is true; fail if it is not within ``timeout`` s."""
+    assert retry_until(condition, timeout_s=timeout, first_pause_s=0.01), (
+        "the condition did not come true in time"
+    )
+
+
+class PausingClock(SystemClock):
+    """The system's clock, telling a test which threads paused on it.
+
+    Given to servers as their recovery clock (``RecoverySettings(clock=...)``): a server
+    pauses only while it waits for something (a lock, a quiesced structure, another
+    server's checkpoint), so a thread seen pausing is waiting.
+    """
+
+    def __init__(self) -> None:
+        self._paused: set[threading.Thread] = set()
+        self._changed = threading.Condition()
+
+    def sleep_s(self, seconds: float) -> None:
+        with self._changed:
+            self._paused.add(threading.current_thread())
+            self._changed.notify_all()
+        super().sleep_s(seconds)
+
+    def wait_paused(self, threads: Iterable[threading.Thread], timeout: float = 30.0) -> None:
+        """Return once every one of ``threads`` has paused; fail if not within ``timeout``."""
+        wanted = set(threads)
+        with self._changed:
+            assert self._changed.wait_for(lambda: wanted <= self._paused, timeout), (
+                "not every thread came to wait"
+            )

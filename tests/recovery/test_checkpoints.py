@@ -30,8 +30,8 @@ def _position(group: Group, server: str, structure: str = APP) -> LogPosition:
 
 
 def _retention(qm: QueueManager, structure: str = APP) -> int:
-    assert qm.recovery is not None
-    return qm.recovery.pairs[structure].stream.retention_points().get(structure, 0)
+    assert qm.recovery_log is not None
+    return qm.recovery_log.pairs[structure].stream.retention_points().get(structure, 0)
 
 
 def test_checkpoints_alternate_slots_and_delete_the_log_before_the_older_srds(
@@ -99,9 +99,11 @@ def _entry_of(row: dict[str, object]) -> object:
 def test_a_put_during_the_copy_waits_and_then_succeeds(group: Group) -> None:
     """CK-T2 (CK-3): requests from every server are held, then complete; none fails."""
     quiesced, go = threading.Event(), threading.Event()
+    quiesced_at: list[float] = []
 
     def faults(point: str) -> None:
         if point == "quiesced":
+            quiesced_at.append(time.monotonic())
             quiesced.set()
             assert go.wait(30)
 
@@ -112,21 +114,26 @@ def test_a_put_during_the_copy_waits_and_then_succeeds(group: Group) -> None:
     checkpoint = threading.Thread(target=lambda: outcome.append(qm1.checkpoint(APP)))
     checkpoint.start()
     assert quiesced.wait(30)
+    gates = [qm.recovery_log.pairs[APP].gate for qm in (qm1, qm2) if qm.recovery_log is not None]
+    held_before = [gate.held for gate in gates]
     puts = [
         threading.Thread(target=lambda qm=qm: qm.open("ORDERS").put(b"held", persistent=True))
         for qm in (qm1, qm2)  # the master's own manager is held too
     ]
     for put in puts:
         put.start()
-    time.sleep(0.4)
+    # Each put finds the quiesce lock held and waits at its manager's gate.
+    eventually(lambda: all(g.held > n for g, n in zip(gates, held_before, strict=True)))
     assert all(put.is_alive() for put in puts), "a put went through a quiesced structure"
+    # The copy holds the structure 0.4 s, which its result must count as quiesced.
+    time.sleep(max(0.0, quiesced_at[0] + 0.4 - time.monotonic()))
     go.set()
     for put in puts:
         put.join(30)
     checkpoint.join(30)
     assert not any(put.is_alive() for put in puts)
     assert [m.body for m in drain(qm2, "ORDERS")] == [b"held", b"held"]
-    assert all(qm.recovery and qm.recovery.pairs[APP].gate.held >= 1 for qm in (qm1, qm2))
+    assert all(qm.recovery_log and qm.recovery_log.pairs[APP].gate.held >= 1 for qm in (qm1, qm2))
     (result,) = outcome[0]  # type: ignore[misc]
     assert result.quiesced_seconds >= 0.4
 
@@ -138,8 +145,8 @@ def test_system_checkpoint_position_is_in_the_file_and_on_the_control_list(
     qm.system_checkpoint()
     for structure in (APP,):
         position = _position(group, "QM1", structure)
-        assert qm.recovery is not None
-        pair = qm.recovery.pairs[structure]
+        assert qm.recovery_log is not None
+        pair = qm.recovery_log.pairs[structure]
         found = read(pair.conns[structure], pair.area, KIND_POSITION, name_hash("QM1"))
         assert found is not None and found[1]["position"] == list(position)
         (record,) = [
@@ -285,11 +292,11 @@ def test_a_system_checkpoint_every_syschkpt_records(memory_group: Group) -> None
     group = memory_group
     qm = group.start(1, recovery=group.settings(syschkpt=40, strchkpt=None))
     define_queues(qm)
-    before = qm.recovery.pairs[APP].writer.last_lsn  # type: ignore[union-attr]
+    before = qm.recovery_log.pairs[APP].writer.last_lsn  # type: ignore[union-attr]
     for n in range(80):
         qm.open("ORDERS").put(b"m%d" % n, persistent=True)
-    assert qm.recovery is not None
-    pair = qm.recovery.pairs[APP]
+    assert qm.recovery_log is not None
+    pair = qm.recovery_log.pairs[APP]
     assert pair.writer is not None
     written = [
         r
@@ -339,8 +346,8 @@ def test_the_log_keeps_taking_records_through_forced_checkpoints(memory_group: G
         last = _last(group, APP) if n % 100 == 0 else None
         if last is not None and last[1].startswith("log-"):
             forced.add(last[0])
-    assert qm.recovery is not None
-    stream = qm.recovery.pairs[APP].stream
+    assert qm.recovery_log is not None
+    stream = qm.recovery_log.pairs[APP].stream
     assert stream.size_bytes() <= limit + (128 << 10)
     assert len(forced) >= 3
     # A checkpoint that cannot run cannot make room: the caller gets a clear error,

@@ -44,13 +44,13 @@ def _put(qm: QueueManager, first: int, count: int) -> list[bytes]:
 
 
 def _stream(qm: QueueManager) -> LogStream:
-    assert qm.recovery is not None
-    return qm.recovery.pairs[APP].stream
+    assert qm.recovery_log is not None
+    return qm.recovery_log.pairs[APP].stream
 
 
 def _outcome(qm: QueueManager, structure: str = APP) -> StructureOutcome:
-    assert qm.recovery is not None
-    pairs = qm.recovery.pairs.values()
+    assert qm.recovery_log is not None
+    pairs = qm.recovery_log.pairs.values()
     [found] = [o for p in pairs for o in p.outcomes if o.structure == structure]
     return found
 
@@ -188,8 +188,8 @@ def test_a_damaged_data_set_is_refused_naming_it(group: Group) -> None:
     define_queues(qm)
     qm.checkpoint(APP)
     _put(qm, 0, 300)
-    assert qm.recovery is not None
-    writer = qm.recovery.pairs[APP].writer
+    assert qm.recovery_log is not None
+    writer = qm.recovery_log.pairs[APP].writer
     assert writer is not None
     writer.offload()
     stream = _stream(qm)

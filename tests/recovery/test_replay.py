@@ -39,7 +39,7 @@ from sharedq.log import (
     ReplayError,
 )
 from sharedq.recovery import apply_record, replay
-from tests.log.conftest import MakeStream, MakeStructure, eid, key, stream_maker, structure_maker
+from tests.log.helpers import MakeStream, MakeStructure, eid, key, stream_maker, structure_maker
 
 LISTS = 6
 KINDS = [

@@ -12,7 +12,6 @@ adjuncts, secondary keys and versions, and the same limit and authority on every
 from __future__ import annotations
 
 import threading
-import time
 from contextlib import ExitStack
 
 import pytest
@@ -29,12 +28,12 @@ from sharedq.recovery import (
 )
 from tests.mq.helpers import drain
 from tests.recovery.conftest import ADMIN, APP, STRUCTURES, Group
-from tests.recovery.helpers import define_queues, records, snapshot, workload
+from tests.recovery.helpers import PausingClock, define_queues, records, snapshot, workload
 
 
 def _outcomes(qm: QueueManager) -> dict[str, str]:
-    assert qm.recovery is not None
-    return {o.structure: o.action for p in qm.recovery.pairs.values() for o in p.outcomes}
+    assert qm.recovery_log is not None
+    return {o.structure: o.action for p in qm.recovery_log.pairs.values() for o in p.outcomes}
 
 
 def test_recovery_from_the_srds_and_the_log_after_it_is_exact(group: Group) -> None:
@@ -84,7 +83,7 @@ def test_the_older_srds_is_used_when_the_newest_cannot_be_read(group: Group) -> 
     if group.backend == "redis":
         group.lose(*STRUCTURES)
     qm1.reconnect()
-    pair = qm1.recovery.pairs[APP] if qm1.recovery else None
+    pair = qm1.recovery_log.pairs[APP] if qm1.recovery_log else None
     assert pair is not None
     (outcome,) = [o for o in pair.outcomes if o.structure == APP]
     assert (outcome.action, outcome.slot, outcome.image_seq) == ("recovered", first.slot, first.seq)
@@ -154,7 +153,8 @@ def test_units_in_flight_at_the_loss_end_as_a_restart_ends_them(group: Group) ->
 
 
 def test_other_servers_wait_for_the_one_that_recovers(group: Group) -> None:
-    managers = [group.start(n) for n in (1, 2, 3)]
+    clock = PausingClock()
+    managers = [group.start(n, recovery=group.settings(clock=clock)) for n in (1, 2, 3)]
     define_queues(managers[0])
     workload(managers[0], managers[1], 6)
     before = snapshot(group.facility)
@@ -174,7 +174,7 @@ def test_other_servers_wait_for_the_one_that_recovers(group: Group) -> None:
             held.enter_context(PairLayout(group.root, name).recovery_lock(5))
         for thread in threads:
             thread.start()
-        time.sleep(0.5)
+        clock.wait_paused(threads)  # each found a structure gone and waits for its lock
     for thread in threads:
         thread.join(60)
     assert errors == []

@@ -27,8 +27,8 @@ from tests.recovery.helpers import define_queues, eventually, records, snapshot
 
 
 def _generation(qm: QueueManager) -> tuple[int, str | None]:
-    assert qm.recovery is not None
-    pair = qm.recovery.pairs[APP]
+    assert qm.recovery_log is not None
+    pair = qm.recovery_log.pairs[APP]
     state = read_function(pair.conns[APP], pair.area, KIND_CHECKPOINT)
     return state.generation, state.info.get("master")
 
@@ -71,10 +71,10 @@ def test_a_master_killed_mid_checkpoint_is_taken_over(memory_group: Group, point
     put.start()
     put.join(20)
     assert not put.is_alive()
-    assert qm2.recovery is not None
-    assert (qm2.recovery.pairs[APP].gate.held >= 1) is (point == "quiesced")
+    assert qm2.recovery_log is not None
+    assert (qm2.recovery_log.pairs[APP].gate.held >= 1) is (point == "quiesced")
     # Another server finished the checkpoint: started again, as master, by QM2.
-    pair = qm2.recovery.pairs[APP]
+    pair = qm2.recovery_log.pairs[APP]
     eventually(lambda: pair.last_checkpoint is not None)
     assert _generation(qm2) == (generation + 1, "QM2")
     assert pair.last_checkpoint is not None and pair.last_checkpoint.took_over == "QM1.CHKPT"
@@ -109,8 +109,8 @@ def test_a_master_process_killed_holding_the_quiesce_lock_is_taken_over(
     # lease to lapse, cleans it up, and goes through.
     qm2.open("ORDERS").put(b"after the master died", persistent=True)
     eventually(lambda: _generation(qm2)[1] == "QM2", timeout=30)
-    assert qm2.recovery is not None
-    assert qm2.recovery.pairs[APP].gate.held >= 1
+    assert qm2.recovery_log is not None
+    assert qm2.recovery_log.pairs[APP].gate.held >= 1
     statuses = [s for s in slot_status(PairLayout(group.root, APP).srds) if s.valid]
     assert statuses and max(s.checkpoint_id or 0 for s in statuses) >= 1
     qm2.recover_failed()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
-from sharedq.errors import SharedqError
+from sharedq.errors import InvalidArgument, SharedqError
 
 
 class CFReason(IntEnum):
@@ -66,8 +66,10 @@ class CFError(SharedqError):
     reason: CFReason
 
 
-class InvalidRequest(CFError, ValueError):
-    """The request is malformed (bad key, oversized data, unknown list number...)."""
+class InvalidRequest(CFError, InvalidArgument):
+    """The request is malformed (bad key, oversized data, unknown list number...):
+    ``BAD_ARGUMENT`` or a more specific reason, codes 1001-1019.  A
+    :class:`sharedq.errors.InvalidArgument`, and so a ``ValueError``."""
 
 
 class NoSuchEntry(CFError, LookupError):

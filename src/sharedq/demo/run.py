@@ -150,7 +150,7 @@ def _processes(
     peer = start_manager(facility, layout, 1)  # a warm restart in this process
     if result.crashed is not None:
         peer.declare_failed(result.crashed)
-        result.recovery = peer.recover(result.crashed)
+        result.peer_recovery = peer.recover(result.crashed)
         result.recovered_by = peer.name
     return result, [peer]
 
@@ -176,8 +176,8 @@ def _pipeline(options: DemoOptions, layout: GroupLayout, console: Console) -> tu
 def _tell_incidents(
     console: Console, workload: WorkloadResult, before: dict[str, int], after: dict[str, int]
 ) -> None:
-    if workload.crashed is not None and workload.recovery is not None:
-        report = workload.recovery
+    if workload.crashed is not None and workload.peer_recovery is not None:
+        report = workload.peer_recovery
         console.print(
             f"{workload.crashed} stopped dead mid-work; {workload.recovered_by} recovered its "
             f"units: {report.committed} committed, {report.backed_out} backed out, "

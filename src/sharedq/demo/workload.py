@@ -16,12 +16,11 @@ from __future__ import annotations
 import contextlib
 import random
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sharedq.errors import SharedqError
-from sharedq.mq import NoMessageAvailable, QueueManager, RecoveryReport
+from sharedq.mq import NoMessageAvailable, PeerRecoveryReport, QueueManager
 from sharedq.seam import SimulatedFailure
 
 #: The application queues the workload puts to and gets from.
@@ -69,7 +68,7 @@ class WorkloadResult:
     tallies: dict[str, ManagerTally] = field(default_factory=dict)
     crashed: str | None = None
     recovered_by: str | None = None
-    recovery: RecoveryReport | None = None
+    peer_recovery: PeerRecoveryReport | None = None
     checkpoints: int = 0
 
 
@@ -160,7 +159,7 @@ def run_workload(
         peer = next(qm for qm in managers if qm.name != result.crashed)
         stop_dead(dead)
         peer.declare_failed(dead.name)
-        result.recovery = peer.recover(dead.name)
+        result.peer_recovery = peer.recover(dead.name)
         result.recovered_by = peer.name
     return result
 
@@ -171,7 +170,7 @@ def sweep_expired(qm: QueueManager, plan: WorkloadPlan) -> int:
 
     Returns how many were purged.
     """
-    time.sleep(plan.notice_expiry * 2)
+    qm.clock.sleep_s(plan.notice_expiry * 2)  # on a ManualClock: no real wait
     notices = qm.open(NOTICES)
     with contextlib.suppress(NoMessageAvailable):
         while True:

@@ -121,6 +121,9 @@ class LogConfig:
         background_offload: offload in a thread of the writer (``False``: in the
             appending thread, which then waits for it; simpler to reason about in tests).
         row_group_rows: rows per Parquet row group in log data sets.
+
+    A value, compared and copied with ``replace``: it holds no clock (a dependency,
+    not a setting); ``LogStream(clock=...)`` is given one.
     """
 
     staging_bytes: int = DEFAULT_STAGING_BYTES

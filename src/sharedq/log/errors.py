@@ -1,8 +1,8 @@
 """Reasons and exceptions of the log stream layer.
 
-Codes 3000-3999 (see :mod:`sharedq.errors`).  Every failure raised by ``sharedq.log``
-comes from :func:`log_error`, so the same condition always gives the same class and
-reason, whichever module noticed it.
+Codes 3000-3499 (see :mod:`sharedq.errors`; recovery's are 3500-3599).  Every
+failure raised by ``sharedq.log`` comes from :func:`log_error`, so the same condition
+always gives the same class and reason, whichever module noticed it.
 
 Damage found while *reading* is not an exception by default: the reader reports it
 (:class:`sharedq.log.Damage`) and goes on with everything it can still read, because
@@ -15,11 +15,11 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
-from sharedq.errors import SharedqError
+from sharedq.errors import InvalidArgument, SharedqError
 
 
 class LogReason(IntEnum):
-    """Why a log stream request failed.  Codes 3000-3999."""
+    """Why a log stream request failed.  Codes 3000-3499."""
 
     # Bad input: nothing was written or changed.
     BAD_CONFIG = 3001
@@ -48,8 +48,10 @@ class LogError(SharedqError):
     reason: LogReason
 
 
-class InvalidLogRequest(LogError, ValueError):
-    """Bad configuration, a malformed record, a bad writer or stream name."""
+class InvalidLogRequest(LogError, InvalidArgument):
+    """Bad configuration, a malformed record, a bad writer or stream name, any other
+    bad argument (``BAD_ARGUMENT``).  A :class:`sharedq.errors.InvalidArgument`, and so
+    a ``ValueError``."""
 
 
 class StreamMismatch(LogError):

@@ -32,11 +32,11 @@ import fcntl
 import os
 import re
 import threading
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple, TextIO
 
+from sharedq.clock import SYSTEM_CLOCK, Clock, retry_until
 from sharedq.log.errors import LogReason, log_error
 
 STREAM_FILE = "STREAM"
@@ -203,27 +203,39 @@ def write_atomically(path: Path, data: bytes) -> None:
 OWNERSHIP_RETRY_SECONDS = 0.5
 
 
-def take_ownership(directory: Path, writer: str) -> TextIO:
+#: Seconds between a writer's attempts to take its lock.
+OWNERSHIP_RETRY_PAUSE = 0.01
+
+
+def take_ownership(directory: Path, writer: str, clock: Clock = SYSTEM_CLOCK) -> TextIO:
     """Lock a writer's staging directory for this writer object; ``WRITER_IN_USE`` if taken.
 
     ``flock`` locks belong to the open file, so a second writer object of the same name
     is refused in this process as in any other; the lock goes when the process does.
+    Retries for :data:`OWNERSHIP_RETRY_SECONDS` on ``clock``.
     """
     lock_file = open(directory / LOCK_FILE, "a")  # noqa: SIM115 - held for the writer's life
-    deadline = time.monotonic() + OWNERSHIP_RETRY_SECONDS
-    while True:
+
+    def locked() -> bool:
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return lock_file
         except BlockingIOError:
-            if time.monotonic() >= deadline:
-                lock_file.close()
-                raise log_error(
-                    LogReason.WRITER_IN_USE,
-                    f"writer {writer} is already open (in this or another process)",
-                    writer=writer,
-                ) from None
-            time.sleep(0.01)
+            return False
+        return True
+
+    if not retry_until(
+        locked,
+        timeout_s=OWNERSHIP_RETRY_SECONDS,
+        first_pause_s=OWNERSHIP_RETRY_PAUSE,
+        clock=clock,
+    ):
+        lock_file.close()
+        raise log_error(
+            LogReason.WRITER_IN_USE,
+            f"writer {writer} is already open (in this or another process)",
+            writer=writer,
+        )
+    return lock_file
 
 
 def owner_alive(directory: Path) -> bool:

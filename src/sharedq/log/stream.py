@@ -40,6 +40,7 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log.codec import Damage
 from sharedq.log.config import LogConfig
 from sharedq.log.continuity import Coverage
@@ -57,7 +58,7 @@ from sharedq.log.reader import (
 from sharedq.log.records import SCHEMA_VERSION, LogPosition, LogRecord
 from sharedq.log.retention import LogFullHandler, LogSpace, PurgeResult, Retention
 from sharedq.log.statefile import read_state, write_state
-from sharedq.log.writer import Clock, LogWriter, system_clock
+from sharedq.log.writer import LogWriter
 
 _STREAM_NAME_MAX = 64
 _STREAM_LOCK = ".stream.lock"
@@ -87,7 +88,8 @@ class LogStream:
             (the primary structure of the pair); the stream's name when omitted.
         config: staging, offload, maximum size and durability settings.  Each process
             passes its own; they should agree.
-        clock: microseconds since 1970 UTC, for record times (tests inject one).
+        clock: where record times are read (``now_us()``) and writers wait for their
+            lock (``sharedq.clock.Clock``; tests inject a ``ManualClock``).
         copy_root: the second root of a dual log (another disk).  A stream's copy is
             chosen once, when the first process names it; later processes may omit it
             (the ``STREAM`` file says where it is) but not name another.
@@ -100,7 +102,7 @@ class LogStream:
         name: str,
         structure: str | None = None,
         config: LogConfig | None = None,
-        clock: Clock = system_clock,
+        clock: Clock = SYSTEM_CLOCK,
         copy_root: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(name, str) or not 0 < len(name) <= _STREAM_NAME_MAX:

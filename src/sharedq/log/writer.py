@@ -35,14 +35,14 @@ import fcntl
 import logging
 import os
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, TextIO
 
 import msgpack
 import pyarrow as pa
 
+from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log.changes import ChangeLogging, blank
 from sharedq.log.codec import FRAME_HEADER_BYTES, MAX_BODY_BYTES, Damage, encode_frame
 from sharedq.log.config import DurabilityMode, LogConfig
@@ -85,13 +85,6 @@ _SEQ, _OP, _WRITER, _LSN, _TYPE, _STRUCTURE, _TIME = range(7)
 _PAYLOAD = FIELD_NAMES.index("payload")
 _NONE = int(ChangeOp.NONE)
 
-Clock = Callable[[], int]
-"""Returns the time in microseconds since 1970 UTC."""
-
-
-def system_clock() -> int:
-    return time.time_ns() // 1000
-
 
 class LogWriter(ChangeLogging):
     """Appends one writer's records; create it with ``LogStream.writer``."""
@@ -104,7 +97,7 @@ class LogWriter(ChangeLogging):
         space: LogSpace,
         name: str,
         structure: str,
-        clock: Clock = system_clock,
+        clock: Clock = SYSTEM_CLOCK,
         copy: Layout | None = None,
     ) -> None:
         self.name = check_writer_name(name)
@@ -117,7 +110,7 @@ class LogWriter(ChangeLogging):
         self._clock = clock
         self._dir = layout.writer_dir(name)
         self._dir.mkdir(parents=True, exist_ok=True)
-        self._lock_file: TextIO | None = take_ownership(self._dir, name)
+        self._lock_file: TextIO | None = take_ownership(self._dir, name, clock)
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()
         self._offload_mutex = threading.Lock()
@@ -406,7 +399,7 @@ class LogWriter(ChangeLogging):
                     raise log_error(LogReason.WRITER_CLOSED, f"writer {self.name} is closed")
                 lsn = self._next_lsn
                 values[_LSN] = lsn
-                values[_TIME] = self._clock()
+                values[_TIME] = self._clock.now_us()
                 if defaulted_seq:
                     values[_SEQ] = self._observed.get(name, 0)
                 frame = encode_frame(values, self._packer)

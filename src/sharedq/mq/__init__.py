@@ -22,8 +22,8 @@ recovery of a failed manager's units of work by its peers.  See
             message = orders.get(uow=uow, wait=1.0)
 """
 
+from sharedq.clock import Clock, SystemClock
 from sharedq.mq.browse import Browser
-from sharedq.mq.clock import Clock, SystemClock
 from sharedq.mq.definitions import DepthEvents, IndexType, QueueDefinition
 from sharedq.mq.errors import (
     BackedOut,
@@ -50,7 +50,7 @@ from sharedq.mq.journal import ChangeKind
 from sharedq.mq.logjournal import LogJournal
 from sharedq.mq.manager import InDoubtUnit, QueueManager
 from sharedq.mq.messages import ID_LENGTH, NO_ID, Message
-from sharedq.mq.peer_recovery import ColdMessage, RecoveryReport
+from sharedq.mq.peer_recovery import ColdMessage, PeerRecoveryReport
 from sharedq.mq.queue import Queue
 from sharedq.mq.sizing import structure_params
 from sharedq.mq.uow import UnitOfWork, UowState
@@ -86,13 +86,13 @@ __all__ = [
     "MessageTooBig",
     "NoMessageAvailable",
     "OutcomePending",
+    "PeerRecoveryReport",
     "Queue",
     "QueueDefinition",
     "QueueExists",
     "QueueFull",
     "QueueManager",
     "RecoveryInProgress",
-    "RecoveryReport",
     "StorageFull",
     "SystemClock",
     "Truncated",

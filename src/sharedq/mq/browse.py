@@ -123,7 +123,7 @@ class Browser:
     def _browse(self, after: bytes | None) -> m.Message:
         self._fresh()
         queue = self._queue
-        now = self._core.clock.time()
+        now = self._core.clock.now_s()
         try:
             for entry in self._candidates(after):
                 if not keys.is_committed(entry.key):

@@ -1,4 +1,4 @@
-"""Time for the queue manager: an injectable clock and STCK-like stamps.
+"""STCK-like stamps for the queue manager, read from its injected clock.
 
 The patent orders messages by the time-of-day clock (STCK) value the putting queue
 manager assigned, not by the order of the writes (p[38]); UOW ids are the manager's id
@@ -7,56 +7,22 @@ equal, even when the clock has not moved, so :class:`Stamps` hands out strictly
 increasing values; the putting manager's id, placed after the stamp in every key,
 breaks ties between managers.
 
-A stamp is microseconds since the Unix epoch shifted left 12 bits, like an STCK's
-bit 51 ticking each microsecond (it lasts until the year 2112).  Tests inject a
-:class:`ManualClock` so that put times and expiry are exact.
+A stamp is microseconds since the Unix epoch (the clock's ``now_us()``) shifted left
+12 bits, like an STCK's bit 51 ticking each microsecond (it lasts until the year
+2112).  The clock is :class:`sharedq.clock.Clock`; tests inject a
+:class:`~sharedq.clock.ManualClock` so that put times and expiry are exact.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
-from typing import Protocol
+
+from sharedq.clock import Clock
 
 #: Bits below the microsecond in a stamp (an STCK's bit 51 is the microsecond).
 STAMP_SHIFT = 12
 _STAMP_MASK = (1 << 64) - 1
-
-
-class Clock(Protocol):
-    """Where the queue manager reads the time of day, in seconds since the Unix epoch."""
-
-    def time(self) -> float: ...
-
-
-class SystemClock:
-    """The host's clock."""
-
-    def time(self) -> float:
-        return time.time()
-
-
-class ManualClock:
-    """A clock that moves only when told to (or by ``tick`` seconds at each reading).
-
-    Tests use it to put messages at known times and to make them expire.
-    """
-
-    def __init__(self, start: float = 1_700_000_000.0, *, tick: float = 0.0) -> None:
-        self._now = start
-        self._tick = tick
-        self._lock = threading.Lock()
-
-    def time(self) -> float:
-        with self._lock:
-            now = self._now
-            self._now += self._tick
-            return now
-
-    def advance(self, seconds: float) -> None:
-        with self._lock:
-            self._now += seconds
 
 
 def stamp_seconds(stamp: int) -> float:
@@ -85,7 +51,7 @@ class Stamps:
 
     def stamp(self) -> int:
         """The next stamp: the clock's reading, or one more than the last if not later."""
-        value = int(self.clock.time() * 1_000_000) << STAMP_SHIFT
+        value = self.clock.now_us() << STAMP_SHIFT
         with self._lock:
             if value <= self._last:
                 value = self._last + 1

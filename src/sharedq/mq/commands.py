@@ -17,7 +17,7 @@ from sharedq.mq.bulk import bulk_move
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.errors import MQReason, mq_error, translated
 from sharedq.mq.journal import ChangeKind
-from sharedq.mq.peer_recovery import RecoveryReport
+from sharedq.mq.peer_recovery import PeerRecoveryReport
 from sharedq.mq.units import UowState
 from sharedq.recovery.copy import CopyResult
 from sharedq.recovery.structure_checkpoint import CheckpointResult
@@ -70,7 +70,7 @@ class RecoveryCommands:
             )
         return log.pairs[params.name].copy_structure(params)
 
-    def reconnect(self) -> RecoveryReport:
+    def reconnect(self) -> PeerRecoveryReport:
         """Carry on after structures were lost (see ``QueueManager.reconnect``)."""
         log = self._needs_log()
         core = self._core

@@ -14,8 +14,9 @@ import threading
 from dataclasses import dataclass, field
 
 from sharedq.cf import CFError, CouplingFacility
+from sharedq.clock import Clock
 from sharedq.mq import directory
-from sharedq.mq.clock import Clock, Stamps
+from sharedq.mq.clock import Stamps
 from sharedq.mq.definitions import QueueState
 from sharedq.mq.errors import MQReason, from_cf, mq_error, translated
 from sharedq.mq.units import UnitState

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from enum import IntEnum
 from typing import Any
 
+import sharedq.errors
 from sharedq.cf import errors as cfe
 from sharedq.errors import SharedqError
 from sharedq.log.errors import LogReason
@@ -112,8 +113,12 @@ class Truncated(MQError):
     """
 
 
-class InvalidArgument(MQError, ValueError):
-    """A bad priority, persistence, expiry, id or option; nothing was looked at."""
+class InvalidArgument(MQError, sharedq.errors.InvalidArgument):
+    """A bad priority, persistence, expiry, id or option; nothing was looked at.
+
+    ``BAD_ARGUMENT``, or MQ's reason for the argument (``PRIORITY_ERROR``, ...).  A
+    :class:`sharedq.errors.InvalidArgument`, and so a ``ValueError``.
+    """
 
 
 class UowError(MQError):
@@ -264,9 +269,7 @@ def journal_failed(error: BaseException, note: Note) -> JournalFailed:
     Raise it ``from error``.  The log being full (or its disk) is ``STORAGE_MEDIUM_FULL``
     (2192, a :class:`JournalFull`), anything else ``UNEXPECTED_ERROR`` (2195).
     """
-    text = (
-        f"the recovery log could not record a {note.meaning.tag} in {note.structure}: {error}"
-    )
+    text = f"the recovery log could not record a {note.meaning.tag} in {note.structure}: {error}"
     if _log_full(error):
         exc: JournalFailed = JournalFull(MQReason.STORAGE_MEDIUM_FULL, text)
     else:

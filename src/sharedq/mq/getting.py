@@ -108,7 +108,7 @@ def took(
     """A committed message is on our get list: expire, refuse, sync or keep it."""
     header = m.Decoded(entry.data)
     uow = request.uow
-    if header.expired(core.clock.time()):
+    if header.expired(core.clock.now_s()):
         try:
             syncpoint.expire_last(
                 queue.acc,
@@ -213,7 +213,7 @@ def own_get(
     assert entry is not None
     header = m.Decoded(entry.data)
     trop.trqs.take_own(trop)
-    if header.expired(core.clock.time()):
+    if header.expired(core.clock.now_s()):
         return None  # discarded within the unit: commit and backout both delete it
     body_length = len(entry.data) - header.body_offset
     if (

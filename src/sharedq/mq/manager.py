@@ -21,11 +21,11 @@ from types import TracebackType
 from typing import Any
 
 from sharedq.cf import CFError, CouplingFacility, StructureParams, UserState
+from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.mq import descriptors as d
 from sharedq.mq import directory, peer_recovery, starting, syncpoint
 from sharedq.mq import messages as m
 from sharedq.mq.bulk import bulk_delete
-from sharedq.mq.clock import Clock, SystemClock
 from sharedq.mq.commands import RecoveryCommands
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import QueueDefinition, define
@@ -34,7 +34,7 @@ from sharedq.mq.inspection import ManagerView
 from sharedq.mq.journal import ChangeKind
 from sharedq.mq.logjournal import PAYLOAD_KEY
 from sharedq.mq.messages import message_facts
-from sharedq.mq.peer_recovery import RecoveryReport
+from sharedq.mq.peer_recovery import PeerRecoveryReport
 from sharedq.mq.queue import Queue
 from sharedq.mq.recovery_client import ManagerClient
 from sharedq.mq.units import Status, UowState
@@ -75,7 +75,9 @@ class QueueManager:
         qm_id: its numeric id, 1..254, unique in the group; it heads every UOW id.
         admin: the administrative structure (directory, descriptors; may hold queues).
         structures: further structures to connect to.
-        clock: where time comes from (tests pass a ``ManualClock``).
+        clock: where the manager reads the time of day (put times, expiry, ids) and
+            paces its waits for peers (``sharedq.clock.Clock``); by default the
+            recovery settings' clock, else the system's.  Tests pass a ``ManualClock``.
         journal: receives every change (see :mod:`sharedq.seam.notes`).
         faults: a hook called around every structure request (crash tests).
         restart_wait: seconds to wait for a peer that is recovering this manager.
@@ -122,9 +124,9 @@ class QueueManager:
                 faults=checkpoint_faults,
             )
             journal = self._log.journal
-        core = self._core = ManagerCore(
-            name, qm_id, clock or SystemClock(), journal or NO_JOURNAL, facility, faults
-        )
+        if clock is None:
+            clock = recovery.clock if recovery is not None else SYSTEM_CLOCK
+        core = self._core = ManagerCore(name, qm_id, clock, journal or NO_JOURNAL, facility, faults)
         self._commands = RecoveryCommands(core, self._log)
         try:
             with translated("connect"):
@@ -177,8 +179,10 @@ class QueueManager:
         return self._core.admin
 
     @property
-    def recovery(self) -> RecoveryLog | None:
-        """The manager's recovery log and checkpoints (``None`` without settings)."""
+    def recovery_log(self) -> RecoveryLog | None:
+        """The manager's recovery log: its journal, checkpoints and structure recovery
+        (``None`` without ``recovery=RecoverySettings(...)``).  Not peer recovery,
+        which :meth:`recover` does."""
         return self._log
 
     @property
@@ -357,9 +361,7 @@ class QueueManager:
             found = []
             for record in d.load(core.admin, lists.descriptor_list).values():
                 status = record.status()
-                if status in (Status.IN_PREPARE, Status.BEGIN_COMMIT) and (
-                    record.is_complete()
-                ):
+                if status in (Status.IN_PREPARE, Status.BEGIN_COMMIT) and (record.is_complete()):
                     ops = sum(len(q.ops) for n in record.parts for q in record.ops(n)[1])
                     found.append(
                         InDoubtUnit(
@@ -400,7 +402,7 @@ class QueueManager:
                     if user.name == qmgr and user.state is UserState.ACTIVE:
                         acc.mark_failed(user.user_id)
 
-    def recover(self, qmgr: str) -> RecoveryReport:
+    def recover(self, qmgr: str) -> PeerRecoveryReport:
         """Peer recovery of a failed manager in every structure we are connected to.
 
         Structures where the manager is still active, or where another active manager
@@ -408,7 +410,7 @@ class QueueManager:
         """
         core = self._core
         core.check_open()
-        report = RecoveryReport(qmgr)
+        report = PeerRecoveryReport(qmgr)
         with translated(f"recover {qmgr}"):
             if qmgr == core.name:
                 raise mq_error(MQReason.Q_MGR_NAME_ERROR, "a manager does not recover itself")
@@ -424,7 +426,7 @@ class QueueManager:
                 peer_recovery.recover_structure(core, acc, ids[qmgr], qmgr, report, owner=False)
         return report
 
-    def recover_failed(self) -> list[RecoveryReport]:
+    def recover_failed(self) -> list[PeerRecoveryReport]:
         """Recover every manager a structure we share records as failed."""
         core = self._core
         core.check_open()
@@ -502,7 +504,7 @@ class QueueManager:
         """
         return self._commands.copy_structure(params)
 
-    def reconnect(self) -> RecoveryReport:
+    def reconnect(self) -> PeerRecoveryReport:
         """Carry on after structures were lost (requests failed with 2373).
 
         Each lost structure is recovered (by this manager, or another one, which this

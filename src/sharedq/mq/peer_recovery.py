@@ -29,7 +29,6 @@ a recovery that is itself interrupted can be run again by anyone.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from sharedq.cf import (
@@ -39,6 +38,7 @@ from sharedq.cf import (
     NoSuchEntry,
     UserState,
 )
+from sharedq.clock import retry_until
 from sharedq.mq import descriptors as d
 from sharedq.mq import directory, keys
 from sharedq.mq import messages as m
@@ -50,9 +50,12 @@ from sharedq.mq.units import Status, TropKind
 from sharedq.seam.access import StructureAccess
 from sharedq.seam.notes import EntryMeaning
 
+#: Seconds between looks at another manager's recovery claim, while waiting for it.
+_CLAIM_PAUSE = 0.01
+
 
 @dataclass
-class RecoveryReport:
+class PeerRecoveryReport:
     """What a recovery did, for operators and tests."""
 
     manager: str
@@ -93,7 +96,7 @@ def recover_structure(
     acc: StructureAccess,
     failed_id: int,
     failed_name: str,
-    report: RecoveryReport,
+    report: PeerRecoveryReport,
     *,
     owner: bool,
     wait: float = 0.0,
@@ -112,17 +115,17 @@ def recover_structure(
     def holder_active(holder: int) -> bool:
         return holder in names and is_active(acc, names[holder])
 
-    deadline = time.monotonic() + wait
-    while not directory.take_recovery_claim(acc, failed_id, core.qm_id, holder_active):
-        if time.monotonic() >= deadline:
-            if owner:
-                raise mq_error(
-                    MQReason.CF_STRUC_LIST_HDR_IN_USE,
-                    f"a peer is recovering {failed_name} in structure {acc.name}",
-                )
-            report.skipped.append(acc.name)
-            return []
-        time.sleep(0.01)
+    def claimed() -> bool:
+        return directory.take_recovery_claim(acc, failed_id, core.qm_id, holder_active)
+
+    if not retry_until(claimed, timeout_s=wait, first_pause_s=_CLAIM_PAUSE, clock=core.clock):
+        if owner:
+            raise mq_error(
+                MQReason.CF_STRUC_LIST_HDR_IN_USE,
+                f"a peer is recovering {failed_name} in structure {acc.name}",
+            )
+        report.skipped.append(acc.name)
+        return []
     try:
         if not owner and is_active(acc, failed_name):
             report.skipped.append(acc.name)  # it came back while we claimed
@@ -143,7 +146,7 @@ def _recover_claimed(
     acc: StructureAccess,
     failed_id: int,
     failed_name: str,
-    report: RecoveryReport,
+    report: PeerRecoveryReport,
     *,
     owner: bool,
     cold: bool,
@@ -251,7 +254,7 @@ def _forward(
     *,
     commit: bool,
     cold_list: int | None = None,
-    report: RecoveryReport | None = None,
+    report: PeerRecoveryReport | None = None,
 ) -> None:
     """Carry out a unit's commit (or backout) in one structure, from its descriptors.
 
@@ -351,7 +354,7 @@ def _sweep_gets(
     excluded: set[bytes],
     *,
     cold_list: int | None = None,
-    report: RecoveryReport | None = None,
+    report: PeerRecoveryReport | None = None,
 ) -> int:
     """Return every other message on the failed manager's get list to its put list
     (or, in a cold start, move it to the cold queue)."""
@@ -382,7 +385,7 @@ def _to_cold_queue(
     entries: list[ListEntry],
     get_list: int | None,
     cold_list: int,
-    report: RecoveryReport,
+    report: PeerRecoveryReport,
     uow_id: bytes | None = None,
 ) -> int:
     """Move gotten messages to the cold queue, as they are; list them in the report."""

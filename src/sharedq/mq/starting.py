@@ -17,7 +17,7 @@ from sharedq.mq import directory, peer_recovery
 from sharedq.mq import messages as m
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.errors import journal_failed, translated
-from sharedq.mq.peer_recovery import RecoveryReport
+from sharedq.mq.peer_recovery import PeerRecoveryReport
 from sharedq.mq.units import Status, Trop, UowState, Written
 from sharedq.mq.uow import UnitOfWork
 from sharedq.seam.access import StructureAccess
@@ -47,14 +47,14 @@ def claim_lists(core: ManagerCore, acc: StructureAccess, *, admin: bool) -> None
     )
 
 
-def restart(core: ManagerCore, log: RecoveryLog | None, wait: float) -> RecoveryReport:
+def restart(core: ManagerCore, log: RecoveryLog | None, wait: float) -> PeerRecoveryReport:
     """Finish what this manager's previous incarnation left (§5.21, restart).
 
     With a recovery log the restart is warm (its log from its last system
     checkpoint decides "begin commit" units) or cold (asked for, or its log was
     deleted: the messages it had gotten go to the cold queue).
     """
-    report = RecoveryReport(core.name)
+    report = PeerRecoveryReport(core.name)
     warm = True
     if log is not None:
         with translated("restart"):

@@ -334,7 +334,7 @@ def _backout_actions(core: ManagerCore, uow: UnitState) -> None:
         trops = _all_trops(uow)
         acting = [t for t in trops if t is not uow.marked]
         if len(acting) == 1 and len(uow.structures) == 1:
-            _backout_one(acting[0], uow, core.clock.time())
+            _backout_one(acting[0], uow, core.clock.now_s())
             return
         if acting:
             try:
@@ -343,7 +343,7 @@ def _backout_actions(core: ManagerCore, uow: UnitState) -> None:
                 # Without descriptors a failure now leaves the unit in flight, and a
                 # peer backs out in-flight work the same way: nothing is lost.
                 uow.descriptors = None
-    now = core.clock.time()
+    now = core.clock.now_s()
     uow_id = uow.uow_id
     for number in sorted(uow.structures):
         for trqs in uow.structures[number].values():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
-from sharedq.errors import SharedqError
+from sharedq.errors import InvalidArgument, SharedqError
 
 
 class PipelineReason(IntEnum):
@@ -36,8 +36,9 @@ class PipelineError(SharedqError):
     reason: PipelineReason
 
 
-class InvalidPipelineRequest(PipelineError, ValueError):
-    """The request is malformed."""
+class InvalidPipelineRequest(PipelineError, InvalidArgument):
+    """The request is malformed (``BAD_ARGUMENT``).  A
+    :class:`sharedq.errors.InvalidArgument`, and so a ``ValueError``."""
 
 
 def pipeline_error(reason: PipelineReason, detail: str = "", **context: Any) -> PipelineError:

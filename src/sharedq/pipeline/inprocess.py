@@ -36,13 +36,13 @@ import pyarrow.parquet as pq
 
 from sharedq.cf import StructureParams
 from sharedq.cf.memory import MemoryFacility
-from sharedq.log import LogStream, RecordType
+from sharedq.log import ChangeOp, LogStream, RecordType
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
 from sharedq.pipeline.sources import PairInput
 from sharedq.recovery.restore import RECOVERY_USER, StructureContents, contents, rebuild
 from sharedq.recovery.srds import METADATA_KEY, ListControls, read_srds
 
-_NONE_OP = 127
+_NONE_OP = int(ChangeOp.NONE)
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,13 @@ class JobContext:
             self._log = log_frame(self.spark, self.stage()).cache()
         return self._log
 
+    def release(self) -> None:
+        """Let Spark drop the cached log: a session that runs many contexts (a benchmark,
+        a notebook) would otherwise keep every context's log in memory."""
+        if self._log is not None:
+            self._log.unpersist()
+            self._log = None
+
     def stage(self) -> StagedLog:
         """The log staged for Spark (decoded once per context)."""
         if self.staged is None:

@@ -30,6 +30,7 @@ from contextlib import suppress
 from dataclasses import asdict, dataclass
 
 from sharedq.cf import BulkWrite, CFError, CouplingFacility, ListStructure, StructureParams
+from sharedq.clock import Clock, retry_until
 from sharedq.log import LogStream, LogWriter, RecordType
 from sharedq.recovery import master, structure_recovery
 from sharedq.recovery.control import KIND_CHECKPOINT, KIND_COPY, KIND_MARKER, ControlArea
@@ -40,6 +41,9 @@ from sharedq.recovery.restore import LOAD_BATCH, set_controls, write_all
 from sharedq.recovery.srds import ListControls
 
 logger = logging.getLogger("sharedq.recovery")
+
+#: Seconds between a copy's looks at a structure checkpoint in progress.
+_CHECKPOINT_POLL = 0.01
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ class CopySite:
     #: How long the copy waits for the recovery lock, the master function and the
     #: quiesce, in seconds.
     max_wait_seconds: float
+    #: What those waits are timed and paced on.
+    clock: Clock
 
 
 def copy_structure(site: CopySite, params: StructureParams) -> CopyResult:
@@ -92,17 +98,17 @@ def copy_structure(site: CopySite, params: StructureParams) -> CopyResult:
     started = time.perf_counter()
     timeout = site.max_wait_seconds
     user = f"{site.server}.COPY"
-    with site.layout.recovery_lock(timeout):
+    with site.layout.recovery_lock(timeout, clock=site.clock):
         conn = site.facility.connect(name, user)
         try:
-            claim = master.claim(conn, site.area, KIND_COPY, timeout=timeout)
+            claim = master.claim(conn, site.area, KIND_COPY, timeout=timeout, clock=site.clock)
             if not claim.won:
                 raise recovery_error(
                     RecoveryReason.COPY_FAILED,
                     f"{claim.state.master} is copying structure {name} already",
                 )
             _wait_for_checkpoint(site, conn, timeout)
-            hold_quiesce(conn, site.area, timeout=timeout)
+            hold_quiesce(conn, site.area, timeout=timeout, clock=site.clock)
             quiesced_at = time.perf_counter()
             snap = conn.snapshot()
             found = structure_recovery.marker(conn, site.area)
@@ -168,14 +174,17 @@ def copy_structure(site: CopySite, params: StructureParams) -> CopyResult:
 
 def _wait_for_checkpoint(site: CopySite, conn: ListStructure, timeout: float) -> None:
     """A copy waits for a structure checkpoint in progress (redbook §6.3.1)."""
-    deadline = time.monotonic() + timeout
-    while True:
+    state = master.FunctionState()
+
+    def finished() -> bool:
+        nonlocal state
         state = master.read_function(conn, site.area, KIND_CHECKPOINT)
-        if state.master is None or not master.alive(conn, state.user_id, state.master):
-            return
-        if time.monotonic() >= deadline:
-            raise recovery_error(
-                RecoveryReason.RECOVERY_TIMEOUT,
-                f"structure checkpoint by {state.master} did not finish in {timeout:g} s",
-            )
-        time.sleep(0.01)
+        return state.master is None or not master.alive(conn, state.user_id, state.master)
+
+    if not retry_until(
+        finished, timeout_s=timeout, first_pause_s=_CHECKPOINT_POLL, clock=site.clock
+    ):
+        raise recovery_error(
+            RecoveryReason.RECOVERY_TIMEOUT,
+            f"structure checkpoint by {state.master} did not finish in {timeout:g} s",
+        )

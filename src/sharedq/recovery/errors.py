@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
-from sharedq.errors import SharedqError
+from sharedq.errors import InvalidArgument, SharedqError
 
 
 class RecoveryReason(IntEnum):
@@ -45,8 +45,9 @@ class RecoveryError(SharedqError):
     reason: RecoveryReason
 
 
-class InvalidRecoveryRequest(RecoveryError, ValueError):
-    """The request is malformed."""
+class InvalidRecoveryRequest(RecoveryError, InvalidArgument):
+    """The request is malformed (``BAD_ARGUMENT``).  A
+    :class:`sharedq.errors.InvalidArgument`, and so a ``ValueError``."""
 
 
 class SrdsUnreadable(RecoveryError):

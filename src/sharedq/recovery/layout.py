@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import fcntl
 import re
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sharedq.clock import SYSTEM_CLOCK, Clock, retry_until
 from sharedq.log.errors import LogError
 from sharedq.log.statefile import read_state, write_state
 from sharedq.recovery.errors import RecoveryReason, recovery_error
 
 _NAME = re.compile(r"^[A-Za-z0-9@$#._-]{1,64}$")
+#: First and longest pause between attempts to take a pair's recovery lock, in seconds.
+_LOCK_FIRST_PAUSE, _LOCK_LONGEST_PAUSE = 0.005, 0.1
 
 
 @dataclass(frozen=True)
@@ -102,30 +104,36 @@ class PairLayout:
     # -- the pair's recovery lock --------------------------------------------------------
 
     @contextmanager
-    def recovery_lock(self, timeout: float) -> Iterator[None]:
+    def recovery_lock(self, timeout: float, *, clock: Clock = SYSTEM_CLOCK) -> Iterator[None]:
         """Hold the pair's recovery lock (one recovering or copying server at a time).
 
-        Waits up to ``timeout`` seconds for the server holding it (``RECOVERY_TIMEOUT``
-        after that).  The lock goes with its process: a server that dies holding it
-        leaves the REBUILDING file behind, which tells the next holder to start over.
+        Waits up to ``timeout`` seconds on ``clock`` for the server holding it
+        (``RECOVERY_TIMEOUT`` after that).  The lock goes with its process: a server that
+        dies holding it leaves the REBUILDING file behind, which tells the next holder to
+        start over.
         """
         self.directory.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + timeout
         with open(self.lock_file, "a") as handle:
-            pause = 0.005
-            while True:
+
+            def locked() -> bool:
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
                 except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise recovery_error(
-                            RecoveryReason.RECOVERY_TIMEOUT,
-                            f"another server has been recovering or copying pair {self.pair} "
-                            f"for more than {timeout:g} s ({self.lock_file} is held)",
-                        ) from None
-                    time.sleep(pause)
-                    pause = min(pause * 2, 0.1)
+                    return False
+                return True
+
+            if not retry_until(
+                locked,
+                timeout_s=timeout,
+                first_pause_s=_LOCK_FIRST_PAUSE,
+                longest_pause_s=_LOCK_LONGEST_PAUSE,
+                clock=clock,
+            ):
+                raise recovery_error(
+                    RecoveryReason.RECOVERY_TIMEOUT,
+                    f"another server has been recovering or copying pair {self.pair} "
+                    f"for more than {timeout:g} s ({self.lock_file} is held)",
+                )
             try:
                 yield
             finally:

@@ -18,10 +18,10 @@ checkpoint is taken after it, the loss lies before every SRDS and no longer matt
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log import LogRecord, LogStream, ReadFilter
 from sharedq.log.continuity import Coverage, Gap
 from sharedq.log.reader import ReadPlan
@@ -105,15 +105,18 @@ def accepted(layout: PairLayout) -> set[tuple[str, int, int | None]]:
     return {(str(w), int(a), None if b is None else int(b)) for w, a, b, *_ in body.get("gaps", [])}
 
 
-def accept(layout: PairLayout, gaps: Iterable[Gap], by: str) -> list[Gap]:
-    """Record ``gaps`` as accepted losses of the pair (kept with those accepted before)."""
+def accept(
+    layout: PairLayout, gaps: Iterable[Gap], by: str, *, clock: Clock = SYSTEM_CLOCK
+) -> list[Gap]:
+    """Record ``gaps`` as accepted losses of the pair (kept with those accepted before),
+    each with ``by`` and the time on ``clock``."""
     body = layout.read_json(layout.accepted_loss_file) or {"gaps": []}
     known = {tuple(item[:3]) for item in body["gaps"]}
     added = []
     for gap in gaps:
         key = [gap.writer, gap.first_lsn, gap.last_lsn]
         if tuple(key) not in known:
-            body["gaps"].append([*key, gap.why, by, time.time_ns() // 1000])
+            body["gaps"].append([*key, gap.why, by, clock.now_us()])
             added.append(gap)
     layout.write_json(layout.accepted_loss_file, body)
     return added

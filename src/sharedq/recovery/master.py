@@ -15,13 +15,13 @@ does.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
 from sharedq.cf import CFError, ListStructure, LockHeld, UserState
+from sharedq.clock import Clock, retry_until
 from sharedq.recovery import control
 from sharedq.recovery.control import ControlArea
 from sharedq.recovery.errors import RecoveryReason, recovery_error
@@ -30,6 +30,8 @@ logger = logging.getLogger("sharedq.recovery")
 
 #: The state of a function entry nobody is performing.
 IDLE = "idle"
+#: First and longest pause between attempts to take a held lock-table entry, in seconds.
+LOCK_FIRST_PAUSE, LOCK_LONGEST_PAUSE = 0.001, 0.05
 
 
 @dataclass(frozen=True)
@@ -89,9 +91,12 @@ def alive(conn: ListStructure, user_id: int | None, name: str | None) -> bool:
     )
 
 
-def claim(conn: ListStructure, area: ControlArea, kind: bytes, *, timeout: float) -> Claim:
-    """Become the function's master unless a live one performs it already."""
-    with control_lock(conn, area, timeout=timeout):
+def claim(
+    conn: ListStructure, area: ControlArea, kind: bytes, *, timeout: float, clock: Clock
+) -> Claim:
+    """Become the function's master unless a live one performs it already (waiting up
+    to ``timeout`` seconds on ``clock`` for the control lock)."""
+    with control_lock(conn, area, timeout=timeout, clock=clock):
         found = control.read(conn, area, kind)
         state = FunctionState.of(None if found is None else found[1])
         mine = state.user_id == conn.user_id and state.master == conn.user_name
@@ -150,8 +155,10 @@ def finish(
 
 
 @contextmanager
-def control_lock(conn: ListStructure, area: ControlArea, *, timeout: float) -> Iterator[None]:
-    acquire(conn, area.control_lock, timeout=timeout)
+def control_lock(
+    conn: ListStructure, area: ControlArea, *, timeout: float, clock: Clock
+) -> Iterator[None]:
+    acquire(conn, area.control_lock, timeout=timeout, clock=clock)
     try:
         yield
     finally:
@@ -164,27 +171,39 @@ def acquire(
     lock_number: int,
     *,
     timeout: float,
+    clock: Clock,
     on_failed_holder: Callable[[str], None] | None = None,
 ) -> None:
-    """Take a lock-table entry, waiting for its holder; a failed holder is cleaned up."""
-    deadline = time.monotonic() + timeout
-    pause = 0.001
-    while True:
-        try:
-            conn.lock(lock_number)
-            return
-        except LockHeld as exc:
-            holder = exc.context.get("holder")
-        if isinstance(holder, int) and release_if_failed(conn, holder, on_failed_holder):
-            continue
-        if time.monotonic() >= deadline:
-            raise recovery_error(
-                RecoveryReason.RECOVERY_TIMEOUT,
-                f"lock {lock_number} of {conn.structure_name} has been held by user "
-                f"{holder} for more than {timeout:g} s",
-            )
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+    """Take a lock-table entry, waiting for its holder; a failed holder is cleaned up.
+
+    Waits up to ``timeout`` seconds on ``clock`` (``RECOVERY_TIMEOUT`` after that); a
+    holder found failed is cleaned up and the lock tried again at once.
+    """
+    holder: object = None
+
+    def taken() -> bool:
+        nonlocal holder
+        while True:
+            try:
+                conn.lock(lock_number)
+                return True
+            except LockHeld as exc:
+                holder = exc.context.get("holder")
+            if not (isinstance(holder, int) and release_if_failed(conn, holder, on_failed_holder)):
+                return False
+
+    if not retry_until(
+        taken,
+        timeout_s=timeout,
+        first_pause_s=LOCK_FIRST_PAUSE,
+        longest_pause_s=LOCK_LONGEST_PAUSE,
+        clock=clock,
+    ):
+        raise recovery_error(
+            RecoveryReason.RECOVERY_TIMEOUT,
+            f"lock {lock_number} of {conn.structure_name} has been held by user "
+            f"{holder} for more than {timeout:g} s",
+        )
 
 
 def release_if_failed(

@@ -101,6 +101,7 @@ class PairRecovery:
             name=f"{self.pair}.LOG",
             structure=self.primary,
             config=settings.log(),
+            clock=settings.clock,
             copy_root=(
                 None
                 if settings.dual_log_root is None
@@ -108,7 +109,10 @@ class PairRecovery:
             ),
         )
         self.gate = QuiesceGate(
-            self.area, max_wait=settings.max_wait_seconds, on_master_failed=self._master_failed
+            self.area,
+            max_wait=settings.max_wait_seconds,
+            on_master_failed=self._master_failed,
+            clock=settings.clock,
         )
         self.writer: LogWriter | None = None
         self.conns: dict[str, ListStructure] = {}
@@ -149,6 +153,7 @@ class PairRecovery:
                 server=self.server,
                 params_hint=(params_hint or {}).get(name),
                 timeout=self.settings.max_wait_seconds,
+                clock=self.settings.clock,
             )
             for name in self.structures
         ]
@@ -202,6 +207,7 @@ class PairRecovery:
                 state=self.client.restart_state(),
                 reason=reason,
                 run=self.gate.run,
+                clock=self.settings.clock,
             )
         self._sys_lsn = self.writer.last_lsn
         self.last_system_checkpoint = position
@@ -252,6 +258,7 @@ class PairRecovery:
                 classifier=self.client.classifier,
                 own_system_checkpoint=self.system_checkpoint,
                 timeout=self.settings.max_wait_seconds,
+                clock=self.settings.clock,
                 faults=self.faults,
                 settle=max(_SETTLE_SECONDS, 4 * self.settings.poll_seconds),
             )
@@ -383,6 +390,7 @@ class PairRecovery:
             structures=self.structures,
             server=self.server,
             max_wait_seconds=self.settings.max_wait_seconds,
+            clock=self.settings.clock,
         )
         return copy_structure(site, params)
 
@@ -398,7 +406,9 @@ class PairRecovery:
             current = self.conns.get(structure)
             if current is not None and current is not lost and current.connected:
                 return current
-            with self.layout.recovery_lock(self.settings.max_wait_seconds):
+            with self.layout.recovery_lock(
+                self.settings.max_wait_seconds, clock=self.settings.clock
+            ):
                 pass
             if not self.facility.exists(structure):
                 return None

@@ -18,12 +18,12 @@ waiter then tells its server, which takes the checkpoint over.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from contextlib import suppress
 from typing import TypeVar
 
 from sharedq.cf import CFError, ListStructure, LockHeld
+from sharedq.clock import SYSTEM_CLOCK, Backoff, Clock
 from sharedq.recovery.control import ControlArea, GatedChange
 from sharedq.recovery.errors import RecoveryReason, recovery_error
 from sharedq.recovery.master import release_if_failed
@@ -44,6 +44,7 @@ class QuiesceGate:
             safety net for a lock nobody releases, far longer than any checkpoint's copy.
         on_master_failed: called with the failed master's user name after its lock was
             released, so that the server can take the checkpoint over.
+        clock: what the waits are timed and paced on.
     """
 
     def __init__(
@@ -52,8 +53,10 @@ class QuiesceGate:
         *,
         max_wait: float,
         on_master_failed: Callable[[str], None] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.locks: tuple[int, ...] = (area.quiesce_lock,)
+        self._clock = clock
         self._lock = area.quiesce_lock
         self._max_wait = max_wait
         self._on_master_failed = on_master_failed
@@ -77,41 +80,49 @@ class QuiesceGate:
 
         Returns whether it was held when looked at (``False``: free already).
         """
-        started = time.monotonic()
-        pause = _FIRST_PAUSE
-        next_check = started + _HOLDER_CHECK
+        clock = self._clock
+        backoff = Backoff(
+            timeout_s=self._max_wait,
+            first_pause_s=_FIRST_PAUSE,
+            longest_pause_s=_LONGEST_PAUSE,
+            clock=clock,
+        )
+        next_check = backoff.started_s + _HOLDER_CHECK
         waited = False
+        holder: int | None = None
+
+        def free() -> bool:
+            nonlocal next_check, waited, holder
+            holder = conn.lock_holder(self._lock)
+            if holder is None or holder == conn.user_id:
+                return True
+            if not waited:
+                waited = True
+                self.held += 1
+            now = clock.monotonic_s()
+            if now >= next_check:
+                next_check = now + _HOLDER_CHECK
+                return release_if_failed(conn, holder, self._on_master_failed)
+            return False
+
         try:
-            while True:
-                holder = conn.lock_holder(self._lock)
-                if holder is None or holder == conn.user_id:
-                    return waited
-                if not waited:
-                    waited = True
-                    self.held += 1
-                now = time.monotonic()
-                if now >= next_check:
-                    next_check = now + _HOLDER_CHECK
-                    if release_if_failed(conn, holder, self._on_master_failed):
-                        return True
-                if now - started >= self._max_wait:
-                    raise recovery_error(
-                        RecoveryReason.QUIESCE_TIMEOUT,
-                        f"structure {conn.structure_name} has been quiesced by user {holder} "
-                        f"for more than {self._max_wait:g} s",
-                    )
-                time.sleep(pause)
-                pause = min(pause * 2, _LONGEST_PAUSE)
+            if not backoff.retry(free):
+                raise recovery_error(
+                    RecoveryReason.QUIESCE_TIMEOUT,
+                    f"structure {conn.structure_name} has been quiesced by user {holder} "
+                    f"for more than {self._max_wait:g} s",
+                )
+            return waited
         finally:
             if waited:
-                self.held_seconds += time.monotonic() - started
+                self.held_seconds += backoff.elapsed_s()
 
 
-def hold_quiesce(conn: ListStructure, area: ControlArea, *, timeout: float) -> None:
+def hold_quiesce(conn: ListStructure, area: ControlArea, *, timeout: float, clock: Clock) -> None:
     """The checkpoint master's side: take the quiesce lock (a failed holder is cleaned up)."""
     from sharedq.recovery.master import acquire
 
-    acquire(conn, area.quiesce_lock, timeout=timeout)
+    acquire(conn, area.quiesce_lock, timeout=timeout, clock=clock)
 
 
 def release_quiesce(conn: ListStructure, area: ControlArea) -> None:

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log import Durability, LogConfig
 from sharedq.recovery.errors import RecoveryReason, recovery_error
 
@@ -57,6 +58,13 @@ class RecoverySettings:
             readers make damaged or missing files good from it.  ``None``: one copy.
             Chosen when a pair's log is created; servers that omit it later still use
             the copy the log records.
+        clock: where the server's recovery reads the time (log record times,
+            checkpoint times) and paces its waits (for a lock, a quiesced structure,
+            another server's checkpoint); also the server's own clock when it is given
+            none (``sharedq.clock.Clock``).  On a ``ManualClock`` a wait's pauses take
+            no real time, so its timeout passes at once: give one only where nothing
+            another thread or process does is waited for.  Not compared: settings that
+            differ only in their clock are equal.
     """
 
     root: Path
@@ -71,6 +79,7 @@ class RecoverySettings:
     max_wait_seconds: float = DEFAULT_MAX_WAIT_SECONDS
     log_config: LogConfig = field(default_factory=LogConfig)
     dual_log_root: Path | None = None
+    clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", Path(os.fspath(self.root)))

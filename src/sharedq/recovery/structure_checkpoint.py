@@ -40,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sharedq.cf import CFError, ListEntry, ListStructure, StructureSnapshot
+from sharedq.clock import Clock, retry_until
 from sharedq.log import LogStream, LogWriter, RecordType
 from sharedq.recovery import master, system_checkpoint
 from sharedq.recovery.control import KIND_CHECKPOINT, ControlArea
@@ -69,6 +70,8 @@ Classifier = Callable[[ListEntry], Classification]
 ClassifierFactory = Callable[[str, Sequence[ListEntry]], Classifier]
 #: Called with the name of each point the checkpoint reaches (crash tests stop there).
 Faults = Callable[[str], None]
+#: Seconds between looks at the active servers' system checkpoints, while settling.
+_SETTLE_POLL = 0.01
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,8 @@ class CheckpointJob:
     classifier: ClassifierFactory
     own_system_checkpoint: Callable[[str], object]
     timeout: float
+    #: What the checkpoint's time (``taken_at_us``) is read from and its waits paced on.
+    clock: Clock
     faults: Faults | None = None
     #: Seconds to wait for the active servers' system checkpoints before deleting.
     settle: float = 2.0
@@ -124,7 +129,7 @@ def run(job: CheckpointJob, reason: str) -> CheckpointResult | None:
     """Take a structure checkpoint as master; ``None`` if a live master is taking one."""
     started = time.perf_counter()
     primary = job.conns[job.structures[0]]
-    claim = master.claim(primary, job.area, KIND_CHECKPOINT, timeout=job.timeout)
+    claim = master.claim(primary, job.area, KIND_CHECKPOINT, timeout=job.timeout, clock=job.clock)
     if not claim.won:
         return None
     completed = False
@@ -156,7 +161,7 @@ def _checkpoint(
     quiesced_at = time.perf_counter()
     try:
         for name in job.structures:
-            hold_quiesce(job.conns[name], job.area, timeout=job.timeout)
+            hold_quiesce(job.conns[name], job.area, timeout=job.timeout, clock=job.clock)
         quiesced_at = time.perf_counter()
         _fault(job, "quiesced")
         for name in job.structures:
@@ -198,7 +203,7 @@ def _checkpoint(
         pair=job.pair,
         slot=slot,
         seq=seqs[job.structures[0]],
-        taken_at_us=time.time_ns() // 1000,
+        taken_at_us=job.clock.now_us(),
         master=job.server,
         checkpoint_id=checkpoint_id,
         structures=images,
@@ -352,20 +357,18 @@ def structure_seqs(status: SlotStatus) -> dict[str, int]:
 
 def _wait_for_system_checkpoints(job: CheckpointJob, seqs: dict[str, int]) -> None:
     """Wait (at most ``job.settle`` seconds) until every active server's last system
-    checkpoint follows the structure checkpoint."""
-    deadline = time.monotonic() + job.settle
+    checkpoint follows the structure checkpoint; then go on whether they did or not."""
     name = job.structures[0]  # system checkpoints carry the primary's seqs
     conn = job.conns[name]
-    while True:
+
+    def caught_up() -> bool:
         active = {u.name for u in conn.users() if u.state.value == "active"}
-        behind = [
-            server
+        return not any(
+            server in active and position.seq < seqs[name]
             for server, position in system_checkpoint.positions(conn, job.area).items()
-            if server in active and position.seq < seqs[name]
-        ]
-        if not behind or time.monotonic() >= deadline:
-            return
-        time.sleep(0.01)
+        )
+
+    retry_until(caught_up, timeout_s=job.settle, first_pause_s=_SETTLE_POLL, clock=job.clock)
 
 
 def _delete_log(job: CheckpointJob, statuses: list[SlotStatus]) -> tuple[dict[str, int], int]:

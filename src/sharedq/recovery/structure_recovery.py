@@ -60,6 +60,7 @@ from sharedq.cf import (
     StructureExists,
     StructureParams,
 )
+from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log import LogStream, LogWriter, RecordType
 from sharedq.recovery import control, log_check
 from sharedq.recovery.control import KIND_MARKER, ControlArea
@@ -156,14 +157,16 @@ def ensure(
     server: str,
     params_hint: StructureParams | None,
     timeout: float,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> StructureOutcome:
-    """Make sure ``structure`` is usable: connect, wait for a recovery, or recover it."""
+    """Make sure ``structure`` is usable: connect, wait for a recovery, or recover it
+    (waiting up to ``timeout`` seconds on ``clock`` for another server's)."""
     started = time.perf_counter()
     job = _Job(facility, layout, structure, stream, writer, area, server)
     found, behind = _marker_if_exists(job)
     if found is not None and behind is None:
         return StructureOutcome(structure, IN_USE, found["id"])
-    with layout.recovery_lock(timeout):
+    with layout.recovery_lock(timeout, clock=clock):
         try:
             rebuilding = layout.read_json(layout.rebuilding_file)
         except RecoveryError as exc:  # a damaged file still says a rebuild was under way

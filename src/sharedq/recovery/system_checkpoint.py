@@ -18,12 +18,12 @@ deleted (it was down across two structure checkpoints) and it must cold start.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from sharedq.cf import CFError, ListStructure
+from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log import LogPosition, LogRecord, LogStream, LogWriter, RecordType
 from sharedq.recovery import control
 from sharedq.recovery.control import KIND_POSITION, ControlArea, Runner, direct
@@ -65,8 +65,10 @@ def take(
     state: dict[str, Any],
     reason: str,
     run: Runner = direct,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> LogPosition:
-    """Write a system checkpoint and record its position in the file and the structure."""
+    """Write a system checkpoint and record its position (and the time on ``clock``)
+    in the file and the structure."""
     writer.observe(conn.statistics().seq, structure)
     position = writer.log_event(
         RecordType.SYSTEM_CHECKPOINT,
@@ -78,7 +80,7 @@ def take(
         "server": server,
         "structure": structure,
         "position": list(position),
-        "time_us": time.time_ns() // 1000,
+        "time_us": clock.now_us(),
         "reason": reason,
     }
     layout.checkpoints.mkdir(parents=True, exist_ok=True)

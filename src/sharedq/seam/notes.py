@@ -189,9 +189,7 @@ class Journal:
     def bulk_changed(self, note: BulkNote) -> None:
         """A bulk move or delete was made (possibly only part of it)."""
 
-    def commit_decided(
-        self, server: str, uow_id: bytes, structures: Sequence[str]
-    ) -> bool | None:
+    def commit_decided(self, server: str, uow_id: bytes, structures: Sequence[str]) -> bool | None:
         """A unit of work whose descriptors say "begin commit" is now to be committed.
 
         Called between the two calls of commit (p[223]-p[229]), before the descriptors

@@ -16,9 +16,10 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
+
+from sharedq.clock import Backoff, retry_until
 
 __all__ = [
     "MISSING",
@@ -153,17 +154,16 @@ class RedisServer:
         ]  # fmt: skip
 
     def _wait_until_up(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
+        def up() -> bool:
             assert self.process is not None
             if self.process.poll() is not None:
                 raise RuntimeError(f"redis-server exited at start: {self._log_tail()}")
-            if self.ping():
-                return
-            time.sleep(0.02)
-        raise RuntimeError(
-            f"redis-server did not answer within {START_TIMEOUT}s: {self._log_tail()}"
-        )
+            return self.ping()
+
+        if not retry_until(up, timeout_s=START_TIMEOUT, first_pause_s=0.02):
+            raise RuntimeError(
+                f"redis-server did not answer within {START_TIMEOUT}s: {self._log_tail()}"
+            )
 
     def ping(self) -> bool:
         """Whether the server answers (any reply, even NOAUTH, means it is up)."""
@@ -305,11 +305,12 @@ class RedisCluster:
             node.command("CLUSTER", "ADDSLOTSRANGE", first, last)
         for node, bus_port in zip(self.nodes[1:], self.bus_ports[1:], strict=True):
             self.nodes[0].command("CLUSTER", "MEET", "127.0.0.1", node.port, bus_port)
-        deadline = time.monotonic() + START_TIMEOUT
-        while not all(self._ready(node) for node in self.nodes):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the test cluster did not come up")
-            time.sleep(0.05)
+        if not retry_until(
+            lambda: all(self._ready(node) for node in self.nodes),
+            timeout_s=START_TIMEOUT,
+            first_pause_s=0.05,
+        ):
+            raise RuntimeError("the test cluster did not come up")
 
     def _ready(self, node: RedisServer) -> bool:
         info = node.command("CLUSTER", "INFO")
@@ -356,23 +357,27 @@ class RedisCluster:
         replica.command("CLUSTER", "MEET", "127.0.0.1", primary.port, bus_port)
         primary_id = primary.command("CLUSTER", "MYID")
         assert isinstance(primary_id, bytes | str)
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
+        backoff = Backoff(timeout_s=START_TIMEOUT, first_pause_s=0.05)  # for both waits
+        refused: list[Exception] = []
+
+        def replicating() -> bool:
             try:
                 replica.command("CLUSTER", "REPLICATE", primary_id)
-                break
-            except Exception:  # it has not heard of the primary yet
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        while True:
+            except Exception as error:  # it has not heard of the primary yet
+                refused.append(error)
+                return False
+            return True
+
+        def in_sync() -> bool:
             info = replica.command("INFO", "replication")
             assert isinstance(info, dict)
-            if info.get("master_link_status") == "up":
-                return replica
-            if time.monotonic() > deadline:
-                raise RuntimeError("the test replica did not come in sync")
-            time.sleep(0.05)
+            return bool(info.get("master_link_status") == "up")
+
+        if not backoff.retry(replicating):
+            raise refused[-1]
+        if not backoff.retry(in_sync):
+            raise RuntimeError("the test replica did not come in sync")
+        return replica
 
     def flush(self) -> None:
         for node in self.nodes:

@@ -27,7 +27,6 @@ request is decided when the change is seen.
 from __future__ import annotations
 
 import threading
-import time
 import weakref
 from dataclasses import dataclass
 from functools import partial
@@ -53,6 +52,7 @@ from sharedq.cf.redis.nodes import (
     pack_command,
 )
 from sharedq.cf.redis.scripts import Function
+from sharedq.clock import Backoff
 
 #: Seconds a connection's lease lasts without renewal before its user counts as failed.
 DEFAULT_LEASE_SECONDS = 15.0
@@ -250,8 +250,7 @@ class Epoch:
         """
         client = self.client
         epoch = self
-        deadline: float | None = None
-        delay = 0.01
+        backoff: Backoff | None = None  # pauses from the first failure worth resending
         redirects = changes = 0
         went_away = False  # whether the server went away during this request
         while True:
@@ -286,15 +285,17 @@ class Epoch:
                     continue
             elif is_transient(exc):
                 went_away = True
-                now = time.monotonic()
-                if deadline is None:
-                    deadline = now + client.options.retry_seconds
-                elif now >= deadline:
+                if backoff is None:
+                    backoff = Backoff(
+                        timeout_s=client.options.retry_seconds,
+                        first_pause_s=0.01,
+                        longest_pause_s=0.25,
+                    )
+                elif backoff.expired():
                     raise translate(exc, client.where) from None
                 if command[0] == "FCALL":
                     args[0] = codec.as_retry(args[0])
-                time.sleep(delay)
-                delay = min(delay * 2, 0.25)
+                backoff.pause()
                 epoch._refresh_quietly()
                 if not user:
                     epoch = client.epoch

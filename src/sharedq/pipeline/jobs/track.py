@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
+from sharedq.log import ChangeOp
 from sharedq.mq import keys
 from sharedq.mq.directory import CONTROL_LIST
 from sharedq.pipeline.job import JobContext, JobResult, write_table
@@ -104,7 +105,7 @@ def opening_image(ctx: JobContext, log: DataFrame) -> DataFrame | None:
 
     firsts = {
         r.structure: r.first
-        for r in log.where(F.col("op") != 127)
+        for r in log.where(F.col("op") != int(ChangeOp.NONE))
         .groupBy("structure")
         .agg(F.min("seq").alias("first"))
         .collect()

@@ -35,12 +35,19 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
+from sharedq.log.records import LIMIT_NONE, ChangeOp
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, Row
 
-WRITE, MOVE, DELETE, UPDATE, CONTROLS, NONE = 1, 2, 3, 4, 5, 127
-#: ``limit`` of a list-controls record meaning "no limit".
-LIMIT_NONE = -1
+WRITE, MOVE, DELETE, UPDATE, CONTROLS, NONE = (
+    int(ChangeOp.WRITE),
+    int(ChangeOp.MOVE),
+    int(ChangeOp.DELETE),
+    int(ChangeOp.UPDATE),
+    int(ChangeOp.LIST_CONTROLS),
+    int(ChangeOp.NONE),
+)
 _U64 = 2**64
 _MAX_VERSION = 2**64 - 1
 _I64_MAX = 2**63 - 1
@@ -67,7 +74,7 @@ def select_changes(
 
     ``after_seq`` is the seq the image covers (``None``: no image, from the start);
     ``upto_seq`` the target (``None``: the end of the log).  Records that are not
-    changes (``op`` 127) are dropped.
+    changes (``op`` :attr:`~sharedq.log.records.ChangeOp.NONE`) are dropped.
     """
     condition = (F.col("structure") == structure) & (F.col("op") != NONE)
     if after_seq is not None:
@@ -105,21 +112,26 @@ def image_entries(srds_rows: DataFrame, structure: str) -> DataFrame:
 
 #: ``op`` of the pseudo-record that stands for an image entry in the fold.
 IMAGE = 0
+#: The fold finds an entry's last op as ``max(seq * span + op) % span``: every op it
+#: reads (the image's and the four entry changes) is below the span.
+_OP_SPAN = 8
+assert max(IMAGE, WRITE, MOVE, DELETE, UPDATE) < _OP_SPAN
 
 #: The change records the fold reads, and the image's entries as pseudo-records: one
 #: per entry, op IMAGE, seq -1 (before every change), setting the entry's key,
 #: secondary key, data, adjunct and version, and placing it where the image has it.
-#: In the SQL, ops are numbers: 0 IMAGE, 1 WRITE, 2 MOVE, 3 DELETE, 4 UPDATE.
-_RECORDS = """
+#: The SQL takes its op numbers from :class:`~sharedq.log.records.ChangeOp`
+#: (``{{changes}}`` and the like stay placeholders for ``spark.sql``).
+_RECORDS = f"""
   SELECT entry_id, seq, op, list_number, at_head, key, secondary_key, set_secondary_key,
          data, adjunct, version, increment_version, CAST(NULL AS BIGINT) AS img_position
-  FROM {changes} WHERE op IN (1, 2, 3, 4) AND entry_id IS NOT NULL
+  FROM {{changes}} WHERE op IN ({WRITE}, {MOVE}, {DELETE}, {UPDATE}) AND entry_id IS NOT NULL
 """
-_IMAGE_RECORDS = """
+_IMAGE_RECORDS = f"""
   UNION ALL
-  SELECT entry_id, -1L, CAST(0 AS TINYINT), list_number, CAST(NULL AS BOOLEAN), key,
+  SELECT entry_id, -1L, CAST({IMAGE} AS TINYINT), list_number, CAST(NULL AS BOOLEAN), key,
          secondary_key, true, data, adjunct, version, CAST(NULL AS BOOLEAN), position
-  FROM {image}
+  FROM {{image}}
 """
 
 
@@ -136,27 +148,28 @@ def _records(changes: DataFrame, image: DataFrame | None) -> tuple[str, dict[str
 #: the shuffle (a message's put, read and delete lie close in the log, in one task)
 #: reduces a consumed message to a few numbers: its data never crosses the shuffle.
 #: Version increments are folded apart (:data:`_INCREMENTS`).
-_FOLD = """
+_FOLD = f"""
 WITH flagged AS (
-  SELECT *, coalesce(set_secondary_key, false) AS skey_set, op = 3 AS gone
-  FROM ({records})
+  SELECT *, coalesce(set_secondary_key, false) AS skey_set, op = {DELETE} AS gone
+  FROM ({{records}})
 )
 SELECT entry_id,
-  CAST(MAX(seq * 8 + op) % 8 AS TINYINT) AS last_op,
-  MAX(CASE WHEN op IN (1, 2) THEN struct(seq AS s, list_number, at_head AS head) END) AS place,
-  MAX(CASE WHEN op = 0 THEN struct(list_number, img_position AS position) END) AS img,
-  MAX(CASE WHEN (op IN (1, 2) AND key IS NOT NULL) OR op = 0 OR gone
+  CAST(MAX(seq * {_OP_SPAN} + op) % {_OP_SPAN} AS TINYINT) AS last_op,
+  MAX(CASE WHEN op IN ({WRITE}, {MOVE}) THEN struct(seq AS s, list_number, at_head AS head) END)
+    AS place,
+  MAX(CASE WHEN op = {IMAGE} THEN struct(list_number, img_position AS position) END) AS img,
+  MAX(CASE WHEN (op IN ({WRITE}, {MOVE}) AND key IS NOT NULL) OR op = {IMAGE} OR gone
       THEN struct(seq AS s, key AS v) END).v AS key,
-  MAX(CASE WHEN op IN (0, 1) OR (op = 2 AND skey_set) OR gone
+  MAX(CASE WHEN op IN ({IMAGE}, {WRITE}) OR (op = {MOVE} AND skey_set) OR gone
       THEN struct(seq AS s, CASE WHEN skey_set AND NOT gone THEN secondary_key END AS v) END).v
     AS secondary_key,
-  MAX(CASE WHEN op IN (0, 1) OR (op = 4 AND data IS NOT NULL) OR gone
+  MAX(CASE WHEN op IN ({IMAGE}, {WRITE}) OR (op = {UPDATE} AND data IS NOT NULL) OR gone
       THEN struct(seq AS s, CASE WHEN NOT gone THEN coalesce(data, X'') END AS v) END).v
     AS data,
-  MAX(CASE WHEN op IN (0, 1) OR (op = 4 AND adjunct IS NOT NULL) OR gone
+  MAX(CASE WHEN op IN ({IMAGE}, {WRITE}) OR (op = {UPDATE} AND adjunct IS NOT NULL) OR gone
       THEN struct(seq AS s, CASE WHEN NOT gone THEN coalesce(adjunct, X'') END AS v) END).v
     AS adjunct,
-  MAX(CASE WHEN op IN (0, 1) OR (op IN (2, 4) AND version IS NOT NULL)
+  MAX(CASE WHEN op IN ({IMAGE}, {WRITE}) OR (op IN ({MOVE}, {UPDATE}) AND version IS NOT NULL)
       THEN struct(seq AS s, coalesce(version, 0L) AS v) END) AS ver
 FROM flagged GROUP BY entry_id
 """
@@ -166,10 +179,10 @@ FROM flagged GROUP BY entry_id
 #: their own: in the fold, the one list-valued aggregate made every record of the log
 #: go through Spark's object aggregation, a fifth slower; here the scan skips every row
 #: group without an increment by its statistics.
-_INCREMENTS = """
+_INCREMENTS = f"""
 SELECT entry_id, collect_list(seq) AS inc_seqs
-FROM {changes}
-WHERE op IN (2, 4) AND version IS NULL AND increment_version AND entry_id IS NOT NULL
+FROM {{changes}}
+WHERE op IN ({MOVE}, {UPDATE}) AND version IS NULL AND increment_version AND entry_id IS NOT NULL
 GROUP BY entry_id
 """
 
@@ -219,7 +232,7 @@ _ENTRIES = f"""
 WITH counted AS (
   SELECT n.*, coalesce(size(filter(i.inc_seqs, s -> s > coalesce(n.ver.s, -2L))), 0) AS incs
   FROM {{nets}} n LEFT JOIN {{increments}} i ON n.entry_id = i.entry_id
-  WHERE n.last_op != 3
+  WHERE n.last_op != {DELETE}
 ),
 placed AS (
   SELECT coalesce(place.list_number, img.list_number) AS list_number, entry_id, key,
@@ -246,7 +259,7 @@ def recovered_entries(
 
     One row per entry (:data:`ENTRY_COLUMNS`); ``position`` is 0-based within the list.
     ``nets`` (:func:`net_changes`, with the image) holds a row for every entry the
-    image or the changes have, deleted ones included (``last_op`` 3); ``increments``
+    image or the changes have, deleted ones included (``last_op`` :data:`DELETE`); ``increments``
     (:func:`version_increments`) the version increments among the same changes.
     ``list_size``: a last column, ``list_size``, the number of entries of the entry's
     list.

@@ -1,4 +1,4 @@
-"""Small builders shared by the list-structure tests."""
+"""Small builders shared by the list-structure checks (and by sharedq's own tests)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from sharedq.cf import (
     BulkMove,
     ById,
@@ -14,11 +12,12 @@ from sharedq.cf import (
     ListFull,
     StructureParams,
 )
-from tests.cf.conftest import MakeStructure
-from tests.cf.helpers import key
+from sharedq.testing.conformance._registry import MakeStructure, check, raises
+from sharedq.testing.conformance.helpers import key
 
 
-def test_every_kind_of_change_takes_a_higher_seq(
+@check
+def every_kind_of_change_takes_a_higher_seq(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     user = facility.connect(make_structure(), "U")
@@ -44,19 +43,19 @@ def test_every_kind_of_change_takes_a_higher_seq(
     assert user.statistics().seq == seqs[-1]
 
 
-def test_failed_requests_take_no_seq(
-    facility: CouplingFacility, make_structure: MakeStructure
-) -> None:
+@check
+def failed_requests_take_no_seq(facility: CouplingFacility, make_structure: MakeStructure) -> None:
     user = facility.connect(make_structure(), "U")
     user.set_list_controls(0, limit=0)
     before = user.statistics().seq
-    with pytest.raises(ListFull):
+    with raises(ListFull):
         user.write(0, key(1))
     assert user.move(Head(3), 1) is None
     assert user.statistics().seq == before
 
 
-def test_sequence_floor_continues_an_old_numbering(facility: CouplingFacility) -> None:
+@check
+def sequence_floor_continues_an_old_numbering(facility: CouplingFacility) -> None:
     facility.create(
         StructureParams(name="REBUILT", list_count=2, size=100_000), sequence_floor=5000
     )
@@ -64,7 +63,8 @@ def test_sequence_floor_continues_an_old_numbering(facility: CouplingFacility) -
     assert user.write(0, key(1)).seq > 5000
 
 
-def test_seqs_are_unique_and_ordered_across_concurrent_users(
+@check
+def seqs_are_unique_and_ordered_across_concurrent_users(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure(entries=2000, elements=2000)

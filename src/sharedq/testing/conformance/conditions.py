@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from sharedq.cf import (
     AuthorityMismatch,
     BulkMove,
@@ -17,25 +15,27 @@ from sharedq.cf import (
     VersionMismatch,
 )
 from sharedq.cf.errors import InvalidRequest
-from tests.cf.conftest import MakeStructure
-from tests.cf.helpers import key
+from sharedq.testing.conformance._registry import MakeStructure, check, raises
+from sharedq.testing.conformance.helpers import key
 
 
-def test_version_comparison_guards_move_delete_and_update(struct: ListStructure) -> None:
+@check
+def version_comparison_guards_move_delete_and_update(struct: ListStructure) -> None:
     entry = struct.write(0, key(1), version=3).entry
-    with pytest.raises(VersionMismatch) as info:
+    with raises(VersionMismatch) as info:
         struct.move(ById(entry.entry_id), 1, expect_version=2)
     assert info.value.reason_name == "VERSION_MISMATCH"
-    with pytest.raises(VersionMismatch):
+    with raises(VersionMismatch):
         struct.delete(ById(entry.entry_id), expect_version=4)
-    with pytest.raises(VersionMismatch):
+    with raises(VersionMismatch):
         struct.update(ById(entry.entry_id), data=b"x", expect_version=0)
     assert struct.read(ById(entry.entry_id)) == entry
     assert struct.update(ById(entry.entry_id), data=b"x", expect_version=3) is not None
     assert struct.delete(ById(entry.entry_id), expect_version=3) is not None
 
 
-def test_list_authority_protocol_of_a_control_entry(
+@check
+def list_authority_protocol_of_a_control_entry(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     """The patent's LHQC example: QM1 put-inhibits; QM2's stale put then fails."""
@@ -56,7 +56,7 @@ def test_list_authority_protocol_of_a_control_entry(
     )
     assert qm1.list_info(0).authority == 1
     # QM2 still holds 0: its next put fails and writes nothing.
-    with pytest.raises(AuthorityMismatch) as info:
+    with raises(AuthorityMismatch) as info:
         qm2.write(0, key(2), b"m2", expect_authority=authority_qm2)
     assert info.value.context["authority"] == 1
     assert qm2.list_info(0).entries == 2
@@ -65,10 +65,11 @@ def test_list_authority_protocol_of_a_control_entry(
     assert reread is not None and reread.data == b"put-inhibited"
 
 
-def test_a_stale_authority_fails_the_control_rewrite_itself(struct: ListStructure) -> None:
+@check
+def a_stale_authority_fails_the_control_rewrite_itself(struct: ListStructure) -> None:
     control = struct.write(0, b"\xff" * 16, b"v0").entry
     struct.set_list_controls(0, increment_authority=True)
-    with pytest.raises(AuthorityMismatch):
+    with raises(AuthorityMismatch):
         struct.update(
             ById(control.entry_id), data=b"v1", expect_authority=0, increment_authority=True
         )
@@ -77,38 +78,41 @@ def test_a_stale_authority_fails_the_control_rewrite_itself(struct: ListStructur
     assert entry is not None and entry.data == b"v0"
 
 
-def test_list_limit_refuses_writes_beyond_it(struct: ListStructure) -> None:
+@check
+def list_limit_refuses_writes_beyond_it(struct: ListStructure) -> None:
     """Patent §7.9 L1: MAXDEPTH 10 -> limit 11 with the control entry."""
     struct.set_list_controls(0, limit=11)
     struct.write(0, b"\xff" * 16, b"LHQC")
     for n in range(10):
         struct.write(0, key(n))
-    with pytest.raises(ListFull) as info:
+    with raises(ListFull) as info:
         struct.write(0, key(99))
     assert info.value.reason_code == 1041
     assert struct.list_info(0).entries == 11
 
 
-def test_lowering_the_limit_below_the_count_keeps_the_entries(struct: ListStructure) -> None:
+@check
+def lowering_the_limit_below_the_count_keeps_the_entries(struct: ListStructure) -> None:
     """Patent §7.9 L2."""
     for n in range(10):
         struct.write(0, key(n))
     struct.set_list_controls(0, limit=5)
     assert struct.list_info(0).entries == 10
-    with pytest.raises(ListFull):
+    with raises(ListFull):
         struct.write(0, key(50))
     for _ in range(6):
         struct.move(Head(0), 1)
     struct.write(0, key(51))  # count 4 -> 5
-    with pytest.raises(ListFull):
+    with raises(ListFull):
         struct.write(0, key(52))
 
 
-def test_limit_applies_to_moves_between_lists_not_within_one(struct: ListStructure) -> None:
+@check
+def limit_applies_to_moves_between_lists_not_within_one(struct: ListStructure) -> None:
     struct.set_list_controls(1, limit=1)
     struct.write(1, key(1))
     entry = struct.write(0, key(2)).entry
-    with pytest.raises(ListFull):
+    with raises(ListFull):
         struct.move(ById(entry.entry_id), 1)
     assert struct.read(ById(entry.entry_id)) == entry
     inside = struct.read(Head(1))
@@ -116,7 +120,8 @@ def test_limit_applies_to_moves_between_lists_not_within_one(struct: ListStructu
     assert struct.move(ById(inside.entry_id), 1, new_key=key(9)) is not None
 
 
-def test_ignore_limit_overrides_the_list_limit(struct: ListStructure) -> None:
+@check
+def ignore_limit_overrides_the_list_limit(struct: ListStructure) -> None:
     """Patent §7.9 L3: backed-out gets go back whatever the depth."""
     struct.set_list_controls(0, limit=2)
     struct.write(0, key(1))
@@ -125,33 +130,36 @@ def test_ignore_limit_overrides_the_list_limit(struct: ListStructure) -> None:
     assert struct.move(ById(gotten.entry_id), 0, ignore_limit=True) is not None
     assert struct.write(0, key(4), ignore_limit=True).entry.list_number == 0
     assert struct.list_info(0).entries == 4
-    with pytest.raises(ListFull):
+    with raises(ListFull):
         struct.write(0, key(5))
 
 
-def test_limit_none_removes_the_limit(struct: ListStructure) -> None:
+@check
+def limit_none_removes_the_limit(struct: ListStructure) -> None:
     struct.set_list_controls(0, limit=0)
-    with pytest.raises(ListFull):
+    with raises(ListFull):
         struct.write(0, key(1))
     struct.set_list_controls(0, limit=None)
     struct.write(0, key(1))
     assert struct.list_info(0).limit is None
 
 
-def test_bad_limit_is_refused(struct: ListStructure) -> None:
-    with pytest.raises(InvalidRequest):
+@check
+def bad_limit_is_refused(struct: ListStructure) -> None:
+    with raises(InvalidRequest):
         struct.set_list_controls(0, limit=-1)
     assert struct.list_info(0).limit is None
 
 
-def test_a_change_conditioned_on_a_lock_is_refused_while_another_holds_it(
+@check
+def a_change_conditioned_on_a_lock_is_refused_while_another_holds_it(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure()
     a, b = facility.connect(name, "A"), facility.connect(name, "B")
     a.lock(3)
     assert a.lock_holder(3) == a.user_id == b.lock_holder(3)
-    with pytest.raises(LockHeld) as info:
+    with raises(LockHeld) as info:
         b.write(0, key(1), not_locked=[3])
     assert info.value.context["holder"] == a.user_id
     # The holder itself is not refused; an unrelated lock does not matter.
@@ -167,7 +175,7 @@ def test_a_change_conditioned_on_a_lock_is_refused_while_another_holds_it(
         lambda: b.move_entries([BulkMove(entry.entry_id, 1)], not_locked=[3]),
         lambda: b.delete_entries([entry.entry_id], not_locked=[3]),
     ):
-        with pytest.raises(LockHeld):
+        with raises(LockHeld):
             request()
     assert b.list_info(0).entries == 2
     a.unlock(3)
@@ -175,28 +183,30 @@ def test_a_change_conditioned_on_a_lock_is_refused_while_another_holds_it(
     b.write(0, key(3), not_locked=[3])
 
 
-def test_locks_are_exclusive_and_reentrant_for_the_holder(
+@check
+def locks_are_exclusive_and_reentrant_for_the_holder(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure()
     a, b = facility.connect(name, "A"), facility.connect(name, "B")
     a.lock(0)
     a.lock(0)
-    with pytest.raises(LockHeld):
+    with raises(LockHeld):
         b.lock(0)
-    with pytest.raises(LockNotHeld):
+    with raises(LockNotHeld):
         b.unlock(0)
     a.unlock(0)
-    with pytest.raises(LockNotHeld):
+    with raises(LockNotHeld):
         a.unlock(0)
     b.lock(0)
     assert a.lock_holder(0) == b.user_id
 
 
-def test_bad_lock_number_is_refused(struct: ListStructure) -> None:
-    with pytest.raises(InvalidRequest) as info:
+@check
+def bad_lock_number_is_refused(struct: ListStructure) -> None:
+    with raises(InvalidRequest) as info:
         struct.lock(16)
     assert info.value.reason_name == "BAD_LOCK_NUMBER"
-    with pytest.raises(InvalidRequest):
+    with raises(InvalidRequest):
         struct.write(0, key(1), not_locked=[-1])
     assert struct.statistics().entries == 0

@@ -1,4 +1,7 @@
-"""Random sequences of requests, each checked against the reference model.
+"""The state machine of the ``stateful`` check (it needs hypothesis, so the check
+imports this module only when it runs).
+
+Random sequences of requests, each checked against the reference model.
 
 The machine drives one structure through a backend and the naive model in
 ``reference_model`` in lockstep: every request's outcome (the entry it returns, or
@@ -12,7 +15,6 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -20,7 +22,6 @@ from hypothesis.stateful import (
     consumes,
     invariant,
     rule,
-    run_state_machine_as_test,
 )
 
 from sharedq.cf import (
@@ -29,6 +30,8 @@ from sharedq.cf import (
     ByKey,
     BySecondaryKey,
     CFError,
+    CFReason,
+    Change,
     Compare,
     CouplingFacility,
     Head,
@@ -39,7 +42,7 @@ from sharedq.cf import (
     StructureParams,
     Tail,
 )
-from tests.cf.reference_model import ModelEntry, ModelError, StructureModel
+from sharedq.testing.conformance.reference_model import ModelEntry, ModelError, StructureModel
 
 LISTS = 3
 MAX_ENTRIES = 10
@@ -66,7 +69,12 @@ def outcome(fn: Callable[[], object]) -> Outcome:
 
 
 def entry_of(change: object) -> ListEntry | None:
-    return None if change is None else change.entry  # type: ignore[attr-defined]
+    assert change is None or isinstance(change, Change), change
+    return None if change is None else change.entry
+
+
+def _list_nonempty(list_number: int) -> Callable[[StructureModel], bool]:
+    return lambda m: bool(m.lists[list_number])
 
 
 class StructureMachine(RuleBasedStateMachine):
@@ -91,7 +99,7 @@ class StructureMachine(RuleBasedStateMachine):
         self.monitors: dict[int, Callable[[StructureModel], bool]] = {}
         for n in range(LISTS):
             reg = self.real.monitor_list(n, notify_empty=True)
-            self.monitors[reg.monitor_id] = lambda m, n=n: bool(m.lists[n])
+            self.monitors[reg.monitor_id] = _list_nonempty(n)
         reg = self.real.monitor_key_range(
             0, b"\x00" * 16, b"\x09" + b"\xff" * 15, notify_empty=True
         )
@@ -112,7 +120,8 @@ class StructureMachine(RuleBasedStateMachine):
         else:
             assert entry_of(real[1]) == model[1], (real, model)
             if real[1] is not None:
-                seq = real[1].seq  # type: ignore[attr-defined]
+                assert isinstance(real[1], Change)
+                seq = real[1].seq
                 assert seq > self.last_seq
                 self.last_seq = seq
         self._check_events()
@@ -339,13 +348,5 @@ class StructureMachine(RuleBasedStateMachine):
         assert stats.seq == self.last_seq or stats.seq > self.last_seq
 
 
-def _reason(name: str) -> object:
-    from sharedq.cf import CFReason
-
+def _reason(name: str) -> CFReason:
     return CFReason[name]
-
-
-@pytest.mark.slow
-def test_backend_matches_the_reference_model(facility: CouplingFacility) -> None:
-    machine = type("Machine", (StructureMachine,), {"facility": facility})
-    run_state_machine_as_test(machine)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
-
 from sharedq.cf import BulkMove, ById, ListFull, ListStructure, NoSuchEntry
 from sharedq.cf.errors import InvalidRequest, ListMismatch
-from tests.cf.helpers import data_on, eid, key, keys_on
+from sharedq.testing.conformance._registry import check, raises
+from sharedq.testing.conformance.helpers import data_on, eid, key, keys_on
 
 
 def _fill(struct: ListStructure, count: int, list_number: int = 0) -> list[bytes]:
@@ -16,7 +15,8 @@ def _fill(struct: ListStructure, count: int, list_number: int = 0) -> list[bytes
     ]
 
 
-def test_move_entries_commits_keys_in_one_request(struct: ListStructure) -> None:
+@check
+def move_entries_commits_keys_in_one_request(struct: ListStructure) -> None:
     ids = _fill(struct, 5)
     moves = [BulkMove(i, 0, new_key=key(n), set_version=0) for n, i in enumerate(ids)]
     result = struct.move_entries(moves)
@@ -26,7 +26,8 @@ def test_move_entries_commits_keys_in_one_request(struct: ListStructure) -> None
     assert keys_on(struct, 0) == [key(n) for n in range(5)]
 
 
-def test_move_entries_stops_at_its_budget_and_redrives(struct: ListStructure) -> None:
+@check
+def move_entries_stops_at_its_budget_and_redrives(struct: ListStructure) -> None:
     ids = _fill(struct, 7)
     moves = [BulkMove(i, 1) for i in ids]
     done: list[int] = []
@@ -43,17 +44,19 @@ def test_move_entries_stops_at_its_budget_and_redrives(struct: ListStructure) ->
     assert struct.list_info(0).entries == 0
 
 
-def test_move_entries_validates_everything_before_moving_anything(
+@check
+def move_entries_validates_everything_before_moving_anything(
     struct: ListStructure,
 ) -> None:
     ids = _fill(struct, 3)
     moves = [BulkMove(ids[0], 1), BulkMove(ids[1], 1, new_key=b"short")]
-    with pytest.raises(InvalidRequest):
+    with raises(InvalidRequest):
         struct.move_entries(moves)
     assert struct.list_info(1).entries == 0
 
 
-def test_move_entries_missing_ok_records_the_missing(struct: ListStructure) -> None:
+@check
+def move_entries_missing_ok_records_the_missing(struct: ListStructure) -> None:
     ids = _fill(struct, 2)
     result = struct.move_entries(
         [BulkMove(ids[0], 1), BulkMove(eid(999), 1), BulkMove(ids[1], 1)], missing_ok=True
@@ -64,7 +67,8 @@ def test_move_entries_missing_ok_records_the_missing(struct: ListStructure) -> N
     assert struct.list_info(1).entries == 2
 
 
-def test_move_entries_stops_at_a_missing_entry_keeping_what_it_did(
+@check
+def move_entries_stops_at_a_missing_entry_keeping_what_it_did(
     struct: ListStructure,
 ) -> None:
     ids = _fill(struct, 3)
@@ -76,7 +80,8 @@ def test_move_entries_stops_at_a_missing_entry_keeping_what_it_did(
     assert data_on(struct, 1) == [b"0"]
 
 
-def test_move_entries_respects_from_list_and_limits(struct: ListStructure) -> None:
+@check
+def move_entries_respects_from_list_and_limits(struct: ListStructure) -> None:
     ids = _fill(struct, 3)
     result = struct.move_entries([BulkMove(ids[0], 1, from_list=2)])
     assert isinstance(result.error, ListMismatch) and result.processed == 0
@@ -88,7 +93,8 @@ def test_move_entries_respects_from_list_and_limits(struct: ListStructure) -> No
     assert struct.list_info(1).entries == 3
 
 
-def test_move_entries_with_new_secondary_key_and_version(struct: ListStructure) -> None:
+@check
+def move_entries_with_new_secondary_key_and_version(struct: ListStructure) -> None:
     (entry_id,) = _fill(struct, 1)
     struct.move_entries(
         [BulkMove(entry_id, 0, new_key=key(1), new_secondary_key=b"MSG1", increment_version=True)]
@@ -98,7 +104,8 @@ def test_move_entries_with_new_secondary_key_and_version(struct: ListStructure) 
     assert (entry.key, entry.secondary_key, entry.version) == (key(1), b"MSG1", 1)
 
 
-def test_delete_entries_with_budget_missing_and_redrive(struct: ListStructure) -> None:
+@check
+def delete_entries_with_budget_missing_and_redrive(struct: ListStructure) -> None:
     ids = _fill(struct, 5)
     first = struct.delete_entries(ids, budget=2)
     assert (first.processed, first.complete) == (2, False)
@@ -111,13 +118,15 @@ def test_delete_entries_with_budget_missing_and_redrive(struct: ListStructure) -
     assert again.complete and again.seqs == () and len(again.missing) == 5
 
 
-def test_delete_entries_stops_at_a_missing_entry(struct: ListStructure) -> None:
+@check
+def delete_entries_stops_at_a_missing_entry(struct: ListStructure) -> None:
     ids = _fill(struct, 2)
     result = struct.delete_entries([ids[0], eid(777), ids[1]])
     assert result.processed == 1 and isinstance(result.error, NoSuchEntry)
     assert struct.statistics().entries == 1
 
 
-def test_bad_budget_is_refused(struct: ListStructure) -> None:
-    with pytest.raises(InvalidRequest):
+@check
+def bad_budget_is_refused(struct: ListStructure) -> None:
+    with raises(InvalidRequest):
         struct.delete_entries([eid(1)], budget=0)

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
-
-import pytest
 
 from sharedq.cf import (
     ById,
@@ -13,12 +10,14 @@ from sharedq.cf import (
     EmcAreaFull,
     Head,
     ListStructure,
+    MonitorEvent,
     MonitorState,
     NoSuchMonitor,
 )
 from sharedq.cf.errors import InvalidRequest
-from tests.cf.conftest import MakeStructure
-from tests.cf.helpers import key
+from sharedq.testing.conformance._registry import MakeStructure, check, raises
+from sharedq.testing.conformance.helpers import key
+from sharedq.testing.waits import wait_asleep_in_wait_events
 
 LOW = b"\x00" * 16
 COMMITTED_HIGH = b"\x09" + b"\xff" * 15
@@ -31,14 +30,16 @@ def _pair(
     return facility.connect(name, "WATCHER"), facility.connect(name, "WORKER")
 
 
-def test_registration_returns_the_current_state(struct: ListStructure) -> None:
+@check
+def registration_returns_the_current_state(struct: ListStructure) -> None:
     empty = struct.monitor_list(0)
     assert not empty.nonempty and empty.list_number == 0
     struct.write(1, key(1))
     assert struct.monitor_list(1).nonempty
 
 
-def test_whole_list_goes_nonempty_and_back(
+@check
+def whole_list_goes_nonempty_and_back(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     watcher, worker = _pair(facility, make_structure)
@@ -57,7 +58,8 @@ def test_whole_list_goes_nonempty_and_back(
     assert [(e.state, e.seq) for e in events] == [(MonitorState.EMPTY, last.seq)]
 
 
-def test_empty_transitions_are_not_reported_unless_asked(
+@check
+def empty_transitions_are_not_reported_unless_asked(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     watcher, worker = _pair(facility, make_structure)
@@ -69,7 +71,8 @@ def test_empty_transitions_are_not_reported_unless_asked(
     assert states == [MonitorState.NONEMPTY]
 
 
-def test_key_range_sees_only_keys_in_its_range(
+@check
+def key_range_sees_only_keys_in_its_range(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     """Get-wait monitors the committed range; an uncommitted put does not wake it."""
@@ -83,7 +86,8 @@ def test_key_range_sees_only_keys_in_its_range(
     assert [(e.state, e.seq) for e in events] == [(MonitorState.NONEMPTY, commit.seq)]
 
 
-def test_a_backed_out_get_returning_to_an_empty_range_wakes_the_monitor(
+@check
+def a_backed_out_get_returning_to_an_empty_range_wakes_the_monitor(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     watcher, worker = _pair(facility, make_structure)
@@ -96,7 +100,8 @@ def test_a_backed_out_get_returning_to_an_empty_range_wakes_the_monitor(
     assert [e.seq for e in watcher.events_nowait()] == [back.seq]
 
 
-def test_sublist_monitor_watches_one_exact_key(
+@check
+def sublist_monitor_watches_one_exact_key(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     watcher, worker = _pair(facility, make_structure)
@@ -108,7 +113,8 @@ def test_sublist_monitor_watches_one_exact_key(
     assert event.monitor_id == reg.monitor_id and event.list_number == 1
 
 
-def test_secondary_key_monitor_fires_only_when_the_key_is_assigned(
+@check
+def secondary_key_monitor_fires_only_when_the_key_is_assigned(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     """Patent S5: uncommitted puts carry no SLEK, so only the commit fires the EMC."""
@@ -124,9 +130,8 @@ def test_secondary_key_monitor_fires_only_when_the_key_is_assigned(
     assert [(e.seq, e.token) for e in events] == [(commit.seq, b"UNC")]
 
 
-def test_each_user_gets_its_own_event(
-    facility: CouplingFacility, make_structure: MakeStructure
-) -> None:
+@check
+def each_user_gets_its_own_event(facility: CouplingFacility, make_structure: MakeStructure) -> None:
     name = make_structure()
     users = [facility.connect(name, f"QM{n}") for n in range(3)]
     for user in users:
@@ -135,41 +140,42 @@ def test_each_user_gets_its_own_event(
     assert [len(user.events_nowait()) for user in users] == [1, 1, 1]
 
 
-def test_waiter_is_woken_by_the_change_not_by_polling(
+@check
+def waiter_is_woken_by_the_change_not_by_polling(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     watcher, worker = _pair(facility, make_structure)
     watcher.monitor_list(0)
-    received: list[object] = []
-    started = threading.Event()
+    received: list[MonitorEvent] = []
 
     def wait() -> None:
-        started.set()
         received.extend(watcher.wait_events(timeout=30))
 
     thread = threading.Thread(target=wait)
     thread.start()
-    started.wait()
-    time.sleep(0.05)
+    wait_asleep_in_wait_events(thread)  # a change made now can only wake it
     assert received == []
     change = worker.write(0, key(1))
     thread.join(timeout=10)
     assert not thread.is_alive()
-    assert [e.seq for e in received] == [change.seq]  # type: ignore[attr-defined]
+    assert [e.seq for e in received] == [change.seq]
 
 
-def test_wait_events_times_out_empty(struct: ListStructure) -> None:
+@check
+def wait_events_times_out_empty(struct: ListStructure) -> None:
     struct.monitor_list(0)
     assert struct.wait_events(timeout=0.05) == []
 
 
-def test_wait_events_returns_at_once_when_events_are_queued(struct: ListStructure) -> None:
+@check
+def wait_events_returns_at_once_when_events_are_queued(struct: ListStructure) -> None:
     struct.monitor_list(0)
     struct.write(0, key(1))
     assert len(struct.wait_events(timeout=0)) == 1
 
 
-def test_stop_monitor_frees_the_emc_and_drops_its_events(
+@check
+def stop_monitor_frees_the_emc_and_drops_its_events(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     watcher, worker = _pair(facility, make_structure)
@@ -181,13 +187,14 @@ def test_stop_monitor_frees_the_emc_and_drops_its_events(
     watcher.stop_monitor(drop.monitor_id)
     assert watcher.statistics().emcs == 1
     assert [e.monitor_id for e in watcher.events_nowait()] == [keep.monitor_id]
-    with pytest.raises(NoSuchMonitor):
+    with raises(NoSuchMonitor):
         watcher.stop_monitor(drop.monitor_id)
-    with pytest.raises(NoSuchMonitor):
+    with raises(NoSuchMonitor):
         worker.stop_monitor(keep.monitor_id)  # not the worker's monitor
 
 
-def test_registration_fails_when_the_emc_area_is_full(
+@check
+def registration_fails_when_the_emc_area_is_full(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure(entries=4, elements=4, emc_percent=5)
@@ -196,17 +203,18 @@ def test_registration_fails_when_the_emc_area_is_full(
     assert stats.max_emcs >= 1
     for n in range(stats.max_emcs):
         user.monitor_list(n % 8)
-    with pytest.raises(EmcAreaFull) as info:
+    with raises(EmcAreaFull) as info:
         user.monitor_list(0)
     assert info.value.reason_name == "EMC_AREA_FULL"
     assert user.statistics().emcs == stats.max_emcs
 
 
-def test_bad_registrations_are_refused(struct: ListStructure) -> None:
-    with pytest.raises(InvalidRequest):
+@check
+def bad_registrations_are_refused(struct: ListStructure) -> None:
+    with raises(InvalidRequest):
         struct.monitor_key_range(0, key(5), key(1))
-    with pytest.raises(InvalidRequest):
+    with raises(InvalidRequest):
         struct.monitor_list(99)
-    with pytest.raises(InvalidRequest):
+    with raises(InvalidRequest):
         struct.monitor_list(0, token=b"x" * 17)
     assert struct.statistics().emcs == 0

@@ -1,4 +1,4 @@
-"""A deliberately naive model of one list structure, for the stateful tests.
+"""A deliberately naive model of one list structure, for the stateful check.
 
 Plain Python lists scanned linearly: slow, obviously right, and written from the
 interface's docstrings rather than from any backend.

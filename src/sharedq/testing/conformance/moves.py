@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from sharedq.cf import (
     UNCHANGED,
     ById,
@@ -17,12 +15,14 @@ from sharedq.cf import (
     Tail,
 )
 from sharedq.cf.errors import InvalidRequest, ListMismatch
-from tests.cf.helpers import data_on, key, keys_on
+from sharedq.testing.conformance._registry import check, raises
+from sharedq.testing.conformance.helpers import data_on, key, keys_on
 
 COMMITTED_COMPARATOR = b"\x0a" + b"\x00" * 15
 
 
-def test_move_head_takes_the_lowest_key_to_another_list(struct: ListStructure) -> None:
+@check
+def move_head_takes_the_lowest_key_to_another_list(struct: ListStructure) -> None:
     struct.write(0, key(2), b"second")
     struct.write(0, key(1), b"first")
     change = struct.move(Head(0), 1)
@@ -33,12 +33,14 @@ def test_move_head_takes_the_lowest_key_to_another_list(struct: ListStructure) -
     assert data_on(struct, 1) == [b"first"]
 
 
-def test_move_head_of_an_empty_list_returns_none(struct: ListStructure) -> None:
+@check
+def move_head_of_an_empty_list_returns_none(struct: ListStructure) -> None:
     assert struct.move(Head(0), 1) is None
     assert struct.statistics().entries == 0
 
 
-def test_key_range_checking_on_read(struct: ListStructure) -> None:
+@check
+def key_range_checking_on_read(struct: ListStructure) -> None:
     """The patent's get: move the head only when its key is in the committed range."""
     uncommitted = b"\xf6" + b"\x04" + b"\x00" * 14
     committed = b"\x04" + b"\x00" * 15
@@ -51,14 +53,16 @@ def test_key_range_checking_on_read(struct: ListStructure) -> None:
     assert struct.move(Head(0, key=COMMITTED_COMPARATOR, compare=Compare.LE), 1) is None
 
 
-def test_move_keeps_id_data_adjunct_and_version_unless_told(struct: ListStructure) -> None:
+@check
+def move_keeps_id_data_adjunct_and_version_unless_told(struct: ListStructure) -> None:
     entry = struct.write(0, key(1), b"d", adjunct=b"adj", secondary_key=b"S", version=9).entry
     change = struct.move(ById(entry.entry_id), 3)
     assert change is not None
     assert change.entry == entry._replace(list_number=3)
 
 
-def test_move_can_set_a_new_key_and_version(struct: ListStructure) -> None:
+@check
+def move_can_set_a_new_key_and_version(struct: ListStructure) -> None:
     entry = struct.write(0, key(9), b"d", version=5).entry
     change = struct.move(ById(entry.entry_id), 0, new_key=key(1), set_version=0)
     assert change is not None
@@ -66,20 +70,23 @@ def test_move_can_set_a_new_key_and_version(struct: ListStructure) -> None:
     assert keys_on(struct, 0) == [key(1)]
 
 
-def test_move_can_increment_the_version(struct: ListStructure) -> None:
+@check
+def move_can_increment_the_version(struct: ListStructure) -> None:
     entry = struct.write(0, key(1), version=7).entry
     change = struct.move(ById(entry.entry_id), 1, increment_version=True)
     assert change is not None and change.entry.version == 8
 
 
-def test_set_and_increment_version_are_exclusive(struct: ListStructure) -> None:
+@check
+def set_and_increment_version_are_exclusive(struct: ListStructure) -> None:
     entry = struct.write(0, key(1)).entry
-    with pytest.raises(InvalidRequest):
+    with raises(InvalidRequest):
         struct.move(ById(entry.entry_id), 1, set_version=3, increment_version=True)
     assert struct.read(ById(entry.entry_id)) == entry
 
 
-def test_move_sets_or_removes_the_secondary_key(struct: ListStructure) -> None:
+@check
+def move_sets_or_removes_the_secondary_key(struct: ListStructure) -> None:
     entry = struct.write(0, key(1)).entry
     struct.move(ById(entry.entry_id), 0, new_secondary_key=b"ID1")
     assert struct.read(BySecondaryKey(0, b"ID1")) is not None
@@ -89,7 +96,8 @@ def test_move_sets_or_removes_the_secondary_key(struct: ListStructure) -> None:
     assert struct.read(BySecondaryKey(0, b"ID1")) is None
 
 
-def test_move_within_the_same_list_repositions_at_the_new_key(struct: ListStructure) -> None:
+@check
+def move_within_the_same_list_repositions_at_the_new_key(struct: ListStructure) -> None:
     a = struct.write(0, key(1), b"a").entry
     struct.write(0, key(2), b"b")
     struct.write(0, key(3), b"c")
@@ -99,7 +107,8 @@ def test_move_within_the_same_list_repositions_at_the_new_key(struct: ListStruct
     assert data_on(struct, 0) == [b"a", b"b", b"c"]
 
 
-def test_move_by_key_and_by_secondary_key(struct: ListStructure) -> None:
+@check
+def move_by_key_and_by_secondary_key(struct: ListStructure) -> None:
     struct.write(0, key(1), b"one")
     struct.write(0, key(2), b"two", secondary_key=b"X")
     struct.write(0, key(3), b"three")
@@ -111,41 +120,46 @@ def test_move_by_key_and_by_secondary_key(struct: ListStructure) -> None:
     assert data_on(struct, 1) == [b"two", b"three"]
 
 
-def test_move_tail(struct: ListStructure) -> None:
+@check
+def move_tail(struct: ListStructure) -> None:
     struct.write(0, key(1), b"one")
     struct.write(0, key(2), b"two")
     moved = struct.move(Tail(0), 2)
     assert moved is not None and moved.entry.data == b"two"
 
 
-def test_move_by_id_of_a_missing_entry_raises_and_changes_nothing(
+@check
+def move_by_id_of_a_missing_entry_raises_and_changes_nothing(
     struct: ListStructure,
 ) -> None:
     struct.write(0, key(1))
     before = struct.statistics().seq
-    with pytest.raises(NoSuchEntry):
+    with raises(NoSuchEntry):
         struct.move(ById(b"\x01" * 12), 1)
     assert struct.statistics().seq == before
 
 
-def test_move_conditional_on_the_source_list(struct: ListStructure) -> None:
+@check
+def move_conditional_on_the_source_list(struct: ListStructure) -> None:
     entry = struct.write(1, key(1)).entry
-    with pytest.raises(ListMismatch):
+    with raises(ListMismatch):
         struct.move(ById(entry.entry_id, list_number=0), 2)
     assert struct.read(ById(entry.entry_id)) == entry
 
 
-def test_delete_returns_the_entry_as_it_was(struct: ListStructure) -> None:
+@check
+def delete_returns_the_entry_as_it_was(struct: ListStructure) -> None:
     entry = struct.write(0, key(1), b"gone", version=4).entry
     change = struct.delete(ById(entry.entry_id))
     assert change is not None and change.entry == entry
     assert struct.statistics().entries == 0
     assert struct.statistics().elements == 0
-    with pytest.raises(NoSuchEntry):
+    with raises(NoSuchEntry):
         struct.delete(ById(entry.entry_id))
 
 
-def test_delete_without_data_returns_the_entry_without_it(struct: ListStructure) -> None:
+@check
+def delete_without_data_returns_the_entry_without_it(struct: ListStructure) -> None:
     entry = struct.write(0, key(1), b"gone", adjunct=b"adj", version=4).entry
     change = struct.delete(ById(entry.entry_id, 0), with_data=False)
     assert change is not None and change.entry == entry._replace(data=b"")
@@ -158,7 +172,8 @@ def test_delete_without_data_returns_the_entry_without_it(struct: ListStructure)
     assert struct.statistics().entries == 0
 
 
-def test_delete_head(struct: ListStructure) -> None:
+@check
+def delete_head(struct: ListStructure) -> None:
     assert struct.delete(Head(0)) is None
     struct.write(0, key(2), b"b")
     struct.write(0, key(1), b"a")
@@ -167,7 +182,8 @@ def test_delete_head(struct: ListStructure) -> None:
     assert data_on(struct, 0) == [b"b"]
 
 
-def test_update_rewrites_data_and_adjunct_in_place(struct: ListStructure) -> None:
+@check
+def update_rewrites_data_and_adjunct_in_place(struct: ListStructure) -> None:
     entry = struct.write(0, key(1), b"small", adjunct=b"old").entry
     change = struct.update(ById(entry.entry_id), data=b"L" * 600, adjunct=b"new")
     assert change is not None
@@ -183,7 +199,8 @@ def test_update_rewrites_data_and_adjunct_in_place(struct: ListStructure) -> Non
     assert struct.statistics().elements == 0
 
 
-def test_update_version(struct: ListStructure) -> None:
+@check
+def update_version(struct: ListStructure) -> None:
     entry = struct.write(0, key(1), version=1).entry
     change = struct.update(ById(entry.entry_id), increment_version=True)
     assert change is not None and change.entry.version == 2
@@ -191,5 +208,6 @@ def test_update_version(struct: ListStructure) -> None:
     assert change is not None and change.entry.version == 100
 
 
-def test_update_of_nothing_located_returns_none(struct: ListStructure) -> None:
+@check
+def update_of_nothing_located_returns_none(struct: ListStructure) -> None:
     assert struct.update(Head(0), data=b"x") is None

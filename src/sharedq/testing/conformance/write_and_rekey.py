@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
+from typing import Any
 
 from sharedq.cf import (
     ById,
@@ -15,8 +15,8 @@ from sharedq.cf import (
     StructureStats,
 )
 from sharedq.cf.errors import AuthorityMismatch, InvalidRequest
-from tests.cf.conftest import MakeStructure
-from tests.cf.helpers import data_on, eid, keys_on
+from sharedq.testing.conformance._registry import MakeStructure, check, raises
+from sharedq.testing.conformance.helpers import data_on, eid, keys_on
 
 UNCOMMITTED = b"\xf6" + b"\x04" + b"\x00" * 14
 COMMITTED = b"\x04" + b"\x00" * 15
@@ -30,7 +30,8 @@ def _counts(stats: StructureStats) -> tuple[int, int, int]:
     return stats.entries, stats.elements, stats.seq
 
 
-def test_it_is_a_write_then_a_move_with_consecutive_seqs(struct: ListStructure) -> None:
+@check
+def it_is_a_write_then_a_move_with_consecutive_seqs(struct: ListStructure) -> None:
     written, moved = struct.write_and_rekey(
         2,
         UNCOMMITTED,
@@ -42,16 +43,18 @@ def test_it_is_a_write_then_a_move_with_consecutive_seqs(struct: ListStructure) 
         new_secondary_key=b"ID7",
         set_version=0,
     )
+    rekeyed = written.entry._replace(key=COMMITTED, secondary_key=b"ID7", version=0)
     assert moved.seq == written.seq + 1
     assert written.entry == (eid(7), 2, UNCOMMITTED, b"body", b"adj", None, 99, 1)
-    assert moved.entry == written.entry._replace(key=COMMITTED, secondary_key=b"ID7", version=0)
+    assert moved.entry == rekeyed
     assert struct.read(ById(eid(7), 2)) == moved.entry
     assert struct.read(BySecondaryKey(2, b"ID7")) == moved.entry
     assert struct.statistics().seq == moved.seq
     assert struct.list_info(2).entries == 1
 
 
-def test_it_leaves_what_write_and_move_leave(
+@check
+def it_leaves_what_write_and_move_leave(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     """Two structures, one by two requests and one by the one: the same in the end."""
@@ -69,7 +72,8 @@ def test_it_leaves_what_write_and_move_leave(
     assert _counts(one.statistics()) == _counts(two.statistics())
 
 
-def test_unchanged_secondary_key_and_version_are_kept(struct: ListStructure) -> None:
+@check
+def unchanged_secondary_key_and_version_are_kept(struct: ListStructure) -> None:
     _, moved = struct.write_and_rekey(
         0, UNCOMMITTED, b"d", secondary_key=b"S", version=3, new_key=COMMITTED
     )
@@ -83,44 +87,44 @@ def test_unchanged_secondary_key_and_version_are_kept(struct: ListStructure) -> 
     assert found is not None and found.data == b"d"
 
 
-@pytest.mark.parametrize(
-    "bad",
-    [
-        {"new_key": b"short"},
-        {"new_key": COMMITTED, "new_secondary_key": b""},
-        {"new_key": COMMITTED, "set_version": -1},
-        {"new_key": COMMITTED, "set_version": 2**64},
-    ],
-)
-def test_a_bad_move_argument_changes_nothing(struct: ListStructure, bad: dict[str, object]) -> None:
+_BAD_MOVES: dict[str, dict[str, Any]] = {
+    "short new key": {"new_key": b"short"},
+    "empty new secondary key": {"new_key": COMMITTED, "new_secondary_key": b""},
+    "negative version": {"new_key": COMMITTED, "set_version": -1},
+    "version too big": {"new_key": COMMITTED, "set_version": 2**64},
+}
+
+
+@check(cases={name: {"bad": bad} for name, bad in _BAD_MOVES.items()})
+def a_bad_move_argument_changes_nothing(struct: ListStructure, bad: dict[str, Any]) -> None:
     before = _counts(struct.statistics())
-    with pytest.raises(InvalidRequest):
-        struct.write_and_rekey(0, UNCOMMITTED, b"d", **bad)  # type: ignore[arg-type]
+    with raises(InvalidRequest):
+        struct.write_and_rekey(0, UNCOMMITTED, b"d", **bad)
     assert _counts(struct.statistics()) == before
     assert keys_on(struct, 0) == []
 
 
-def test_the_writes_errors_change_nothing(struct: ListStructure) -> None:
+@check
+def the_writes_errors_change_nothing(struct: ListStructure) -> None:
     struct.write(0, COMMITTED, entry_id=eid(1))
     struct.set_list_controls(1, limit=1)
     struct.write(1, COMMITTED)
     before = _counts(struct.statistics())
-    with pytest.raises(EntryExists):
+    with raises(EntryExists):
         struct.write_and_rekey(0, UNCOMMITTED, entry_id=eid(1), new_key=COMMITTED)
-    with pytest.raises(ListFull):
+    with raises(ListFull):
         struct.write_and_rekey(1, UNCOMMITTED, b"d", new_key=COMMITTED)
-    with pytest.raises(AuthorityMismatch):
+    with raises(AuthorityMismatch):
         struct.write_and_rekey(0, UNCOMMITTED, b"d", expect_authority=4, new_key=COMMITTED)
-    with pytest.raises(InvalidRequest):
+    with raises(InvalidRequest):
         struct.write_and_rekey(0, b"bad", b"d", new_key=COMMITTED)
     assert _counts(struct.statistics()) == before
     assert keys_on(struct, 0) == [COMMITTED]
     assert struct.read(ById(eid(1))) is not None
 
 
-def test_monitors_see_both_changes(
-    facility: CouplingFacility, make_structure: MakeStructure
-) -> None:
+@check
+def monitors_see_both_changes(facility: CouplingFacility, make_structure: MakeStructure) -> None:
     """A get's monitor wakes at the move; one on the uncommitted range sees the entry
     come and go, with the write's and the move's seqs, as with two requests."""
     name = make_structure()

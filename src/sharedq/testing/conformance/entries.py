@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from sharedq.cf import (
     ById,
     ByKey,
@@ -17,29 +15,34 @@ from sharedq.cf import (
     Tail,
 )
 from sharedq.cf.errors import ListMismatch
-from tests.cf.helpers import data_on, eid, key, keys_on
+from sharedq.testing.conformance._registry import check, raises
+from sharedq.testing.conformance.helpers import data_on, eid, key, keys_on
 
 
-def test_entries_are_kept_in_ascending_key_order(struct: ListStructure) -> None:
+@check
+def entries_are_kept_in_ascending_key_order(struct: ListStructure) -> None:
     for n in (5, 1, 9, 3, 7):
         struct.write(0, key(n), b"m%d" % n)
     assert keys_on(struct, 0) == [key(n) for n in (1, 3, 5, 7, 9)]
 
 
-def test_keys_compare_as_unsigned_bytes(struct: ListStructure) -> None:
+@check
+def keys_compare_as_unsigned_bytes(struct: ListStructure) -> None:
     struct.write(0, b"\xf6" + b"\x00" * 15)
     struct.write(0, b"\x09" + b"\xff" * 15)
     struct.write(0, b"\x0a" + b"\x00" * 15)
     assert [k[0] for k in keys_on(struct, 0)] == [0x09, 0x0A, 0xF6]
 
 
-def test_equal_keys_go_to_the_tail_of_their_sublist_by_default(struct: ListStructure) -> None:
+@check
+def equal_keys_go_to_the_tail_of_their_sublist_by_default(struct: ListStructure) -> None:
     for payload in (b"a", b"b", b"c"):
         struct.write(0, key(1), payload)
     assert data_on(struct, 0) == [b"a", b"b", b"c"]
 
 
-def test_head_position_puts_an_entry_before_its_equal_keys(struct: ListStructure) -> None:
+@check
+def head_position_puts_an_entry_before_its_equal_keys(struct: ListStructure) -> None:
     struct.write(0, key(1), b"a")
     struct.write(0, key(1), b"b")
     struct.write(0, key(1), b"first", position=Position.HEAD)
@@ -48,7 +51,8 @@ def test_head_position_puts_an_entry_before_its_equal_keys(struct: ListStructure
     assert data_on(struct, 0) == [b"lower", b"first", b"a", b"b", b"higher"]
 
 
-def test_write_returns_the_entry_as_stored(struct: ListStructure) -> None:
+@check
+def write_returns_the_entry_as_stored(struct: ListStructure) -> None:
     change = struct.write(2, key(7), b"x" * 300, adjunct=b"adj", secondary_key=b"MSGID", version=42)
     entry = change.entry
     assert entry.list_number == 2
@@ -62,7 +66,8 @@ def test_write_returns_the_entry_as_stored(struct: ListStructure) -> None:
     assert struct.read(ById(entry.entry_id)) == entry
 
 
-def test_a_reserve_write_is_a_write_held_to_the_structure_s_counts(
+@check
+def a_reserve_write_is_a_write_held_to_the_structure_s_counts(
     struct: ListStructure,
 ) -> None:
     plain = struct.write(3, key(1), b"d" * 10, adjunct=b"\x01")
@@ -70,38 +75,43 @@ def test_a_reserve_write_is_a_write_held_to_the_structure_s_counts(
     assert reserved.seq == plain.seq + 1
     assert reserved.entry._replace(entry_id=plain.entry.entry_id) == plain.entry
     assert [e.entry_id for e in struct.scan(3)] == [plain.entry.entry_id, reserved.entry.entry_id]
-    with pytest.raises(EntryExists):
+    with raises(EntryExists):
         struct.write(3, key(2), entry_id=reserved.entry.entry_id, reserve=True)
 
 
-def test_generated_entry_ids_are_unique(struct: ListStructure) -> None:
+@check
+def generated_entry_ids_are_unique(struct: ListStructure) -> None:
     ids = {struct.write(n % 8, key(n)).entry.entry_id for n in range(100)}
     assert len(ids) == 100
 
 
-def test_program_assigned_entry_id_is_kept(struct: ListStructure) -> None:
+@check
+def program_assigned_entry_id_is_kept(struct: ListStructure) -> None:
     change = struct.write(0, key(1), b"d", entry_id=eid(77))
     assert change.entry.entry_id == eid(77)
     assert struct.read(ById(eid(77))) == change.entry
 
 
-def test_program_assigned_entry_id_must_be_unique(struct: ListStructure) -> None:
+@check
+def program_assigned_entry_id_must_be_unique(struct: ListStructure) -> None:
     struct.write(0, key(1), b"first", entry_id=eid(1))
-    with pytest.raises(EntryExists) as info:
+    with raises(EntryExists) as info:
         struct.write(3, key(2), b"second", entry_id=eid(1))
     assert info.value.reason_name == "ENTRY_EXISTS"
     assert data_on(struct, 0) == [b"first"]
     assert struct.list_info(3).entries == 0
 
 
-def test_empty_data_takes_no_elements(struct: ListStructure) -> None:
+@check
+def empty_data_takes_no_elements(struct: ListStructure) -> None:
     entry = struct.write(0, key(1)).entry
     assert entry.elements == 0
     assert struct.statistics().elements == 0
     assert struct.statistics().entries == 1
 
 
-def test_elements_are_counted_per_list_and_structure(struct: ListStructure) -> None:
+@check
+def elements_are_counted_per_list_and_structure(struct: ListStructure) -> None:
     struct.write(0, key(1), b"a" * 256)  # 1 element
     struct.write(0, key(2), b"a" * 257)  # 2 elements
     struct.write(1, key(3), b"a" * 1000)  # 4 elements
@@ -110,7 +120,8 @@ def test_elements_are_counted_per_list_and_structure(struct: ListStructure) -> N
     assert struct.statistics().elements == 7
 
 
-def test_read_head_and_tail(struct: ListStructure) -> None:
+@check
+def read_head_and_tail(struct: ListStructure) -> None:
     assert struct.read(Head(0)) is None
     assert struct.read(Tail(0)) is None
     for n in (4, 2, 6):
@@ -120,7 +131,8 @@ def test_read_head_and_tail(struct: ListStructure) -> None:
     assert tail is not None and tail.key == key(6)
 
 
-def test_read_head_only_when_its_key_compares(struct: ListStructure) -> None:
+@check
+def read_head_only_when_its_key_compares(struct: ListStructure) -> None:
     struct.write(0, key(5))
     assert struct.read(Head(0, key=key(4), compare=Compare.LE)) is None
     found = struct.read(Head(0, key=key(5), compare=Compare.LE))
@@ -129,7 +141,8 @@ def test_read_head_only_when_its_key_compares(struct: ListStructure) -> None:
     assert struct.read(Head(0, key=key(5), compare=Compare.EQ)) is not None
 
 
-def test_read_by_key_with_each_comparison(struct: ListStructure) -> None:
+@check
+def read_by_key_with_each_comparison(struct: ListStructure) -> None:
     for n, payload in ((2, b"two"), (4, b"four-a"), (4, b"four-b"), (8, b"eight")):
         struct.write(0, key(n), payload)
 
@@ -148,7 +161,8 @@ def test_read_by_key_with_each_comparison(struct: ListStructure) -> None:
     assert found(100, Compare.LE) == b"eight"
 
 
-def test_read_by_secondary_key_finds_the_first_in_list_order(struct: ListStructure) -> None:
+@check
+def read_by_secondary_key_finds_the_first_in_list_order(struct: ListStructure) -> None:
     struct.write(0, key(9), b"late", secondary_key=b"CORREL")
     struct.write(0, key(3), b"early", secondary_key=b"CORREL")
     struct.write(0, key(1), b"other", secondary_key=b"ELSE")
@@ -158,20 +172,23 @@ def test_read_by_secondary_key_finds_the_first_in_list_order(struct: ListStructu
     assert struct.read(BySecondaryKey(0, b"NONE")) is None
 
 
-def test_read_by_id_of_a_missing_entry_raises(struct: ListStructure) -> None:
-    with pytest.raises(NoSuchEntry) as info:
+@check
+def read_by_id_of_a_missing_entry_raises(struct: ListStructure) -> None:
+    with raises(NoSuchEntry) as info:
         struct.read(ById(eid(404)))
     assert info.value.reason_code == 1020
 
 
-def test_read_by_id_on_the_wrong_list_raises(struct: ListStructure) -> None:
+@check
+def read_by_id_on_the_wrong_list_raises(struct: ListStructure) -> None:
     entry = struct.write(1, key(1)).entry
     assert struct.read(ById(entry.entry_id, list_number=1)) == entry
-    with pytest.raises(ListMismatch):
+    with raises(ListMismatch):
         struct.read(ById(entry.entry_id, list_number=2))
 
 
-def test_scan_a_key_range(struct: ListStructure) -> None:
+@check
+def scan_a_key_range(struct: ListStructure) -> None:
     for n in range(10):
         struct.write(0, key(n), b"%d" % n)
     assert [e.key for e in struct.scan(0, key(3), key(6))] == [key(n) for n in (3, 4, 5, 6)]
@@ -179,7 +196,8 @@ def test_scan_a_key_range(struct: ListStructure) -> None:
     assert list(struct.scan(5)) == []
 
 
-def test_scan_without_data_keeps_everything_else(struct: ListStructure) -> None:
+@check
+def scan_without_data_keeps_everything_else(struct: ListStructure) -> None:
     struct.write(0, key(1), b"payload", adjunct=b"a", secondary_key=b"s", version=3)
     (entry,) = struct.scan(0, with_data=False)
     assert entry.data == b""
@@ -191,7 +209,8 @@ def test_scan_without_data_keeps_everything_else(struct: ListStructure) -> None:
     )
 
 
-def test_scan_pages_through_a_long_list(struct: ListStructure, facility: object) -> None:
+@check
+def scan_pages_through_a_long_list(struct: ListStructure, facility: object) -> None:
     for n in range(180):
         struct.write(4, key(n), n.to_bytes(4, "big"))
     entries = list(struct.scan(4))
@@ -199,7 +218,8 @@ def test_scan_pages_through_a_long_list(struct: ListStructure, facility: object)
     assert entries[-1].data == (179).to_bytes(4, "big")
 
 
-def test_data_is_binary_safe(struct: ListStructure) -> None:
+@check
+def data_is_binary_safe(struct: ListStructure) -> None:
     payload = bytes(range(256)) * 3
     entry = struct.write(0, b"\x00" * 15 + b"\xff", payload, adjunct=b"\x00\xff\x00").entry
     again = struct.read(ById(entry.entry_id))

@@ -6,13 +6,14 @@ import threading
 from collections import Counter
 
 from sharedq.cf import BulkMove, ById, Compare, CouplingFacility, Head
-from tests.cf.conftest import MakeStructure
-from tests.cf.helpers import key
+from sharedq.testing.conformance._registry import MakeStructure, check
+from sharedq.testing.conformance.helpers import key
 
 COMMITTED = b"\x0a" + b"\x00" * 15
 
 
-def test_conditional_head_moves_never_hand_one_entry_to_two_users(
+@check
+def conditional_head_moves_never_hand_one_entry_to_two_users(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure(list_count=10, entries=3000, elements=3000)
@@ -51,7 +52,8 @@ def test_conditional_head_moves_never_hand_one_entry_to_two_users(
         assert mine == sorted(mine)  # each consumer took them in key order
 
 
-def test_concurrent_bulk_and_single_requests_keep_counts_exact(
+@check
+def concurrent_bulk_and_single_requests_keep_counts_exact(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure(list_count=4, entries=5000, elements=5000)

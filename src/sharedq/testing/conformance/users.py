@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from sharedq.cf import (
     CouplingFacility,
     ListStructure,
@@ -16,17 +14,18 @@ from sharedq.cf import (
     UserState,
 )
 from sharedq.cf.errors import LockHeld, StructureLost
-from tests.cf.conftest import MakeStructure
-from tests.cf.helpers import key
+from sharedq.testing.conformance._registry import MakeStructure, check, raises
+from sharedq.testing.conformance.helpers import key
 
 
-def test_users_get_distinct_ids_from_1_to_32(
+@check
+def users_get_distinct_ids_from_1_to_32(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure()
     conns = [facility.connect(name, f"U{n}") for n in range(32)]
     assert sorted(c.user_id for c in conns) == list(range(1, 33))
-    with pytest.raises(UserError) as info:
+    with raises(UserError) as info:
         facility.connect(name, "U33")
     assert info.value.reason_name == "TOO_MANY_USERS"
     conns[5].disconnect()
@@ -34,31 +33,33 @@ def test_users_get_distinct_ids_from_1_to_32(
     assert again.user_id == 6
 
 
-def test_a_name_can_be_connected_once(
-    facility: CouplingFacility, make_structure: MakeStructure
-) -> None:
+@check
+def a_name_can_be_connected_once(facility: CouplingFacility, make_structure: MakeStructure) -> None:
     name = make_structure()
     facility.connect(name, "QM1")
-    with pytest.raises(UserError) as info:
+    with raises(UserError) as info:
         facility.connect(name, "QM1")
     assert info.value.reason_name == "USER_ACTIVE"
 
 
-def test_connect_to_a_missing_structure(facility: CouplingFacility) -> None:
-    with pytest.raises(NoSuchStructure):
+@check
+def connect_to_a_missing_structure(facility: CouplingFacility) -> None:
+    with raises(NoSuchStructure):
         facility.connect("NOSUCH", "U")
 
 
-def test_requests_after_disconnect_raise_not_connected(struct: ListStructure) -> None:
+@check
+def requests_after_disconnect_raise_not_connected(struct: ListStructure) -> None:
     struct.write(0, key(1))
     struct.disconnect()
     assert not struct.connected
-    with pytest.raises(NotConnected) as info:
+    with raises(NotConnected) as info:
         struct.write(0, key(2))
     assert info.value.reason_code == 1030
 
 
-def test_structure_persists_with_nobody_connected(
+@check
+def structure_persists_with_nobody_connected(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure()
@@ -71,7 +72,8 @@ def test_structure_persists_with_nobody_connected(
         assert [u.name for u in b.users()] == ["B"]
 
 
-def test_normal_disconnect_releases_locks_and_monitors(
+@check
+def normal_disconnect_releases_locks_and_monitors(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure()
@@ -84,7 +86,8 @@ def test_normal_disconnect_releases_locks_and_monitors(
     assert [u.name for u in b.users()] == ["B"]
 
 
-def test_failed_user_keeps_its_resources_until_cleanup(
+@check
+def failed_user_keeps_its_resources_until_cleanup(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure()
@@ -92,17 +95,17 @@ def test_failed_user_keeps_its_resources_until_cleanup(
     qm1.lock(2)
     qm1.monitor_list(0)
     qm2.mark_failed(qm1.user_id)
-    with pytest.raises(NotConnected):
+    with raises(NotConnected):
         qm1.write(0, key(1))
     assert [(u.name, u.state) for u in qm2.users()] == [
         ("QM1", UserState.FAILED),
         ("QM2", UserState.ACTIVE),
     ]
     # Its lock still holds against others; its EMC is still in use.
-    with pytest.raises(LockHeld):
+    with raises(LockHeld):
         qm2.lock(2)
     assert qm2.statistics().emcs == 1
-    with pytest.raises(UserError) as info:
+    with raises(UserError) as info:
         qm2.cleanup_user(qm2.user_id)
     assert info.value.reason_name == "USER_NOT_FAILED"
     qm2.cleanup_user(qm1.user_id)
@@ -111,7 +114,8 @@ def test_failed_user_keeps_its_resources_until_cleanup(
     assert [u.name for u in qm2.users()] == ["QM2"]
 
 
-def test_a_failed_user_reconnects_and_finds_events_queued_meanwhile(
+@check
+def a_failed_user_reconnects_and_finds_events_queued_meanwhile(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure()
@@ -127,11 +131,12 @@ def test_a_failed_user_reconnects_and_finds_events_queued_meanwhile(
     assert [(e.monitor_id, e.state, e.seq) for e in events] == [
         (reg.monitor_id, MonitorState.NONEMPTY, change.seq)
     ]
-    with pytest.raises(NotConnected):
+    with raises(NotConnected):
         qm1.events_nowait()  # the old handle stays dead
 
 
-def test_mark_failed_wakes_the_failed_users_waiter(
+@check
+def mark_failed_wakes_the_failed_users_waiter(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure()
@@ -152,27 +157,29 @@ def test_mark_failed_wakes_the_failed_users_waiter(
     assert not thread.is_alive() and len(outcome) == 1
 
 
-def test_deleting_a_structure_with_users_needs_force(
+@check
+def deleting_a_structure_with_users_needs_force(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure()
     user = facility.connect(name, "U")
     user.write(0, key(1))
-    with pytest.raises(UserError):
+    with raises(UserError):
         facility.delete(name)
     assert facility.exists(name)
     facility.delete(name, force=True)
     assert not facility.exists(name)
     assert name not in facility.structure_names()
-    with pytest.raises(StructureLost) as info:
+    with raises(StructureLost) as info:
         user.write(0, key(2))
     assert info.value.reason_name == "STRUCTURE_LOST"
 
 
-def test_delete_without_users(facility: CouplingFacility, make_structure: MakeStructure) -> None:
+@check
+def delete_without_users(facility: CouplingFacility, make_structure: MakeStructure) -> None:
     name = make_structure()
     facility.connect(name, "U").disconnect()
     facility.delete(name)
     assert not facility.exists(name)
-    with pytest.raises(NoSuchStructure):
+    with raises(NoSuchStructure):
         facility.delete(name)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
-
 from sharedq.cf import (
     BulkMove,
     BulkWrite,
@@ -21,8 +19,8 @@ from sharedq.cf import (
     StructureFull,
     StructureLost,
 )
-from tests.cf.conftest import MakeStructure
-from tests.cf.helpers import data_on, eid, key, keys_on
+from sharedq.testing.conformance._registry import MakeStructure, check, raises
+from sharedq.testing.conformance.helpers import data_on, eid, key, keys_on
 
 
 def _writes(count: int, list_number: int = 0, first: int = 0) -> list[BulkWrite]:
@@ -34,7 +32,8 @@ def _writes(count: int, list_number: int = 0, first: int = 0) -> list[BulkWrite]
 # -- write_entries ---------------------------------------------------------------------
 
 
-def test_write_entries_writes_each_entry_as_write_would(struct: ListStructure) -> None:
+@check
+def write_entries_writes_each_entry_as_write_would(struct: ListStructure) -> None:
     result = struct.write_entries(
         [
             BulkWrite(0, key(5), b"five", adjunct=b"adj", secondary_key=b"S", entry_id=eid(1),
@@ -54,7 +53,8 @@ def test_write_entries_writes_each_entry_as_write_would(struct: ListStructure) -
     assert struct.statistics().seq == result.seqs[-1]
 
 
-def test_write_entries_stops_at_its_budget_and_redrives(struct: ListStructure) -> None:
+@check
+def write_entries_stops_at_its_budget_and_redrives(struct: ListStructure) -> None:
     writes = _writes(7)
     start, rounds = 0, []
     while True:
@@ -68,17 +68,19 @@ def test_write_entries_stops_at_its_budget_and_redrives(struct: ListStructure) -
     assert keys_on(struct, 0) == sorted(key(n % 3) for n in range(7))
 
 
-def test_write_entries_validates_everything_before_writing_anything(
+@check
+def write_entries_validates_everything_before_writing_anything(
     struct: ListStructure,
 ) -> None:
-    with pytest.raises(InvalidRequest):
+    with raises(InvalidRequest):
         struct.write_entries([*_writes(2), BulkWrite(0, b"short")])
-    with pytest.raises(InvalidRequest):
+    with raises(InvalidRequest):
         struct.write_entries([*_writes(2), BulkWrite(99, key(1))])
     assert struct.statistics().entries == 0
 
 
-def test_write_entries_stops_at_an_entry_it_cannot_write(
+@check
+def write_entries_stops_at_an_entry_it_cannot_write(
     struct: ListStructure, make_structure: MakeStructure, facility: CouplingFacility
 ) -> None:
     struct.write(0, key(1), entry_id=eid(3))
@@ -94,13 +96,14 @@ def test_write_entries_stops_at_an_entry_it_cannot_write(
         assert isinstance(result.error, StructureFull) and result.processed == 2
 
 
-def test_write_entries_honours_locks_and_wakes_monitors(
+@check
+def write_entries_honours_locks_and_wakes_monitors(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure()
     with facility.connect(name, "U1") as writer, facility.connect(name, "U2") as other:
         other.lock(1)
-        with pytest.raises(LockHeld):
+        with raises(LockHeld):
             writer.write_entries(_writes(2), not_locked=[1])
         assert writer.statistics().entries == 0
         other.unlock(1)
@@ -113,7 +116,8 @@ def test_write_entries_honours_locks_and_wakes_monitors(
 # -- snapshot --------------------------------------------------------------------------
 
 
-def test_a_snapshot_holds_the_structure_as_it_was(struct: ListStructure) -> None:
+@check
+def a_snapshot_holds_the_structure_as_it_was(struct: ListStructure) -> None:
     struct.write_entries(_writes(5))
     struct.write(2, key(9), b"x" * 700, adjunct=b"A", secondary_key=b"SK", version=3)
     struct.set_list_controls(2, limit=9, increment_authority=True)
@@ -131,12 +135,13 @@ def test_a_snapshot_holds_the_structure_as_it_was(struct: ListStructure) -> None
         assert [i.entries for i in snap.lists] == [len(before[n]) for n in range(8)]
         params = snap.params
         assert params.name == struct.structure_name and params.list_count == 8
-    with pytest.raises(InvalidRequest):
+    with raises(InvalidRequest):
         list(snap.entries(0))
     snap.release()  # idempotent
 
 
-def test_a_snapshot_keeps_what_every_kind_of_later_change_replaces(struct: ListStructure) -> None:
+@check
+def a_snapshot_keeps_what_every_kind_of_later_change_replaces(struct: ListStructure) -> None:
     """Whatever happens to the entries after it, two snapshots show them as they were."""
     struct.write_entries(_writes(8))
     struct.write(1, key(1), b"", entry_id=eid(50))  # no data
@@ -162,7 +167,8 @@ def test_a_snapshot_keeps_what_every_kind_of_later_change_replaces(struct: ListS
     assert {e.entry_id for e in middle[0]} == {eid(n) for n in (0, 1, 3, 4, 5, 6, 7)}
 
 
-def test_snapshot_params_allocate_a_structure_of_the_same_capacity(
+@check
+def snapshot_params_allocate_a_structure_of_the_same_capacity(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure(entries=50, elements=120, growth=2.0)
@@ -182,7 +188,8 @@ def test_snapshot_params_allocate_a_structure_of_the_same_capacity(
         )
 
 
-def test_a_large_snapshot_reads_in_pages_while_the_structure_changes(
+@check
+def a_large_snapshot_reads_in_pages_while_the_structure_changes(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     count = 2500  # more than a page of every backend
@@ -212,7 +219,8 @@ def test_a_large_snapshot_reads_in_pages_while_the_structure_changes(
         assert conn.list_info(2).entries > 0  # the structure did change meanwhile
 
 
-def test_a_snapshot_of_a_deleted_structure_is_gone(
+@check
+def a_snapshot_of_a_deleted_structure_is_gone(
     facility: CouplingFacility, make_structure: MakeStructure
 ) -> None:
     name = make_structure()
@@ -228,5 +236,5 @@ def test_a_snapshot_of_a_deleted_structure_is_gone(
     # the copy with the structure.
     assert entries in (None, [b"x"])
     snap.release()
-    with pytest.raises(StructureLost):
+    with raises(StructureLost):
         conn.snapshot()
