@@ -27,6 +27,7 @@ import sharedq.log
 import sharedq.mq
 import sharedq.pipeline
 import sharedq.recovery
+import sharedq.security
 from sharedq.cf import CFError, CFReason, InvalidRequest
 from sharedq.cf.errors import cf_error
 from sharedq.log import InvalidLogRequest, LogError, LogReason, log_error
@@ -40,6 +41,12 @@ from sharedq.pipeline import (
 )
 from sharedq.recovery import InvalidRecoveryRequest, RecoveryError, RecoveryReason
 from sharedq.recovery.errors import recovery_error
+from sharedq.security import (
+    InvalidSecurityRequest,
+    SecurityError,
+    SecurityReason,
+    security_error,
+)
 
 SRC = Path(sharedq.__file__).resolve().parent
 
@@ -66,6 +73,9 @@ LAYERS = {
     ),
     "pipeline": Layer(
         PipelineReason, PipelineError, InvalidPipelineRequest, pipeline_error, sharedq.pipeline
+    ),
+    "security": Layer(
+        SecurityReason, SecurityError, InvalidSecurityRequest, security_error, sharedq.security
     ),
 }
 

@@ -10,7 +10,8 @@ report job's ``import_module(f"sharedq.pipeline.jobs.{name}")``, cannot be read.
 
 The layers, lowest first (:data:`LAYERS`)::
 
-    errors, clock -> cf -> log -> recovery -> seam -> mq, cqs -> ims -> pipeline -> demo -> cli
+    errors, clock -> cf, security -> log -> recovery -> seam -> mq, cqs -> ims -> pipeline
+        -> demo -> cli
 
 A module may import its own package (its top-level package under ``sharedq``: all of
 ``sharedq.cf``, backends included, is one package) and packages of lower layers.
@@ -57,8 +58,8 @@ import sharedq
 
 #: The layers, lowest first; a layer of several packages holds peers.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "clock"),  # clock: the one Clock and retry_until, for every layer
-    ("cf",),
+    ("errors", "clock", "names"),  # clock: the one Clock and retry_until; names: name rules
+    ("cf", "security"),  # security: the authorization hook, on errors alone
     ("log",),
     ("recovery",),
     ("seam",),  # the server seam: what every server (mq, cqs) shares

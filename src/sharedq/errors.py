@@ -24,6 +24,7 @@ codes      layer                                             BAD_ARGUMENT
 2000-2999  queue manager (``sharedq.mq``)                    2906
 3000-3499  log stream (``sharedq.log``)                      3004
 3500-3599  checkpoints and recovery (``sharedq.recovery``)   3501
+3600-3699  authorization profiles (``sharedq.security``)     3601
 4000-4099  Spark pipeline (``sharedq.pipeline``)             4001
 =========  ================================================  ============
 
@@ -31,7 +32,9 @@ The queue manager's codes are IBM MQ's reason codes (MQRC) where MQ has one for 
 condition, and 2900-2999 where it has none.  No other layer has reasons of its own:
 the server seam's (``sharedq.seam``) few exceptions are signals to the server above
 it, which reports them with its own reasons (a journal that could not record a change
-is the queue manager's ``JournalFailed``: 2195, or 2192 when the log is full); the
+is the queue manager's ``JournalFailed``: 2195, or 2192 when the log is full);
+``sharedq.security``'s reasons are about its profiles file, and a request the profiles
+refuse is the server's to report (the queue manager's ``NOT_AUTHORIZED``, 2035); the
 demo raises the layers' errors, and the ``sharedq`` command reports them and exits
 with the codes of ``sharedq.cli.exits``.
 """

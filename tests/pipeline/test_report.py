@@ -103,6 +103,43 @@ def test_empty_frames_still_give_charts(tmp_path: Path) -> None:
         assert_png(path)
 
 
+@pytest.mark.parametrize(
+    ("span", "offset"),
+    [
+        # The demo: a second or two.  Each tick was "50:39.600000" before.
+        (dt.timedelta(seconds=1.2), "2024-May-01 12:00"),
+        (dt.timedelta(minutes=40), "2024-May-01"),
+        (dt.timedelta(hours=30), "2024-May"),  # the day shown at the end, where it is
+    ],
+)
+def test_time_axes_are_readable_at_any_span(span: dt.timedelta, offset: str) -> None:
+    """Short tick labels, and the date (and time) they lie in once, at the axis' end."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    start = dt.datetime(2024, 5, 1, 12, 0, 0, 300_000)
+    times = pd.Series([start + span * i / 20 for i in range(21)])
+    figure = Figure()
+    canvas = FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    axes.plot(times, range(21))
+    charts.time_axis(axes)
+    canvas.draw()
+    labels = [t.get_text() for t in axes.get_xticklabels() if t.get_text()]
+    assert len(labels) >= 3, labels
+    assert all(len(label) <= 6 for label in labels), labels
+    assert axes.xaxis.get_offset_text().get_text().startswith(offset)
+    assert axes.get_xlabel() == "time (UTC)"
+
+
+def test_charts_of_jobs_not_run_are_left_out(tmp_path: Path) -> None:
+    drawn = report.draw_charts({}, tmp_path, jobs={"track", "stats"})
+    assert sorted(drawn) == ["depth", "latency", "work"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["depth.png", "latency.png", "work.png"]
+    with pytest.raises(ValueError, match="no such report job: nope"):
+        report.run_all(None, jobs=["nope"])  # type: ignore[arg-type]
+
+
 def test_the_page_embeds_every_chart_and_escapes_text(tmp_path: Path) -> None:
     chart_path = charts.work_chart(
         pd.DataFrame(

@@ -66,6 +66,7 @@ from sharedq.cf.types import (
     UserInfo,
     UserState,
 )
+from sharedq.cf.urls import redact_url, url_with_credentials
 
 __all__ = [
     "DEFAULT_FACILITY_URL",
@@ -129,4 +130,6 @@ __all__ = [
     "VersionMismatch",
     "capacity_of",
     "open_facility",
+    "redact_url",
+    "url_with_credentials",
 ]

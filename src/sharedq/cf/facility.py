@@ -1,4 +1,8 @@
-"""Open a coupling facility by URL: ``memory`` (the default) or a Redis URL."""
+"""Open a coupling facility by URL: ``memory`` (the default) or a Redis URL.
+
+A Redis URL may carry a password; every message of this layer shows a URL through
+:func:`sharedq.cf.urls.redact_url`, so none shows it.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import importlib
 
 from sharedq.cf.api import CouplingFacility
 from sharedq.cf.errors import CFReason, cf_error
+from sharedq.cf.urls import REDIS_SCHEMES, redact_url, scheme_of
 
 #: The facility used when none is named: structures in this process's memory.
 DEFAULT_FACILITY_URL = "memory://"
@@ -18,13 +23,29 @@ def open_facility(url: str = DEFAULT_FACILITY_URL) -> CouplingFacility:
     want several users on the same structures must share the returned object.
     ``redis://``, ``rediss://`` and ``unix://`` URLs give the Redis backend, which
     needs the ``redis`` extra (``pip install 'sharedq[redis]'``).
+
+    Any malformed URL is ``InvalidRequest`` with reason ``BAD_URL`` (a port that is no
+    number or out of range, a broken IPv6 literal, a database that is no number or
+    that the server does not have, an option out of its range, no URL at all), shown
+    without its password.
     """
-    scheme = url.split(":", 1)[0].lower() if ":" in url else url.lower()
+    if not isinstance(url, str):
+        raise cf_error(
+            CFReason.BAD_URL,
+            f"a facility URL is a string such as memory:// or redis://host:6379/0, "
+            f"not {type(url).__name__}",
+        )
+    scheme = scheme_of(url)
     if scheme == "memory":
+        if url.lower() not in ("memory", "memory:", "memory://"):
+            raise cf_error(
+                CFReason.BAD_URL,
+                f"{redact_url(url)}: memory:// takes no host, path or options",
+            )
         from sharedq.cf.memory import MemoryFacility
 
         return MemoryFacility()
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in REDIS_SCHEMES:
         try:
             backend = importlib.import_module("sharedq.cf.redis")
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
@@ -36,5 +57,5 @@ def open_facility(url: str = DEFAULT_FACILITY_URL) -> CouplingFacility:
         return facility
     raise cf_error(
         CFReason.BAD_URL,
-        f"unknown facility URL {url!r}: use memory://, redis://, rediss:// or unix://",
+        f"unknown facility URL {redact_url(url)!r}: use memory://, redis://, rediss:// or unix://",
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from sharedq import names
 from sharedq.cf.errors import CFReason, cf_error
 
 #: Storage taken by one list entry's controls: key, entry id, version, adjunct, links.
@@ -30,6 +31,11 @@ MAX_EMC_PERCENT = 50
 DEFAULT_LOCK_COUNT = 16
 #: The most list headers one structure may have.
 MAX_LIST_COUNT = 4096
+#: The largest structure size accepted, in bytes (1 TiB): a structure lives in one
+#: process's or one server's memory, so a larger size is a typo rather than a plan.
+MAX_STRUCTURE_BYTES = 1 << 40
+#: The most lock-table entries a structure may have (a million; sharedq uses 16).
+MAX_LOCK_COUNT = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -37,8 +43,9 @@ class StructureParams:
     """How to allocate a structure.
 
     Attributes:
-        name: the structure's name, 1 to 16 characters of ``A-Z 0-9 _ $ # @ .``, as
-            in a CFRM policy.
+        name: the structure's name, 1 to 16 characters of ``A-Z a-z 0-9 _ $ # @ .``
+            starting with a letter, a digit or ``$ # @``, as in a CFRM policy
+            (:data:`sharedq.names.STRUCTURE`).
         list_count: the number of list headers; lists are numbered ``0 .. list_count-1``.
         size: storage in bytes (the CFRM ``INITSIZE``).
         entry_ratio, element_ratio: the entry-to-element ratio the storage is cut in.
@@ -75,19 +82,43 @@ class StructureParams:
         """Parameters for a structure that holds exactly ``entries`` and ``elements``.
 
         ``growth`` sets ``max_size`` as a multiple of the initial size, so that an alter
-        can enlarge the structure later (overflow processing tries that first).
+        can enlarge the structure later (overflow processing tries that first): a
+        finite number of at least 1.  The counts are refused here, before any
+        arithmetic on them, so that a negative or fractional count is named as such
+        rather than surfacing as an odd size; the result is then checked as
+        :func:`validate_params` checks what a facility is asked to create.
         """
-        if entries < 1 or elements < 0:
+        for what, value, low in (("entries", entries, 1), ("elements", elements, 0)):
+            if not _is_int(value) or value < low:
+                raise cf_error(
+                    CFReason.BAD_STRUCTURE_PARAMS,
+                    f"{what} {value!r} must be a whole number of at least {low}",
+                )
+        if (
+            isinstance(growth, bool)
+            or not isinstance(growth, int | float)
+            or not math.isfinite(growth)
+            or growth < 1
+        ):
             raise cf_error(
                 CFReason.BAD_STRUCTURE_PARAMS,
-                f"a structure needs at least one entry and no negative elements "
-                f"(entries={entries}, elements={elements})",
+                f"growth {growth!r} must be a finite number of at least 1 (a multiple of the size)",
+            )
+        if element_size not in ELEMENT_SIZES or not _is_int(element_size):
+            raise cf_error(
+                CFReason.BAD_ELEMENT_SIZE,
+                f"element size {element_size!r} is not one of {ELEMENT_SIZES}",
+            )
+        if not _is_int(emc_percent) or not 0 <= emc_percent <= MAX_EMC_PERCENT:
+            raise cf_error(
+                CFReason.BAD_STRUCTURE_PARAMS,
+                f"emc_percent {emc_percent!r} must be 0..{MAX_EMC_PERCENT}",
             )
         divisor = math.gcd(entries, elements) if elements else entries
         entry_ratio, element_ratio = entries // divisor, elements // divisor
         body = entries * ENTRY_CONTROL_BYTES + elements * element_size
         size = _storage_for(body, emc_percent)
-        return cls(
+        params = cls(
             name=name,
             list_count=list_count,
             size=size,
@@ -98,6 +129,8 @@ class StructureParams:
             max_size=max(size, math.ceil(size * growth)),
             lock_count=lock_count,
         )
+        validate_params(params)
+        return params
 
     @property
     def effective_max_size(self) -> int:
@@ -137,14 +170,30 @@ def capacity_of(params: StructureParams) -> Capacity:
 
 
 def validate_params(params: StructureParams) -> Capacity:
-    """Check a structure's parameters; return its capacity or raise ``InvalidRequest``."""
-    name = params.name
-    if not (1 <= len(name) <= 16) or not all(c.isalnum() or c in "_$#@." for c in name):
-        raise cf_error(
-            CFReason.BAD_STRUCTURE_PARAMS,
-            f"structure name {name!r} must be 1-16 characters of letters, digits, _ $ # @ .",
-        )
-    if params.element_size not in ELEMENT_SIZES:
+    """Check a structure's parameters; return its capacity or raise ``InvalidRequest``.
+
+    Every backend calls it before it creates or alters anything, so that a name or a
+    size is refused alike everywhere.  The name must keep :data:`sharedq.names.STRUCTURE`
+    because it becomes a directory under the recovery root; every count must be a
+    whole number (a ``bool`` or a ``float`` is refused, not rounded) and the size at
+    most :data:`MAX_STRUCTURE_BYTES`.
+    """
+    problem = names.STRUCTURE.problem(params.name)
+    if problem is not None:
+        raise cf_error(CFReason.BAD_STRUCTURE_PARAMS, problem)
+    for what in ("list_count", "size", "entry_ratio", "element_ratio", "lock_count"):
+        value = getattr(params, what)
+        if not _is_int(value):
+            raise cf_error(
+                CFReason.BAD_STRUCTURE_PARAMS, f"{what} {value!r} must be a whole number"
+            )
+    for what, value in (("size", params.size), ("max_size", params.max_size)):
+        if value is not None and not (_is_int(value) and 0 < value <= MAX_STRUCTURE_BYTES):
+            raise cf_error(
+                CFReason.BAD_STRUCTURE_PARAMS,
+                f"{what} {value!r} must be a whole number of bytes, 1..{MAX_STRUCTURE_BYTES}",
+            )
+    if params.element_size not in ELEMENT_SIZES or not _is_int(params.element_size):
         raise cf_error(
             CFReason.BAD_ELEMENT_SIZE,
             f"element size {params.element_size} is not one of {ELEMENT_SIZES}",
@@ -154,7 +203,7 @@ def validate_params(params: StructureParams) -> Capacity:
             CFReason.BAD_STRUCTURE_PARAMS,
             f"list_count {params.list_count} must be 1..{MAX_LIST_COUNT}",
         )
-    if not 0 <= params.emc_percent <= MAX_EMC_PERCENT:
+    if not _is_int(params.emc_percent) or not 0 <= params.emc_percent <= MAX_EMC_PERCENT:
         raise cf_error(
             CFReason.BAD_STRUCTURE_PARAMS,
             f"emc_percent {params.emc_percent} must be 0..{MAX_EMC_PERCENT}",
@@ -164,9 +213,10 @@ def validate_params(params: StructureParams) -> Capacity:
             CFReason.BAD_STRUCTURE_PARAMS,
             f"entry:element ratio {params.entry_ratio}:{params.element_ratio} must be >= 1:0",
         )
-    if params.lock_count < 1:
+    if not 1 <= params.lock_count <= MAX_LOCK_COUNT:
         raise cf_error(
-            CFReason.BAD_STRUCTURE_PARAMS, f"lock_count {params.lock_count} must be >= 1"
+            CFReason.BAD_STRUCTURE_PARAMS,
+            f"lock_count {params.lock_count} must be 1..{MAX_LOCK_COUNT}",
         )
     if params.max_size is not None and params.max_size < params.size:
         raise cf_error(
@@ -180,6 +230,11 @@ def validate_params(params: StructureParams) -> Capacity:
             f"size {params.size} bytes is too small to hold a single list entry",
         )
     return capacity
+
+
+def _is_int(value: object) -> bool:
+    """Whether ``value`` is a whole number (``True`` is not one, though Python says so)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _storage_for(body_bytes: int, emc_percent: int) -> int:

@@ -14,6 +14,7 @@ import click
 from sharedq import __version__
 from sharedq.cli.demo import demo
 from sharedq.cli.exits import RET_FAILED, RET_OK
+from sharedq.cli.failures import FailingGroup
 from sharedq.cli.pipeline import pipeline
 from sharedq.cli.recovery import recovery
 from sharedq.cli.walk import walk
@@ -21,6 +22,7 @@ from sharedq.errors import SharedqError
 
 
 @click.group(
+    cls=FailingGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
     epilog="Examples:\n\n  sharedq demo\n\n  sharedq walk\n\n  sharedq walk --facility redis://localhost:6379/0",
 )

@@ -13,16 +13,19 @@ import functools
 import math
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 from rich.console import Console
 
+from sharedq.cli.names import named_path, queue_name, server_name, structure_name
 from sharedq.pipeline.errors import PipelineError, PipelineReason, pipeline_error
 from sharedq.pipeline.job import JobContext, JobResult
 from sharedq.pipeline.jobs import capacity, print_log, recover, report, stats, track
-from sharedq.pipeline.session import parse_conf, start_session
+from sharedq.pipeline.session import check_master, parse_conf, start_session
 from sharedq.pipeline.sizing import DEFAULT_HEADROOM, check_headroom
+from sharedq.pipeline.sources import find_pairs
 from sharedq.pipeline.transforms.printing import parse_time, parse_types, parse_uow
 
 #: A job: ``fn(ctx, **options) -> JobResult``; its docstring is the command's help.
@@ -78,7 +81,14 @@ def run_job(
     conf: dict[str, str] | None = None,
     **options: Any,
 ) -> JobResult:
-    """Start the session, run one job with a progress line per stage, write its summary."""
+    """Start the session, run one job with a progress line per stage, write its summary.
+
+    The input is looked for and the output made first: a path without a log, or an
+    output the system refuses, is named at once, not after the seconds a JVM takes
+    to start.
+    """
+    find_pairs(input_path)
+    Path(output).mkdir(parents=True, exist_ok=True)
     started = start_session(_master(master), conf)
     console = Console(stderr=True)
     with console.status(f"{fn.__name__}: starting") as status:
@@ -104,6 +114,19 @@ def _master(master: str | None) -> str:
         return "local[*]"
 
 
+def _checked(parse: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback that refuses a bad value before Spark starts (same message)."""
+
+    def callback(_: click.Context, param: click.Parameter, value: Any) -> Any:
+        try:
+            parse(value)
+        except PipelineError as exc:
+            raise click.BadParameter(str(exc), param=param) from None
+        return value
+
+    return callback
+
+
 _COMMON_OPTIONS: tuple[Option, ...] = (
     click.option(
         "--input",
@@ -116,11 +139,13 @@ _COMMON_OPTIONS: tuple[Option, ...] = (
         "--output",
         required=True,
         type=click.Path(file_okay=False),
+        callback=named_path,
         help="directory for the job's Parquet tables and summary",
     ),
     click.option(
         "--master",
         default=None,
+        callback=_checked(check_master),
         help="Spark master (default: what spark-submit set, else local[*])",
     ),
     click.option("--conf", multiple=True, metavar="KEY=VALUE", help="a Spark setting"),
@@ -128,19 +153,6 @@ _COMMON_OPTIONS: tuple[Option, ...] = (
 
 
 # -- checks made before Spark starts -----------------------------------------------------
-
-
-def _checked(parse: Callable[[Any], Any]) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    """A click callback that refuses a bad value before Spark starts (same message)."""
-
-    def callback(_: click.Context, param: click.Parameter, value: Any) -> Any:
-        try:
-            parse(value)
-        except PipelineError as exc:
-            raise click.BadParameter(str(exc), param=param) from None
-        return value
-
-    return callback
 
 
 def _checked_headroom(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
@@ -189,10 +201,23 @@ def _recover(
 recover_command = job_command(
     "recover",
     _recover,
-    click.option("--structure", default=None, help="one structure (default: every one)"),
-    click.option("--at-seq", type=int, default=None, help="recover to this sequence number"),
     click.option(
-        "--at-time", default=None, help="recover to this time (ISO 8601; without a zone: UTC)"
+        "--structure",
+        default=None,
+        callback=structure_name,
+        help="one structure (default: every one)",
+    ),
+    click.option(
+        "--at-seq",
+        type=click.IntRange(min=0),
+        default=None,
+        help="recover to this sequence number",
+    ),
+    click.option(
+        "--at-time",
+        default=None,
+        callback=_checked(lambda v: parse_time(v, "--at-time")),
+        help="recover to this time (ISO 8601; without a zone: UTC)",
     ),
     click.option(
         "--accept-loss",
@@ -225,9 +250,15 @@ print_command = job_command(
         callback=_checked(parse_types),
         help="record type: a name (PUT) or hex code (07); repeatable",
     ),
-    click.option("--queue", "queues", multiple=True, help="queue name; repeatable"),
     click.option(
-        "--server", "servers", multiple=True, help="writer (server, queue manager); repeatable"
+        "--queue", "queues", multiple=True, callback=queue_name, help="queue name; repeatable"
+    ),
+    click.option(
+        "--server",
+        "servers",
+        multiple=True,
+        callback=server_name,
+        help="writer (server, queue manager); repeatable",
     ),
     click.option(
         "--uow",
@@ -235,7 +266,13 @@ print_command = job_command(
         callback=_checked(parse_uow),
         help="unit of work id in hex, or its leading bytes",
     ),
-    click.option("--structure", "structures", multiple=True, help="structure name; repeatable"),
+    click.option(
+        "--structure",
+        "structures",
+        multiple=True,
+        callback=structure_name,
+        help="structure name; repeatable",
+    ),
     click.option(
         "--limit", default=50, show_default=True, type=click.IntRange(min=0), help="rows shown"
     ),
@@ -288,6 +325,7 @@ stats_command = job_command(
         default=1.0,
         show_default=True,
         type=float,
+        callback=_checked_interval,
         help="seconds per interval of the queue figures",
     ),
     click.option(

@@ -9,20 +9,25 @@ accepted, so that the next recovery goes on and reports them as lost
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 
 from sharedq.cli.exits import RET_FAILED
+from sharedq.cli.names import structure_name
 from sharedq.recovery import accept_loss, check_pair
 
 _ROOT = click.option(
     "--root",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
+    # A str, not a Path: Path("") would be the working directory; "" is refused.
+    type=click.Path(file_okay=False),
     help="the recovery root (RecoverySettings.root)",
 )
-_PAIR = click.option("--pair", required=True, help="the structure pair (its primary structure)")
+_PAIR = click.option(
+    "--pair",
+    required=True,
+    callback=structure_name,
+    help="the structure pair (its primary structure)",
+)
 
 
 @click.group(
@@ -39,7 +44,7 @@ def recovery() -> None:
 @recovery.command("check")
 @_ROOT
 @_PAIR
-def check(root: Path, pair: str) -> None:
+def check(root: str, pair: str) -> None:
     """Say what a recovery of PAIR would read, and what it would find missing.
 
     Exits 1 when records are missing and not accepted as lost.
@@ -55,7 +60,7 @@ def check(root: Path, pair: str) -> None:
 @_ROOT
 @_PAIR
 @click.option("--by", default="operator", show_default=True, help="who accepts (recorded)")
-def accept(root: Path, pair: str, by: str) -> None:
+def accept(root: str, pair: str, by: str) -> None:
     """Accept as lost every record a recovery of PAIR would find missing now."""
     gaps = accept_loss(root, pair, by=by)
     if not gaps:

@@ -10,16 +10,29 @@ from __future__ import annotations
 
 import sys
 
+import click
+
 from sharedq.cli.exits import RET_FAILED, RET_OK
+from sharedq.cli.failures import as_failure
 from sharedq.cli.pipeline import pipeline
 from sharedq.errors import SharedqError
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one pipeline command; what a user can fix is one line and an exit code, as
+    under ``sharedq`` (:mod:`sharedq.cli.failures`), never a traceback."""
     try:
         pipeline.main(args=argv, prog_name="sharedq-pipeline", standalone_mode=False)
-    except SharedqError as exc:
-        print(f"sharedq: {exc}", file=sys.stderr)
+    except click.ClickException as exc:  # a usage error, or a Failed
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        print("aborted", file=sys.stderr)
+        return RET_FAILED
+    except (SharedqError, OSError) as exc:
+        failure = as_failure(exc)
+        assert failure is not None
+        failure.show()
         return RET_FAILED
     return RET_OK
 

@@ -9,6 +9,8 @@ with a higher version, a list limit, and the structure's accounting.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.console import Console
 
@@ -22,6 +24,9 @@ from sharedq.cf import (
     StructureParams,
     open_facility,
 )
+from sharedq.cli import credentials
+from sharedq.cli.credentials import password_file_option
+from sharedq.cli.names import structure_name
 
 PUT_LIST, GET_LIST_QM1 = 1, 2
 COMMITTED_COMPARATOR = b"\x0a" + b"\x00" * 15
@@ -48,11 +53,18 @@ def _show(console: Console, struct: ListStructure, list_number: int, label: str)
     show_default=True,
     help="Where the structure lives: memory:// or a redis:// URL.",
 )
-@click.option("--structure", default="WALK", show_default=True, help="Structure name to use.")
-def walk(facility_url: str, structure: str) -> None:
+@password_file_option
+@click.option(
+    "--structure",
+    default="WALK",
+    show_default=True,
+    callback=structure_name,
+    help="Structure name to use.",
+)
+def walk(facility_url: str, password_file: Path | None, structure: str) -> None:
     """Walk through a list structure the way a shared queue manager uses it."""
     console = Console(highlight=False)
-    facility = open_facility(facility_url)
+    facility = open_facility(credentials.facility_url(facility_url, password_file))
     try:
         _walk(console, facility, structure)
     finally:

@@ -2,6 +2,19 @@
 
 The figures come from what the pipeline wrote (Parquet), not from the demo's own
 counters, so that the balance sheet is the log's account of every message.
+
+Two tables count puts, and count different things:
+
+* the work table's ``puts`` are put *records*: every put a manager made, in a unit of
+  work that committed or one that was backed out (by the application, or by a peer
+  recovering a dead manager's units);
+* the balance sheet's ``put`` are committed messages: what a unit of work committed
+  (or a put out of syncpoint), the messages that can be gotten.
+
+The line under the tables reconciles them: put records = committed + backed out +
+uncommitted at the log's end.  Both count from the log's start, which is the
+structure checkpoint the log was kept from; what was queued then is the balance
+sheet's ``opening``.
 """
 
 from __future__ import annotations
@@ -37,6 +50,18 @@ class DemoSummary:
         return self.total("still_queued")
 
     @property
+    def put_records(self) -> int:
+        """Every put the log records (the work table's ``puts``), committed or not."""
+        return sum(int(row["puts"] or 0) for row in self.servers)
+
+    @property
+    def puts_reconcile(self) -> bool:
+        """Put records = committed puts + backed-out puts + puts uncommitted at the end."""
+        return self.put_records == (
+            self.put_committed + self.total("backed_out_puts") + self.total("uncommitted_puts")
+        )
+
+    @property
     def balanced(self) -> bool:
         """Opening + put = gotten and committed + still queued + expired + cold-queued.
 
@@ -57,9 +82,26 @@ def read_summary(pipeline_output: Path) -> DemoSummary:
 
 
 def print_summary(
-    console: Console, summary: DemoSummary, live_depths: dict[str, int], nothing_lost: bool
+    console: Console,
+    summary: DemoSummary,
+    live_depths: dict[str, int],
+    nothing_lost: bool,
+    checkpoint_round: int | None = None,
 ) -> None:
-    work = Table(title="work per manager (from the log)")
+    since = (
+        f"the structure checkpoint of round {checkpoint_round}"
+        if checkpoint_round is not None
+        else "the structure checkpoint it was kept from"
+    )
+    console.print(
+        f"The log starts at {since}: the figures below count from there, and what was "
+        "queued then is the balance sheet's opening."
+    )
+    work = Table(
+        title="work per manager (from the log)",
+        caption="puts, gets: every put and get, in units committed or backed out; "
+        "commits, backouts: units of work",
+    )
     for column in ("manager", "puts", "gets", "commits", "backouts", "share of gets"):
         work.add_column(column, justify="left" if column == "manager" else "right")
     for row in sorted(summary.servers, key=lambda r: str(r["server"])):
@@ -71,6 +113,15 @@ def print_summary(
             str(row["backouts"]),
             f"{100 * float(row['share_of_gets'] or 0):.1f} %",
         )
+    work.add_row(
+        "total",
+        str(summary.put_records),
+        str(sum(int(r["gets"] or 0) for r in summary.servers)),
+        str(sum(int(r["commits"] or 0) for r in summary.servers)),
+        str(sum(int(r["backouts"] or 0) for r in summary.servers)),
+        "",
+        style="bold",
+    )
     console.print(work)
     latency = Table(title="latency, ms (put to get / put to commit)")
     for column in ("scope", "messages", "p50", "p90", "p99"):
@@ -85,7 +136,8 @@ def print_summary(
         )
     console.print(latency)
     sheet = Table(
-        title="balance sheet: opening + put = gotten + still queued + expired + cold-queued"
+        title="balance sheet of committed messages",
+        caption="opening + put = gotten + still queued + expired + cold-queued",
     )
     for column in ("queue", "opening", "put", "gotten", "queued", "expired", "cold", "live depth"):
         sheet.add_column(column, justify="left" if column == "queue" else "right")
@@ -102,6 +154,18 @@ def print_summary(
         style="bold",
     )
     console.print(sheet)
+    backed_out, uncommitted = summary.total("backed_out_puts"), summary.total("uncommitted_puts")
+    figures = (
+        f"{summary.put_records} put records (the work table's puts)",
+        f"{summary.put_committed} committed (the balance sheet's put)",
+        f"{backed_out} backed out (by their unit, or by the peer that recovered the dead "
+        "manager's units)",
+        f"{uncommitted} uncommitted at the log's end",
+    )
+    if summary.puts_reconcile:
+        console.print(f"puts: {figures[0]} = {' + '.join(figures[1:])}")
+    else:
+        console.print(f"puts: {', '.join(figures)}: these do not add up")
     verdict = (
         "[bold green]nothing lost[/bold green]: every committed message is accounted for"
         if nothing_lost

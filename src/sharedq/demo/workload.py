@@ -70,6 +70,9 @@ class WorkloadResult:
     recovered_by: str | None = None
     peer_recovery: PeerRecoveryReport | None = None
     checkpoints: int = 0
+    #: The puts and gets the dead manager's last unit of work had made when it was
+    #: killed (a process of its own: it is killed inside that unit; see ``die_in_a_unit``).
+    in_flight: tuple[int, int] | None = None
 
 
 class DieAt:
@@ -187,11 +190,13 @@ def work_rounds(
     at_checkpoint: Callable[[], None] | None = None,
     killer: DieAt | None = None,
     on_round: Callable[[str], None] | None = None,
+    killed_in_unit: Callable[[int, int], None] | None = None,
 ) -> None:
     """One manager's share of the plan (in its thread, or its process).
 
     ``at_checkpoint`` runs at the checkpoint round; ``killer`` is armed at the crash
-    round, so that the manager dies a few requests into it.
+    round, so that the manager dies a few requests into it.  ``killed_in_unit`` (a
+    manager in a process of its own) makes the crash round :func:`die_in_a_unit`.
     """
     rng = random.Random(plan.seed * 1000 + index)
     checkpoint_at = plan.checkpoint_at()
@@ -200,9 +205,40 @@ def work_rounds(
             at_checkpoint()
         if killer is not None and round_number == plan.crash_round:
             killer.arm(rng.randrange(3, 12))
+        if killed_in_unit is not None and round_number == plan.crash_round:
+            die_in_a_unit(qm, rng, plan, tally, killed_in_unit)
         _round(qm, rng, plan, tally)
         if on_round is not None:
             on_round(qm.name)
+
+
+def die_in_a_unit(
+    qm: QueueManager,
+    rng: random.Random,
+    plan: WorkloadPlan,
+    tally: ManagerTally,
+    killed: Callable[[int, int], None],
+) -> None:
+    """The victim's last unit of work: two puts and a get, then ``killed(puts, gets)``,
+    which does not return (the process is killed while it waits there).
+
+    So the manager dies with work in flight, whatever the timing: its peer finds
+    uncommitted puts to delete and a gotten message to put back on its queue.
+    """
+    first, second = rng.sample(QUEUES, 2)
+    third = next(name for name in QUEUES if name not in (first, second))
+    uow = qm.unit_of_work()
+    puts = gets = 0
+    for name in (first, second):
+        qm.open(name).put(_body(rng), uow=uow, priority=rng.randint(0, 9), persistent=True)
+        puts += 1
+    with contextlib.suppress(NoMessageAvailable):
+        qm.open(third).get(uow=uow, wait=plan.get_wait)
+        gets += 1
+    tally.puts += puts
+    tally.gets += gets
+    killed(puts, gets)
+    raise RuntimeError(f"{qm.name} was to be killed inside its unit of work, and was not")
 
 
 def stop_dead(qm: QueueManager) -> None:

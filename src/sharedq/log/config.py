@@ -37,6 +37,10 @@ class DurabilityMode(Enum):
     INTERVAL = "interval"
 
 
+#: The durability settings by name, as ``Durability.parse`` reads them and messages list them.
+DURABILITY_NAMES = "every_record, every_commit, interval_ms=N (N >= 1)"
+
+
 @dataclass(frozen=True)
 class Durability:
     """When a writer forces its records to stable storage.
@@ -58,6 +62,12 @@ class Durability:
     interval_ms: int | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.mode, DurabilityMode):
+            raise log_error(
+                LogReason.BAD_CONFIG,
+                f"durability mode {self.mode!r} is not one of {DURABILITY_NAMES} "
+                "(a DurabilityMode; Durability.parse reads the names)",
+            )
         if self.mode is DurabilityMode.INTERVAL:
             if not isinstance(self.interval_ms, int) or self.interval_ms < 1:
                 raise log_error(
@@ -84,6 +94,11 @@ class Durability:
     @classmethod
     def parse(cls, text: str) -> Durability:
         """``every_record``, ``every_commit`` or ``interval_ms=N`` (as in a config member)."""
+        if not isinstance(text, str):
+            raise log_error(
+                LogReason.BAD_CONFIG,
+                f"durability is a name, one of {DURABILITY_NAMES}, not {type(text).__name__}",
+            )
         spec = text.strip().lower()
         if spec == DurabilityMode.EVERY_RECORD.value:
             return cls.every_record()
@@ -94,7 +109,7 @@ class Durability:
             return cls.interval(int(match.group(1)))
         raise log_error(
             LogReason.BAD_CONFIG,
-            f"durability {text!r}: use every_record, every_commit or interval_ms=N",
+            f"durability {text!r} is not one of {DURABILITY_NAMES}",
         )
 
     def __str__(self) -> str:

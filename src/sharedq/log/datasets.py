@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sharedq.log.codec import gc_paused
+from sharedq.log.files import make_dirs, open_new
 from sharedq.log.layout import Layout, dataset_name, fsync_dir
 from sharedq.log.records import (
     ARROW_SCHEMA,
@@ -169,20 +170,18 @@ def write_dataset(
     table = table.replace_schema_metadata(metadata)
     final = layout.datasets / dataset_name(writer, first, last)
     tmp = layout.datasets / f".{final.name}.tmp"
-    layout.datasets.mkdir(parents=True, exist_ok=True)
-    pq.write_table(
-        table,
-        tmp,
-        row_group_size=row_group_rows,
-        compression="snappy",
-        write_page_checksum=True,
-    )
-    fd = os.open(tmp, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        size = os.fstat(fd).st_size
-    finally:
-        os.close(fd)
+    make_dirs(layout.datasets)
+    with open_new(tmp) as out:  # 0600: pyarrow, given the path, makes it 0644
+        pq.write_table(
+            table,
+            out,
+            row_group_size=row_group_rows,
+            compression="snappy",
+            write_page_checksum=True,
+        )
+        out.flush()
+        os.fsync(out.fileno())
+        size = os.fstat(out.fileno()).st_size
     os.replace(tmp, final)
     fsync_dir(layout.datasets)
     # (a purge may remove it at once when all of it is below the retention point)

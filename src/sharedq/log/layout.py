@@ -36,8 +36,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple, TextIO
 
+from sharedq import names
 from sharedq.clock import SYSTEM_CLOCK, Clock, retry_until
 from sharedq.log.errors import LogReason, log_error
+from sharedq.log.files import make_dirs, open_fd, open_lock
 
 STREAM_FILE = "STREAM"
 RETENTION_FILE = "RETENTION"
@@ -52,18 +54,18 @@ DATASET_SUFFIX = ".parquet"
 
 #: Writer names: they appear in file names, so they are kept to safe characters, and
 #: start with a letter or digit because Spark skips files starting with ``_`` or ``.``.
-WRITER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@$-]{0,47}")
+#: A writer is named after its server: the rule is :data:`sharedq.names.SERVER`.
+WRITER_NAME = names.SERVER.pattern
 _SEGMENT_NAME = re.compile(r"(\d{20})\.seg")
 _DATASET_NAME = re.compile(r"(.+)\.L(\d{20})-(\d{20})\.parquet")
 
 
 def check_writer_name(name: object) -> str:
-    if not isinstance(name, str) or not WRITER_NAME.fullmatch(name):
-        raise log_error(
-            LogReason.BAD_NAME,
-            f"writer name {name!r}: 1 to 48 of A-Z a-z 0-9 _ . @ $ -, starting with a "
-            f"letter or digit",
-        )
+    """``name`` if it keeps the server-name rule, else ``BAD_NAME`` saying how it breaks it."""
+    problem = names.SERVER.problem(name, kind="writer name")
+    if problem is not None:
+        raise log_error(LogReason.BAD_NAME, problem)
+    assert isinstance(name, str)
     return name
 
 
@@ -116,7 +118,7 @@ class Layout:
 
     def make_dirs(self) -> None:
         for path in (self.staging, self.datasets, self.damaged):
-            path.mkdir(parents=True, exist_ok=True)
+            make_dirs(path)
 
     def writers(self) -> list[str]:
         """Writers with a staging directory, sorted."""
@@ -186,7 +188,7 @@ def fsync_dir(path: Path) -> None:
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that readers see the old or the new file, whole."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = open_fd(tmp, os.O_WRONLY | os.O_TRUNC)
     try:
         view = memoryview(data)
         while view:
@@ -214,7 +216,7 @@ def take_ownership(directory: Path, writer: str, clock: Clock = SYSTEM_CLOCK) ->
     is refused in this process as in any other; the lock goes when the process does.
     Retries for :data:`OWNERSHIP_RETRY_SECONDS` on ``clock``.
     """
-    lock_file = open(directory / LOCK_FILE, "a")  # noqa: SIM115 - held for the writer's life
+    lock_file = open_lock(directory / LOCK_FILE)  # held for the writer's life
 
     def locked() -> bool:
         try:
@@ -241,7 +243,7 @@ def take_ownership(directory: Path, writer: str, clock: Clock = SYSTEM_CLOCK) ->
 def owner_alive(directory: Path) -> bool:
     """Whether some writer object holds the writer's lock now (probes without waiting)."""
     try:
-        probe = open(directory / LOCK_FILE, "a")  # noqa: SIM115 - closed below
+        probe = open_lock(directory / LOCK_FILE)  # closed below
     except FileNotFoundError:
         return False
     try:

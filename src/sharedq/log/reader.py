@@ -49,6 +49,7 @@ from sharedq.log.codec import Damage, DamageReason
 from sharedq.log.continuity import Coverage, SourceSpan, WriterEnd, find_gaps, merge_runs
 from sharedq.log.datasets import DatasetMeta, lsn_runs, read_dataset, verify_dataset
 from sharedq.log.errors import LogError, LogReason, log_error
+from sharedq.log.files import touch
 from sharedq.log.layout import Layout, owner_alive, segment_copies, segment_name
 from sharedq.log.records import LogPosition, LogRecord
 from sharedq.log.retention import LogSpace, Retention, RetentionState
@@ -664,7 +665,7 @@ class LogReader:
             self._report(damage, strict)
         if kept and segment.may_be_writing and any(not d.at_tail for d in kept):
             with contextlib.suppress(OSError):  # ask the live writer to leave this segment
-                self._layout.roll_request(segment.writer).touch()
+                touch(self._layout.roll_request(segment.writer))
         return kept
 
     # -- data sets -----------------------------------------------------------------------

@@ -41,6 +41,7 @@ import pyarrow as pa
 from sharedq.log.config import LogConfig
 from sharedq.log.datasets import DatasetMeta, read_dataset_meta
 from sharedq.log.errors import LogError, LogReason, log_error
+from sharedq.log.files import open_lock
 from sharedq.log.layout import Layout
 from sharedq.log.segment import SeqRanges, read_segment, seq_ranges
 from sharedq.log.statefile import read_state, write_state
@@ -128,7 +129,7 @@ class Retention:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         lock_path = self._layouts[0].root / _RETENTION_LOCK
-        with open(lock_path, "a") as lock:
+        with open_lock(lock_path) as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 yield

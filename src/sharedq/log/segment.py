@@ -33,6 +33,7 @@ from sharedq.log.codec import (
     gc_paused,
     resync,
 )
+from sharedq.log.files import make_dirs, open_fd, open_new
 from sharedq.log.layout import fsync_dir, parse_segment_name
 from sharedq.log.records import LogRecord
 
@@ -204,9 +205,9 @@ class SegmentFile:
         fds: list[int] = []
         try:
             for path in paths:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                make_dirs(path.parent)
                 tmp = path.with_name(f".{path.name}.tmp")
-                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+                fd = open_fd(tmp, os.O_WRONLY | os.O_TRUNC | os.O_APPEND)
                 fds.append(fd)
                 _write_all(fd, SEGMENT_HEADER)
                 _sync(fd)
@@ -291,7 +292,7 @@ def _write_all(fd: int, data: bytes) -> None:
 def set_aside_tail(contents: SegmentContents, damaged_dir: Path, writer: str) -> Path:
     """Copy the bytes after a segment's last sound frame to ``damaged_dir``; return the copy."""
     target = damaged_dir / f"{writer}.{contents.path.name}.tail-at-{contents.good_end}"
-    with open(contents.path, "rb") as src, open(target, "wb") as dst:
+    with open(contents.path, "rb") as src, open_new(target) as dst:
         src.seek(contents.good_end)
         shutil.copyfileobj(src, dst)
         dst.flush()

@@ -40,11 +40,13 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sharedq import names
 from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log.codec import Damage
 from sharedq.log.config import LogConfig
 from sharedq.log.continuity import Coverage
 from sharedq.log.errors import LogError, LogReason, log_error
+from sharedq.log.files import make_dirs, open_lock
 from sharedq.log.layout import Layout
 from sharedq.log.reader import (
     DecodedSources,
@@ -60,14 +62,13 @@ from sharedq.log.retention import LogFullHandler, LogSpace, PurgeResult, Retenti
 from sharedq.log.statefile import read_state, write_state
 from sharedq.log.writer import LogWriter
 
-_STREAM_NAME_MAX = 64
 _STREAM_LOCK = ".stream.lock"
 
 
 @contextlib.contextmanager
 def _stream_lock(root: Path) -> Iterator[None]:
     """Serialize creating or changing a ``STREAM`` file between processes."""
-    with open(root / _STREAM_LOCK, "a") as lock:
+    with open_lock(root / _STREAM_LOCK) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -84,8 +85,10 @@ class LogStream:
     Args:
         root: the stream's directory; created (with its ``STREAM`` file) if absent.
         name: the stream's name (the LOGR ``LOGNAME``); must match an existing stream's.
+            :data:`sharedq.names.STREAM` says what a name may be (``BAD_NAME`` if not).
         structure: the structure writers' records are about unless they name another
-            (the primary structure of the pair); the stream's name when omitted.
+            (the primary structure of the pair); the stream's name when omitted.  A
+            structure name (:data:`sharedq.names.STRUCTURE`) when given.
         config: staging, offload, maximum size and durability settings.  Each process
             passes its own; they should agree.
         clock: where record times are read (``now_us()``) and writers wait for their
@@ -105,8 +108,12 @@ class LogStream:
         clock: Clock = SYSTEM_CLOCK,
         copy_root: str | os.PathLike[str] | None = None,
     ) -> None:
-        if not isinstance(name, str) or not 0 < len(name) <= _STREAM_NAME_MAX:
-            raise log_error(LogReason.BAD_NAME, f"stream name {name!r}: 1 to 64 characters")
+        if os.fspath(root) == "":  # Path("") is the working directory: never meant
+            raise log_error(LogReason.BAD_ARGUMENT, "a log stream's directory is empty ('')")
+        for rule, value in ((names.STREAM, name), (names.STRUCTURE, structure)):
+            problem = None if value is None else rule.problem(value)
+            if problem is not None:
+                raise log_error(LogReason.BAD_NAME, problem)
         self.name = name
         self.structure = structure if structure is not None else name
         self.config = config if config is not None else LogConfig()
@@ -152,7 +159,7 @@ class LogStream:
     def _open_stream_file(self, copy_root: Path | None) -> None:
         """Create the ``STREAM`` file, or check it: name, format, identity, copy."""
         path = self.layout.stream_file
-        self.layout.root.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.layout.root)
         with _stream_lock(self.layout.root):
             body = self._stream_body(path, copy_root)
             if body is None:
@@ -188,7 +195,7 @@ class LogStream:
             self.identity = str(body["id"])
             if copy is not None:
                 self.copy = Layout(str(copy))
-                self.copy.root.mkdir(parents=True, exist_ok=True)
+                make_dirs(self.copy.root)
                 mirror = self.copy.stream_file
                 try:
                     theirs = read_state(mirror)
@@ -231,8 +238,12 @@ class LogStream:
     def writer(self, name: str, *, structure: str | None = None) -> LogWriter:
         """Open the writer ``name`` (a server or queue manager), resuming where it stopped.
 
-        ``WRITER_IN_USE`` if that writer is open already, here or in another process.
+        ``WRITER_IN_USE`` if that writer is open already, here or in another process;
+        ``BAD_NAME`` if ``name`` is no server name or ``structure`` no structure name.
         """
+        problem = None if structure is None else names.STRUCTURE.problem(structure)
+        if problem is not None:
+            raise log_error(LogReason.BAD_NAME, problem)
         writer = LogWriter(
             layout=self.layout,
             config=self.config,

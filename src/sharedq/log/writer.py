@@ -48,6 +48,7 @@ from sharedq.log.codec import FRAME_HEADER_BYTES, MAX_BODY_BYTES, Damage, encode
 from sharedq.log.config import DurabilityMode, LogConfig
 from sharedq.log.datasets import read_dataset_meta
 from sharedq.log.errors import LogError, LogReason, log_error
+from sharedq.log.files import make_dirs
 from sharedq.log.layout import (
     Layout,
     check_writer_name,
@@ -109,7 +110,7 @@ class LogWriter(ChangeLogging):
         self._space = space
         self._clock = clock
         self._dir = layout.writer_dir(name)
-        self._dir.mkdir(parents=True, exist_ok=True)
+        make_dirs(self._dir)
         self._lock_file: TextIO | None = take_ownership(self._dir, name, clock)
         self._lock = threading.Lock()
         self._sync_lock = threading.Lock()
@@ -167,7 +168,7 @@ class LogWriter(ChangeLogging):
         """Find where the previous owner stopped; repair and reopen, or start a segment."""
         for layout in self._layouts:
             directory = layout.writer_dir(self.name)
-            directory.mkdir(parents=True, exist_ok=True)
+            make_dirs(directory)
             for leftover in directory.glob(".*.tmp"):  # a segment being created at a crash
                 leftover.unlink(missing_ok=True)
         state = self._read_state()

@@ -37,6 +37,8 @@ from sharedq.mq.errors import (
     MQError,
     MQReason,
     NoMessageAvailable,
+    NotAuthorized,
+    NotOpenFor,
     OutcomePending,
     QueueExists,
     QueueFull,
@@ -52,6 +54,7 @@ from sharedq.mq.manager import InDoubtUnit, QueueManager
 from sharedq.mq.messages import ID_LENGTH, NO_ID, Message
 from sharedq.mq.peer_recovery import ColdMessage, PeerRecoveryReport
 from sharedq.mq.queue import Queue
+from sharedq.mq.security import OpenFor
 from sharedq.mq.sizing import structure_params
 from sharedq.mq.uow import UnitOfWork, UowState
 
@@ -85,6 +88,9 @@ __all__ = [
     "Message",
     "MessageTooBig",
     "NoMessageAvailable",
+    "NotAuthorized",
+    "NotOpenFor",
+    "OpenFor",
     "OutcomePending",
     "PeerRecoveryReport",
     "Queue",

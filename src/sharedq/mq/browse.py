@@ -44,9 +44,12 @@ class Browser:
         *,
         msg_id: bytes | None = None,
         correl_id: bytes | None = None,
+        may_get: bool = True,
     ) -> None:
         self._core = core
         self._queue = queue
+        #: Whether its queue handle was opened for get too (get under cursor).
+        self._may_get = may_get
         self._select = GetRequest(queue, None, msg_id, correl_id, None, False, False)
         self.token: bytes | None = None
 
@@ -79,6 +82,11 @@ class Browser:
         accept_truncated: bool = False,
     ) -> m.Message:
         """Get, destructively, the message under the cursor, if it is still there."""
+        if not self._may_get:
+            raise mq_error(
+                MQReason.NOT_OPEN_FOR_INPUT,
+                f"queue {self._queue.name} was not opened for get (open it with OpenFor.GET)",
+            )
         if self.token is None:
             raise mq_error(MQReason.NO_MSG_AVAILABLE, "nothing has been browsed yet")
         core, queue = self._core, self._queue

@@ -1,4 +1,4 @@
-"""A queue manager's recovery commands: checkpoints, reconnect, cold queue, copy.
+"""A queue manager's recovery commands: checkpoints, reconnect, cold queue, copy, delete.
 
 The operator's side of the recovery log (the seeds' ``/CQCHKPT``, ``/CQSET SHUTDOWN
 SHAREDQ``, structure copy with ``SETXCF START,REBUILD``) and of the cold queue.
@@ -11,7 +11,8 @@ been started with ``recovery=RecoverySettings(...)``.
 from __future__ import annotations
 
 from sharedq.cf import BulkMove, StructureParams
-from sharedq.mq import directory, keys, starting
+from sharedq.cf import errors as cfe
+from sharedq.mq import arguments, directory, keys, starting
 from sharedq.mq import messages as m
 from sharedq.mq.bulk import bulk_move
 from sharedq.mq.core import ManagerCore
@@ -23,6 +24,7 @@ from sharedq.recovery.copy import CopyResult
 from sharedq.recovery.structure_checkpoint import CheckpointResult
 from sharedq.seam.notes import EntryMeaning
 from sharedq.seam.recovery_log import RecoveryLog
+from sharedq.security import Access
 
 #: Seconds ``reconnect`` waits for a peer that is recovering this manager.
 RECONNECT_WAIT = 10.0
@@ -64,16 +66,55 @@ class RecoveryCommands:
     def copy_structure(self, params: StructureParams) -> CopyResult:
         """Copy a structure, every object in it, to a new allocation (say, larger)."""
         log = self._needs_log()
+        self._core.guard.alter_structure(params.name, "copy")
         if params.name not in log.pairs:
             raise mq_error(
                 MQReason.CF_NOT_AVAILABLE, f"{self._core.name} does not use {params.name}"
             )
         return log.pairs[params.name].copy_structure(params)
 
+    def delete_structure(self, name: str) -> None:
+        """Deallocate a structure no manager uses and no queue is defined on (MQ's
+        ``DELETE CFSTRUCT``).  Checked as a copy is (CQSSTR ALTER), before anything."""
+        core = self._core
+        core.check_open()
+        arguments.check_structure_name(name)
+        core.guard.alter_structure(name, "delete")
+        if name == core.admin.name:
+            raise mq_error(
+                MQReason.CF_STRUC_IN_USE, f"{name} is the group's administrative structure"
+            )
+        if name in core.structures:
+            raise mq_error(
+                MQReason.CF_STRUC_IN_USE, f"{core.name} uses {name}: delete it from another manager"
+            )
+        with translated(f"delete {name}"):
+            defined = [q.name for q in directory.queue_entries(core.admin) if q.structure == name]
+            if defined:
+                raise mq_error(
+                    MQReason.CF_STRUC_IN_USE,
+                    f"queues are defined on {name}: {', '.join(defined[:5])}"
+                    + (f" and {len(defined) - 5} more" if len(defined) > 5 else ""),
+                )
+            try:
+                core.facility.delete(name)
+            except cfe.NoSuchStructure:
+                raise mq_error(
+                    MQReason.CF_NOT_AVAILABLE, f"no structure {name} is allocated"
+                ) from None
+            except cfe.CFError as error:
+                if error.reason is not cfe.CFReason.USER_ACTIVE:
+                    raise
+                raise mq_error(
+                    MQReason.CF_STRUC_IN_USE, f"managers are connected to {name}"
+                ) from None
+
     def reconnect(self) -> PeerRecoveryReport:
         """Carry on after structures were lost (see ``QueueManager.reconnect``)."""
         log = self._needs_log()
         core = self._core
+        # Connecting again is connecting: checked before anything is ended or changed.
+        core.guard.connect(*(n for n, acc in core.structures.items() if not acc.conn.connected))
         with core.lock:
             for uow in list(core.active.values()) + list(core.recovered.values()):
                 if uow.state is not UowState.ENDED:
@@ -101,6 +142,7 @@ class RecoveryCommands:
     def cold_messages(self) -> list[m.Message]:
         """The messages on the cold queues of this manager's structures (§2.3.1, §B.4)."""
         self._core.check_open()
+        self._core.guard.admin("COLDQ", Access.READ, "read the cold queues")
         found = []
         with translated("read cold queues"):
             for acc in self._core.structures.values():
@@ -117,6 +159,7 @@ class RecoveryCommands:
         count one higher; returns how many.
         """
         self._core.check_open()
+        self._core.guard.admin("COLDQ", Access.CONTROL, "requeue cold-queue messages")
         count = 0
         with translated("requeue cold messages"):
             for acc in self._core.structures.values():

@@ -19,6 +19,7 @@ from sharedq.mq import directory
 from sharedq.mq.clock import Stamps
 from sharedq.mq.definitions import QueueState
 from sharedq.mq.errors import MQReason, from_cf, mq_error, translated
+from sharedq.mq.security import Guard
 from sharedq.mq.units import UnitState
 from sharedq.mq.waiting import EventDispatcher
 from sharedq.seam.access import FaultHook, StructureAccess
@@ -35,6 +36,8 @@ class ManagerCore:
     journal: Journal
     facility: CouplingFacility
     faults: FaultHook | None = None
+    #: Its authorization checks (``sharedq.mq.security``); by default none.
+    guard: Guard = field(default_factory=Guard.off)
     stamps: Stamps = field(init=False)
     #: The name as it goes into every message (its first 48 bytes).
     name_bytes: bytes = field(init=False)

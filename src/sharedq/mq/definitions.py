@@ -18,7 +18,6 @@ nothing acts on them yet.
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
@@ -26,6 +25,7 @@ from typing import Any
 
 import msgpack
 
+from sharedq import names
 from sharedq.cf import AuthorityMismatch, ById, CFError, NoSuchEntry
 from sharedq.mq import directory, keys
 from sharedq.mq.errors import JournalFailed, MQReason, mq_error
@@ -36,8 +36,6 @@ from sharedq.seam.access import StructureAccess, tolerating
 MAX_DEPTH_LIMIT = 999_999_999
 #: MQ's default MAXDEPTH for a local queue.
 DEFAULT_MAX_DEPTH = 5000
-#: MQ object names: up to 48 of these characters.
-_NAME = re.compile(r"^[A-Za-z0-9._/%]{1,48}$")
 
 
 class IndexType(Enum):
@@ -82,8 +80,9 @@ class QueueDefinition:
     def check(self) -> None:
         """``InvalidArgument`` unless every attribute is valid."""
         bad = MQReason.BAD_ARGUMENT
-        if not isinstance(self.name, str) or not _NAME.match(self.name):
-            raise mq_error(bad, f"queue name {self.name!r}: 1-48 of A-Z a-z 0-9 . / _ %")
+        problem = names.QUEUE.problem(self.name)  # MQ's object names (sharedq.names)
+        if problem is not None:
+            raise mq_error(bad, problem)
         if not _int_in(self.max_depth, 0, MAX_DEPTH_LIMIT):
             raise mq_error(bad, f"max_depth {self.max_depth!r} must be 0..{MAX_DEPTH_LIMIT}")
         if not isinstance(self.index, IndexType):

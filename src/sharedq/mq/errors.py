@@ -42,6 +42,10 @@ class MQReason(IntEnum):
     MSG_TOO_BIG_FOR_Q = 2030
     MSG_TOO_BIG_FOR_Q_MGR = 2031
     NO_MSG_AVAILABLE = 2033
+    NOT_AUTHORIZED = 2035
+    NOT_OPEN_FOR_BROWSE = 2036
+    NOT_OPEN_FOR_INPUT = 2037
+    NOT_OPEN_FOR_OUTPUT = 2039
     PERSISTENCE_ERROR = 2047
     PRIORITY_ERROR = 2050
     PUT_INHIBITED = 2051
@@ -59,7 +63,9 @@ class MQReason(IntEnum):
     MSG_ID_ERROR = 2206
     CORREL_ID_ERROR = 2207
     CF_NOT_AVAILABLE = 2345
+    CF_STRUC_IN_USE = 2346
     CF_STRUC_LIST_HDR_IN_USE = 2347
+    CF_STRUC_AUTH_FAILED = 2348
     CF_STRUC_FAILED = 2373
     # No MQRC for these.
     UOW_STATE_ERROR = 2901
@@ -79,6 +85,23 @@ class MQError(SharedqError):
 class NoMessageAvailable(MQError):
     """No message satisfied the get (2033): the queue's committed portion is empty,
     holds no match for the ids asked for, or the wait timed out."""
+
+
+class NotAuthorized(MQError):
+    """The manager's user may not do this (2035, MQ's MQRC_NOT_AUTHORIZED): its
+    security profiles refuse it (``sharedq.security``), and nothing was changed.
+
+    The message names the user, the resource class and profile, and the access that
+    was needed; ``context`` holds ``user``, ``resource_class``, ``profile`` and
+    ``access``.  Also 2348 (MQRC_CF_STRUC_AUTH_FAILED): the Redis server's ACL refused
+    the manager's Redis user a structure.
+    """
+
+
+class NotOpenFor(MQError):
+    """The queue handle was not opened for this: a put (2039, NOT_OPEN_FOR_OUTPUT), a
+    get (2037, NOT_OPEN_FOR_INPUT) or a browse (2036, NOT_OPEN_FOR_BROWSE).  Open the
+    queue again with that intent (``qm.open(name, OpenFor.PUT | ...)``)."""
 
 
 class UnknownQueue(MQError, LookupError):
@@ -177,6 +200,11 @@ class JournalFull(JournalFailed, StorageFull):
 
 _CLASS_OF: dict[MQReason, type[MQError]] = {
     MQReason.NO_MSG_AVAILABLE: NoMessageAvailable,
+    MQReason.NOT_AUTHORIZED: NotAuthorized,
+    MQReason.CF_STRUC_AUTH_FAILED: NotAuthorized,
+    MQReason.NOT_OPEN_FOR_BROWSE: NotOpenFor,
+    MQReason.NOT_OPEN_FOR_INPUT: NotOpenFor,
+    MQReason.NOT_OPEN_FOR_OUTPUT: NotOpenFor,
     MQReason.UNKNOWN_OBJECT_NAME: UnknownQueue,
     MQReason.OBJECT_ALREADY_EXISTS: QueueExists,
     MQReason.PUT_INHIBITED: Inhibited,
@@ -208,6 +236,7 @@ _CLASS_OF: dict[MQReason, type[MQError]] = {
     MQReason.Q_MGR_NAME_ERROR: ConfigurationError,
     MQReason.MAX_CONNS_LIMIT_REACHED: ConfigurationError,
     MQReason.CF_NOT_AVAILABLE: ConfigurationError,
+    MQReason.CF_STRUC_IN_USE: ConfigurationError,
     MQReason.NO_FREE_LIST: ConfigurationError,
     MQReason.CF_STRUC_LIST_HDR_IN_USE: RecoveryInProgress,
 }
@@ -236,6 +265,8 @@ def from_cf(error: cfe.CFError, detail: str = "") -> MQError:
         reason = MQReason.Q_MGR_NAME_ERROR  # a manager of that name is running
     elif error.reason is cfe.CFReason.TOO_MANY_USERS:
         reason = MQReason.MAX_CONNS_LIMIT_REACHED
+    elif error.reason is cfe.CFReason.AUTHENTICATION_FAILED:
+        reason = MQReason.CF_STRUC_AUTH_FAILED  # the Redis ACL refused the structure
     elif isinstance(error, cfe.StoreError):
         reason = MQReason.CF_STRUC_FAILED
     else:

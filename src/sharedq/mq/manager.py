@@ -13,17 +13,17 @@ Several threads may use one manager, each with its own unit of work.
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from types import TracebackType
 from typing import Any
 
+from sharedq import names
 from sharedq.cf import CFError, CouplingFacility, StructureParams, UserState
 from sharedq.clock import SYSTEM_CLOCK, Clock
+from sharedq.mq import arguments, directory, peer_recovery, starting, syncpoint
 from sharedq.mq import descriptors as d
-from sharedq.mq import directory, peer_recovery, starting, syncpoint
 from sharedq.mq import messages as m
 from sharedq.mq.bulk import bulk_delete
 from sharedq.mq.commands import RecoveryCommands
@@ -37,6 +37,7 @@ from sharedq.mq.messages import message_facts
 from sharedq.mq.peer_recovery import PeerRecoveryReport
 from sharedq.mq.queue import Queue
 from sharedq.mq.recovery_client import ManagerClient
+from sharedq.mq.security import Guard, OpenFor
 from sharedq.mq.units import Status, UowState
 from sharedq.mq.uow import UnitOfWork
 from sharedq.recovery.copy import CopyResult
@@ -45,10 +46,10 @@ from sharedq.recovery.structure_checkpoint import CheckpointResult, Faults
 from sharedq.seam.access import FaultHook, StructureAccess, tolerating
 from sharedq.seam.notes import NO_JOURNAL, EntryMeaning, Journal
 from sharedq.seam.recovery_log import RecoveryLog
+from sharedq.security import Access, SecuritySettings
 
 #: How long a restarting manager waits for a peer that is recovering it, in seconds.
 DEFAULT_RESTART_WAIT = 10.0
-_QM_NAME = re.compile(r"^[A-Za-z0-9._/%@#$]{1,48}$")
 #: Highest manager id: 255 starts every control entry id.
 MAX_QM_ID = 254
 
@@ -86,6 +87,8 @@ class QueueManager:
             replaces ``journal``.
         checkpoint_faults: called at each point of a structure checkpoint this
             manager takes (crash tests).
+        security: who the manager acts for, and its profiles (docs/security.md);
+            ``None``: security off.
     """
 
     def __init__(
@@ -102,11 +105,17 @@ class QueueManager:
         restart_wait: float = DEFAULT_RESTART_WAIT,
         recovery: RecoverySettings | None = None,
         checkpoint_faults: Faults | None = None,
+        security: SecuritySettings | None = None,
     ) -> None:
-        if not isinstance(name, str) or not _QM_NAME.match(name):
-            raise mq_error(MQReason.Q_MGR_NAME_ERROR, f"bad queue-manager name {name!r}")
+        arguments.check_manager_name(name)
+        structures = list(structures)  # read twice below: a generator would be empty
+        for structure in (admin, *structures):
+            arguments.check_structure_name(structure)
+        arguments.check_seconds(restart_wait, "restart_wait")
         if type(qm_id) is not int or not 1 <= qm_id <= MAX_QM_ID:
             raise mq_error(MQReason.Q_MGR_NAME_ERROR, f"qm_id {qm_id!r} must be 1..{MAX_QM_ID}")
+        guard = Guard(security, name, admin)
+        guard.connect(admin, *structures)
         self._log: RecoveryLog | None = None
         if recovery is not None:
             if journal is not None:
@@ -126,7 +135,9 @@ class QueueManager:
             journal = self._log.journal
         if clock is None:
             clock = recovery.clock if recovery is not None else SYSTEM_CLOCK
-        core = self._core = ManagerCore(name, qm_id, clock, journal or NO_JOURNAL, facility, faults)
+        core = self._core = ManagerCore(
+            name, qm_id, clock, journal or NO_JOURNAL, facility, faults, guard
+        )
         self._commands = RecoveryCommands(core, self._log)
         try:
             with translated("connect"):
@@ -275,10 +286,12 @@ class QueueManager:
         """
         core = self._core
         core.check_open()
+        core.guard.define(name)
         target = structure or core.admin.name
         unknown = set(attributes) - {f.name for f in fields(QueueDefinition)}
         if unknown or {"name", "structure"} & set(attributes):
             raise mq_error(MQReason.BAD_ARGUMENT, f"unknown queue attributes {sorted(unknown)}")
+        arguments.check_name(names.QUEUE, name, "queue name", new=True)  # not SYSTEM.*
         definition = QueueDefinition(name, target, **attributes)
         definition.check()
         acc = core.structures.get(target)
@@ -296,6 +309,7 @@ class QueueManager:
     def alter_queue(self, name: str, **changes: Any) -> QueueDefinition:
         """Change a queue's attributes for every manager (the LHQC protocol, p[119])."""
         self._core.check_open()
+        self._core.guard.define(name, "alter")
         if {"name", "structure"} & set(changes) or set(changes) - {
             f.name for f in fields(QueueDefinition)
         }:
@@ -325,10 +339,14 @@ class QueueManager:
         with translated("list queues"):
             return [entry.name for entry in directory.queue_entries(self._core.admin)]
 
-    def open(self, name: str) -> Queue:
-        """Open a shared queue by name; ``UnknownQueue`` (2085) if not defined."""
+    def open(self, name: str, intent: OpenFor = OpenFor.ALL) -> Queue:
+        """Open a shared queue by name; ``UnknownQueue`` (2085) if not defined.
+
+        ``intent``: what the handle may do (``OpenFor.PUT | OpenFor.GET``...; all).
+        """
         self._core.check_open()
-        return Queue(self._core, self._core.state(name))
+        self._core.guard.open(name, intent)
+        return Queue(self._core, self._core.state(name), intent)
 
     # -- units of work ------------------------------------------------------------------------
 
@@ -349,7 +367,7 @@ class QueueManager:
         """Units of work of ``qmgr`` (default: this manager) waiting for their owner."""
         core = self._core
         core.check_open()
-        target = qmgr or core.name
+        target = core.name if qmgr is None else arguments.check_manager_name(qmgr)
         with translated("list in-doubt units"):
             ids = {v: k for k, v in directory.managers(core.admin).items()}
             if target not in ids:
@@ -378,6 +396,9 @@ class QueueManager:
         """Commit or back out an in-doubt unit this manager's restart recovered."""
         core = self._core
         core.check_open()
+        arguments.check_uow_id(uow_id)
+        arguments.check_bool(commit, "commit")
+        core.guard.admin("RESOLVE.INDOUBT", Access.CONTROL, "resolve in-doubt units")
         uow = core.recovered.get(uow_id)
         if uow is None:
             live = any(u.has_id and u.uow_id == uow_id for u in core.active.values())
@@ -394,13 +415,23 @@ class QueueManager:
         """Declare a peer failed on every structure we share (an operator's decision)."""
         core = self._core
         core.check_open()
+        arguments.check_manager_name(qmgr)
+        core.guard.admin(f"DECLARE.{qmgr}", Access.CONTROL, f"declare {qmgr} failed")
         if qmgr == core.name:
             raise mq_error(MQReason.BAD_ARGUMENT, "a manager cannot declare itself failed")
         with translated(f"declare {qmgr} failed"):
-            for acc in core.structures.values():
-                for user in acc.users():
-                    if user.name == qmgr and user.state is UserState.ACTIVE:
-                        acc.mark_failed(user.user_id)
+            users = [(acc, user) for acc in core.structures.values() for user in acc.users()]
+            if all(user.name != qmgr for _, user in users) and qmgr not in set(
+                directory.managers(core.admin).values()
+            ):
+                raise mq_error(
+                    MQReason.BAD_ARGUMENT,
+                    f"no queue manager {qmgr} is known to the group: it is not registered "
+                    f"and uses none of {core.name}'s structures",
+                )
+            for acc, user in users:
+                if user.name == qmgr and user.state is UserState.ACTIVE:
+                    acc.mark_failed(user.user_id)
 
     def recover(self, qmgr: str) -> PeerRecoveryReport:
         """Peer recovery of a failed manager in every structure we are connected to.
@@ -410,6 +441,7 @@ class QueueManager:
         """
         core = self._core
         core.check_open()
+        arguments.check_manager_name(qmgr)
         report = PeerRecoveryReport(qmgr)
         with translated(f"recover {qmgr}"):
             if qmgr == core.name:
@@ -503,6 +535,11 @@ class QueueManager:
         so do this manager's, and units of work in flight carry on.
         """
         return self._commands.copy_structure(params)
+
+    def delete_structure(self, name: str) -> None:
+        """Deallocate a structure no manager uses and no queue is defined on (MQ's
+        ``DELETE CFSTRUCT``; 2346 otherwise).  Its log and SRDS stay: docs/recovery.md."""
+        self._commands.delete_structure(name)
 
     def reconnect(self) -> PeerRecoveryReport:
         """Carry on after structures were lost (requests failed with 2373).

@@ -14,6 +14,7 @@ move from a get list back to a put list increments (p[264], p[265]).
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass, field
 
@@ -80,11 +81,23 @@ def expiry_tenths(expiry: float | None) -> int:
     """A lifetime in seconds as the header holds it; ``InvalidArgument`` if not valid."""
     if expiry is None:
         return _UNLIMITED
-    if isinstance(expiry, bool) or not isinstance(expiry, int | float) or not expiry > 0:
-        raise mq_error(MQReason.EXPIRY_ERROR, f"expiry {expiry!r} must be a positive number")
+    if (
+        isinstance(expiry, bool)
+        or not isinstance(expiry, int | float)
+        or not math.isfinite(expiry)
+        or not expiry > 0
+    ):
+        raise mq_error(
+            MQReason.EXPIRY_ERROR,
+            f"expiry {expiry!r} must be a finite number of seconds above 0 (None: unlimited)",
+        )
     tenths = max(1, round(expiry * 10))
     if tenths >= _UNLIMITED:
-        raise mq_error(MQReason.EXPIRY_ERROR, f"expiry {expiry!r} seconds is too long")
+        raise mq_error(
+            MQReason.EXPIRY_ERROR,
+            f"expiry {expiry!r} seconds is too long: at most {(_UNLIMITED - 1) / 10:.1f} "
+            f"(None: unlimited)",
+        )
     return tenths
 
 

@@ -45,7 +45,7 @@ from sharedq.cf import (
     MonitorSpec,
     NoSuchEntry,
 )
-from sharedq.mq import getting, keys, undo
+from sharedq.mq import arguments, getting, keys, undo
 from sharedq.mq import messages as m
 from sharedq.mq.clock import stamp_seconds
 from sharedq.mq.core import ManagerCore
@@ -221,10 +221,7 @@ def get(
     """Get a message, waiting up to ``wait`` seconds for one if asked."""
     if request.uow is not None:
         core.check_unit(request.uow)
-    if wait is not None and (
-        isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0
-    ):
-        raise mq_error(MQReason.BAD_ARGUMENT, f"wait {wait!r} must be seconds >= 0")
+    wait = arguments.check_wait(wait)
     getting.check_get_allowed(queue)
     try:
         found = _attempt(core, queue, request)

@@ -7,9 +7,10 @@ from sharedq.mq import operations
 from sharedq.mq.browse import Browser
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import QueueDefinition, QueueState
-from sharedq.mq.errors import from_cf
+from sharedq.mq.errors import MQReason, from_cf, mq_error
 from sharedq.mq.getting import GetRequest
 from sharedq.mq.messages import Message
+from sharedq.mq.security import OpenFor
 from sharedq.mq.units import UnitState
 
 
@@ -17,12 +18,20 @@ class Queue:
     """A shared queue opened on one queue manager.
 
     ``uow=None`` means out of syncpoint: a put is visible at once, a get is final at
-    once.  Pass a :class:`UnitOfWork` to put or get within it.
+    once.  Pass a :class:`UnitOfWork` to put or get within it.  The handle does only
+    what it was opened for (``opened_for``); anything else is ``NotOpenFor``.
     """
 
-    def __init__(self, core: ManagerCore, state: QueueState) -> None:
+    def __init__(
+        self, core: ManagerCore, state: QueueState, opened_for: OpenFor = OpenFor.ALL
+    ) -> None:
         self._core = core
         self._state = state
+        self._opened_for = opened_for
+        # Checked on every call: plain booleans, worked out once.
+        self._may_put = OpenFor.PUT in opened_for
+        self._may_get = OpenFor.GET in opened_for
+        self._may_browse = OpenFor.BROWSE in opened_for
 
     def __repr__(self) -> str:
         return f"<Queue {self.name!r} on {self._core.name} structure={self._state.acc.name}>"
@@ -30,6 +39,18 @@ class Queue:
     @property
     def name(self) -> str:
         return self._state.name
+
+    @property
+    def opened_for(self) -> OpenFor:
+        """What the handle may do (``QueueManager.open``'s ``intent``)."""
+        return self._opened_for
+
+    def _not_open_for(self, intent: OpenFor, reason: MQReason) -> Exception:
+        return mq_error(
+            reason,
+            f"queue {self.name} was opened for {self._opened_for.describe()}, not "
+            f"{intent.describe()} (open it with OpenFor.{intent.name})",
+        )
 
     @property
     def definition(self) -> QueueDefinition:
@@ -54,6 +75,8 @@ class Queue:
         with zeros) and a message id is generated when none is given.
         """
         self._core.check_open()
+        if not self._may_put:
+            raise self._not_open_for(OpenFor.PUT, MQReason.NOT_OPEN_FOR_OUTPUT)
         return operations.put(
             self._core,
             self._state,
@@ -88,15 +111,22 @@ class Queue:
         persistent ones are candidates.  ``NoMessageAvailable`` (2033) if none.
         """
         self._core.check_open()
+        if not self._may_get:
+            raise self._not_open_for(OpenFor.GET, MQReason.NOT_OPEN_FOR_INPUT)
         request = GetRequest(
             self._state, uow, msg_id, correl_id, max_length, accept_truncated, if_persistent
         )
         return operations.get(self._core, self._state, request, wait)
 
     def browser(self, *, msg_id: bytes | None = None, correl_id: bytes | None = None) -> Browser:
-        """A browse cursor; iterate it, or call ``first``/``next``/``get``."""
+        """A browse cursor; iterate it, or call ``first``/``next``/``get`` (``get`` needs
+        the handle opened for get too)."""
         self._core.check_open()
-        return Browser(self._core, self._state, msg_id=msg_id, correl_id=correl_id)
+        if not self._may_browse:
+            raise self._not_open_for(OpenFor.BROWSE, MQReason.NOT_OPEN_FOR_BROWSE)
+        return Browser(
+            self._core, self._state, msg_id=msg_id, correl_id=correl_id, may_get=self._may_get
+        )
 
     def depth(self) -> int:
         """Messages on the put list: committed and uncommitted puts (gap S7)."""

@@ -10,7 +10,12 @@ progress (one 4 KiB part per about fifty operations).
 from __future__ import annotations
 
 from sharedq.cf import StructureParams
-from sharedq.cf.params import DEFAULT_EMC_PERCENT
+from sharedq.cf.params import DEFAULT_EMC_PERCENT, MAX_LIST_COUNT
+from sharedq.cf.types import MAX_ENTRY_BYTES
+from sharedq.mq.errors import MQReason, mq_error
+
+#: The most messages a structure is sized for (a billion: MQ's MAXDEPTH is below it).
+MAX_MESSAGES = 1_000_000_000
 
 
 def structure_params(
@@ -26,7 +31,24 @@ def structure_params(
 ) -> StructureParams:
     """Parameters for a structure holding ``queues`` queues of ``messages`` messages in
     all (of ``message_bytes`` bytes each, on average) for up to ``managers`` managers.
+
+    Every count is a whole number: ``queues``, ``messages`` and ``message_bytes`` 0 or
+    more, ``managers`` 1 to 254 (a manager id's range); a negative count would
+    otherwise shrink the structure silently.  ``InvalidArgument`` (``BAD_ARGUMENT``)
+    names the one that is not; the list-structure layer checks the rest (the name,
+    ``element_size``, ``emc_percent``, ``growth``) as ``StructureParams.for_capacity``
+    does.
     """
+    for what, value, low, high in (
+        ("queues", queues, 0, MAX_LIST_COUNT),
+        ("managers", managers, 1, 254),
+        ("messages", messages, 0, MAX_MESSAGES),
+        ("message_bytes", message_bytes, 0, MAX_ENTRY_BYTES),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            raise mq_error(
+                MQReason.BAD_ARGUMENT, f"{what} {value!r} must be a whole number, {low}..{high}"
+            )
     lists = 1 + queues + 3 * managers
     header = 120  # message header and a manager name
     elements_per_message = -(-(message_bytes + header) // element_size)

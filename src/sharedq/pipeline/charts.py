@@ -18,8 +18,9 @@ Column contracts (written by the ``stats``, ``track`` and ``capacity`` jobs):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -61,6 +62,21 @@ def _times(column: pd.Series) -> pd.Series:
     return values.dt.tz_localize(None)
 
 
+def time_axis(axes: Axes) -> None:
+    """A time axis readable at any span: concise tick labels (``39.6`` seconds,
+    ``05:50``, ``Jan-02``) and, once at the axis' end, the date and time they lie in
+    (``2026-Nov-24 05:50``), instead of a full timestamp on every tick."""
+    import matplotlib.dates as mdates
+
+    # matplotlib's date classes are not annotated: called through Any-typed names.
+    locator_class: Callable[..., Any] = mdates.AutoDateLocator
+    formatter_class: Callable[..., Any] = mdates.ConciseDateFormatter
+    locator = locator_class(minticks=4, maxticks=8)
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(formatter_class(locator))
+    axes.set_xlabel("time (UTC)")
+
+
 def depth_chart(queues: pd.DataFrame, path: str | Path) -> Path:
     """Queue depth at the end of each interval, one line per queue (the deepest first).
 
@@ -85,10 +101,9 @@ def depth_chart(queues: pd.DataFrame, path: str | Path) -> Path:
         axes.step(table.index, table[queue], where="post", label=queue)
     if rest:
         axes.step(table.index, table[rest].sum(axis=1), where="post", label="others", ls="--")
-    axes.set_xlabel("time (UTC)")
+    time_axis(axes)
     axes.set_ylabel("messages on the queue")
     axes.legend(fontsize="small", loc="upper left")
-    figure.autofmt_xdate()
     return _save(figure, path)
 
 
@@ -188,8 +203,7 @@ def usage_chart(usage: pd.DataFrame, path: str | Path) -> Path:
         axes.step(
             rows["time"], rows["elements"], where="post", ls="--", label=f"{structure} elements"
         )
-    axes.set_xlabel("time (UTC)")
+    time_axis(axes)
     axes.set_ylabel("in use")
     axes.legend(fontsize="small", loc="upper left")
-    figure.autofmt_xdate()
     return _save(figure, path)

@@ -8,6 +8,7 @@ cluster deployment only changes ``--master`` and ``--conf``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import time
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from sharedq.pipeline import jvm_output
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
 
 if TYPE_CHECKING:
@@ -43,6 +45,27 @@ DEFAULT_CONF: dict[str, str] = {
     # damaged page fails the job instead of being read as records.
     "spark.hadoop.parquet.page.verify-checksum.enabled": "true",
 }
+
+
+#: The Spark masters there are (Spark's own rule: yarn, or spark://, k8s://, local...).
+_MASTER = re.compile(
+    r"local(\[(\*|[1-9]\d*)(,[1-9]\d*)?\])?|local-cluster\[\d+,\d+,\d+\]|yarn"
+    r"|spark://\S+|k8s://\S+"
+)
+
+
+def check_master(master: str | None) -> None:
+    """``BAD_ARGUMENT`` unless ``master`` is a Spark master (or ``None``, the default).
+
+    Checked before the JVM starts: Spark's own refusal comes as a Java stack trace on
+    the terminal and a gateway error, seconds later.
+    """
+    if master is not None and (not isinstance(master, str) or not _MASTER.fullmatch(master)):
+        raise pipeline_error(
+            PipelineReason.BAD_ARGUMENT,
+            f"--master {master!r} is not a Spark master: local, local[N], local[*], yarn, "
+            "spark://HOST:PORT or k8s://URL",
+        )
 
 
 @dataclass(frozen=True)
@@ -76,10 +99,17 @@ def start_session(
             "no Java runtime found: install Java 17 "
             "(Debian: apt-get install openjdk-17-jre-headless)",
         )
+    check_master(master)
     settings = {**DEFAULT_CONF, **(conf or {})}
     if master.startswith("local"):
         _workers_run_this_python(settings)
+    # Spark's start-up chatter stays off the terminal; its errors do not (jvm_output).
+    settings["spark.driver.extraJavaOptions"] = jvm_output.quiet_java_options(
+        settings.get("spark.driver.extraJavaOptions")
+    )
     started = time.perf_counter()
+    if not jvm_output.jvm_running():
+        jvm_output.start_context({**settings, "spark.master": master, "spark.app.name": app_name})
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

@@ -20,21 +20,38 @@ structure.
 from __future__ import annotations
 
 import fcntl
-import re
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sharedq import names
 from sharedq.clock import SYSTEM_CLOCK, Clock, retry_until
 from sharedq.log.errors import LogError
+from sharedq.log.files import make_dirs, open_lock
 from sharedq.log.statefile import read_state, write_state
 from sharedq.recovery.errors import RecoveryReason, recovery_error
 
-_NAME = re.compile(r"^[A-Za-z0-9@$#._-]{1,64}$")
 #: First and longest pause between attempts to take a pair's recovery lock, in seconds.
 _LOCK_FIRST_PAUSE, _LOCK_LONGEST_PAUSE = 0.005, 0.1
+
+
+def recovery_root(root: object, what: str = "the recovery root") -> Path:
+    """``root`` as a ``Path``; ``BAD_ARGUMENT`` if it is no path or an empty one.
+
+    ``Path("")`` is the working directory, wherever the process happens to run: a
+    recovery root (or a dual log root) is always named.
+    """
+    if not isinstance(root, str | os.PathLike):
+        raise recovery_error(
+            RecoveryReason.BAD_ARGUMENT, f"{what} must be a path, not {type(root).__name__}"
+        )
+    text = os.fsdecode(root)
+    if text == "":
+        raise recovery_error(RecoveryReason.BAD_ARGUMENT, f"{what} is empty ('')")
+    return Path(text)
 
 
 @dataclass(frozen=True)
@@ -45,9 +62,13 @@ class PairLayout:
     pair: str
 
     def __post_init__(self) -> None:
-        if not _NAME.match(self.pair):
-            raise recovery_error(RecoveryReason.BAD_ARGUMENT, f"bad pair name {self.pair!r}")
-        object.__setattr__(self, "root", Path(self.root))
+        # The pair's name becomes a directory under the root, so it must be a structure
+        # name (never "." or ".."), and the root must be named: Path("") is the
+        # working directory, wherever that happens to be.
+        problem = names.STRUCTURE.problem(self.pair, kind="pair name")
+        if problem is not None:
+            raise recovery_error(RecoveryReason.BAD_ARGUMENT, problem)
+        object.__setattr__(self, "root", recovery_root(self.root))
 
     @property
     def directory(self) -> Path:
@@ -78,13 +99,15 @@ class PairLayout:
         return self.directory / "ACCEPTED_LOSS"
 
     def checkpoint_file(self, server: str) -> Path:
-        if not _NAME.match(server):
-            raise recovery_error(RecoveryReason.BAD_ARGUMENT, f"bad server name {server!r}")
+        """The server's system checkpoint file; the server's name is its file name."""
+        problem = names.SERVER.problem(server)
+        if problem is not None:
+            raise recovery_error(RecoveryReason.BAD_ARGUMENT, problem)
         return self.checkpoints / f"{server}.json"
 
     def make_dirs(self) -> None:
         for path in (self.log, self.srds, self.checkpoints):
-            path.mkdir(parents=True, exist_ok=True)
+            make_dirs(path)
 
     # -- small JSON files, written atomically -------------------------------------------
 
@@ -112,8 +135,8 @@ class PairLayout:
         dies holding it leaves the REBUILDING file behind, which tells the next holder to
         start over.
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.lock_file, "a") as handle:
+        make_dirs(self.directory)
+        with open_lock(self.lock_file) as handle:
 
             def locked() -> bool:
                 try:

@@ -108,7 +108,8 @@ def claim(
         )
         control.put(conn, area, kind, b"", claimed.value())
     if took_over:
-        logger.warning(
+        # Failing over is the design working: INFO (the failure is its owner's to report).
+        logger.info(
             "%s takes over %s from %s, which failed", conn.user_name, kind.decode(), took_over
         )
     return Claim(True, claimed, took_over)
@@ -214,7 +215,7 @@ def release_if_failed(
         if user.user_id == user_id and user.state is UserState.FAILED:
             with suppress(CFError):  # another waiter may have cleaned it up first
                 conn.cleanup_user(user_id)
-            logger.warning(
+            logger.info(  # handled: the lock is free again
                 "user %d (%s) of %s failed holding a lock: cleaned up",
                 user_id,
                 user.name,

@@ -7,13 +7,15 @@ approaches full); the log's own settings are ``sharedq.log.LogConfig``'s.
 
 from __future__ import annotations
 
-import os
+import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from sharedq.clock import SYSTEM_CLOCK, Clock
-from sharedq.log import Durability, LogConfig
+from sharedq.log import Durability, InvalidLogRequest, LogConfig
+from sharedq.log.config import DURABILITY_NAMES
 from sharedq.recovery.errors import RecoveryReason, recovery_error
+from sharedq.recovery.layout import recovery_root
 
 #: Log records a server writes between two of its system checkpoints (SYSCHKPT).
 DEFAULT_SYSCHKPT = 10_000
@@ -27,6 +29,9 @@ DEFAULT_POLL_SECONDS = 0.5
 #: Seconds a request waits for a quiesced structure, or a server for another's
 #: recovery, before giving up with a timeout.
 DEFAULT_MAX_WAIT_SECONDS = 300.0
+#: The longest ``poll_seconds`` or ``max_wait_seconds`` (a day): a longer one is a
+#: mistake, and ``nan`` or ``inf`` would make a wait never end.
+MAX_SECONDS = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -82,23 +87,49 @@ class RecoverySettings:
     clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "root", Path(os.fspath(self.root)))
+        object.__setattr__(self, "root", recovery_root(self.root))
         if self.dual_log_root is not None:
-            object.__setattr__(self, "dual_log_root", Path(os.fspath(self.dual_log_root)))
-            if self.dual_log_root.resolve() == self.root.resolve():
+            dual = recovery_root(self.dual_log_root, "dual_log_root")
+            object.__setattr__(self, "dual_log_root", dual)
+            if dual.resolve() == self.root.resolve():
                 raise _bad("dual_log_root must be another directory than root (another disk)")
-        if not isinstance(self.syschkpt, int) or self.syschkpt < 1:
+        if not _is_int(self.syschkpt) or self.syschkpt < 1:
             raise _bad(f"syschkpt {self.syschkpt!r} must be a positive number of records")
-        if self.strchkpt is not None and (not isinstance(self.strchkpt, int) or self.strchkpt < 1):
+        if self.strchkpt is not None and (not _is_int(self.strchkpt) or self.strchkpt < 1):
             raise _bad(f"strchkpt {self.strchkpt!r} must be a positive number of records")
-        if not 1 <= self.near_full_percent <= 100:
+        if not _is_int(self.near_full_percent) or not 1 <= self.near_full_percent <= 100:
             raise _bad(f"near_full_percent {self.near_full_percent!r} must be 1..100")
-        if self.poll_seconds <= 0 or self.max_wait_seconds <= 0:
-            raise _bad("poll_seconds and max_wait_seconds must be positive")
+        for what in ("poll_seconds", "max_wait_seconds"):
+            value = getattr(self, what)
+            if not _is_seconds(value):
+                raise _bad(f"{what} {value!r} must be seconds, above 0 and at most {MAX_SECONDS:g}")
+        if not isinstance(self.durability, Durability):
+            raise _bad(
+                f"durability {self.durability!r} is not a Durability: one of "
+                f"{DURABILITY_NAMES}, as Durability.parse(name) reads them"
+            )
+        try:  # the log's own checks (max_log_bytes, log_config), now rather than at start
+            self.log()
+        except InvalidLogRequest as exc:
+            raise _bad(exc.detail) from None
 
     def log(self) -> LogConfig:
         """The log settings of every pair's stream."""
         return replace(self.log_config, durability=self.durability, max_bytes=self.max_log_bytes)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_seconds(value: object) -> bool:
+    """A finite number of seconds above 0 and at most :data:`MAX_SECONDS` (no ``bool``)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0 < value <= MAX_SECONDS
+    )
 
 
 def _bad(detail: str) -> Exception:

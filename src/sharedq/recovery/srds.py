@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 
 from sharedq.cf import ListEntry, StructureParams
 from sharedq.errors import SharedqError
+from sharedq.log.files import make_dirs, open_new
 from sharedq.recovery.errors import RecoveryReason, recovery_error
 
 #: The layout version written in every SRDS.
@@ -219,7 +220,7 @@ def write_srds(directory: str | os.PathLike[str], image: SrdsImage) -> Path:
             RecoveryReason.BAD_ARGUMENT, "SRDS entries do not have the SRDS entry schema"
         )
     path = srds_path(directory, image.slot)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     description = {
         "format": SRDS_FORMAT,
         "pair": image.pair,
@@ -244,12 +245,10 @@ def write_srds(directory: str | os.PathLike[str], image: SrdsImage) -> Path:
     table = image.entries.replace_schema_metadata({METADATA_KEY: json.dumps(description)})
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        pq.write_table(table, tmp, write_page_checksum=True, compression="zstd")
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with open_new(tmp) as out:  # 0600: pyarrow, given the path, makes it 0644
+            pq.write_table(table, out, write_page_checksum=True, compression="zstd")
+            out.flush()
+            os.fsync(out.fileno())
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     except OSError as exc:

@@ -329,7 +329,8 @@ def _recover(job: _Job, params_hint: StructureParams | None, restarting: bool) -
         commit=True,
     )
     layout.rebuilding_file.unlink(missing_ok=True)
-    logger.warning(
+    # A success: INFO (an accepted loss was logged above as an ERROR, line by line).
+    logger.info(
         "%s recovered structure %s (%s): %d entries from %s, %d log records after it",
         server,
         structure,

@@ -25,6 +25,7 @@ from typing import Any
 from sharedq.cf import CFError, ListStructure
 from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log import LogPosition, LogRecord, LogStream, LogWriter, RecordType
+from sharedq.log.files import make_dirs
 from sharedq.recovery import control
 from sharedq.recovery.control import KIND_POSITION, ControlArea, Runner, direct
 from sharedq.recovery.errors import RecoveryError
@@ -83,7 +84,7 @@ def take(
         "time_us": clock.now_us(),
         "reason": reason,
     }
-    layout.checkpoints.mkdir(parents=True, exist_ok=True)
+    make_dirs(layout.checkpoints)
     layout.write_json(layout.checkpoint_file(server), value)
     try:
         control.put(conn, area, KIND_POSITION, control.name_hash(server), value, run=run)

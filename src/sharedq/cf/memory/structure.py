@@ -460,7 +460,7 @@ class MemoryStructure:
 
     def alter(self, size: int | None, emc_percent: int | None) -> StructureStats:
         params = self.params
-        if size is not None and (not isinstance(size, int) or size < 1):
+        if size is not None and (type(size) is not int or size < 1):  # as Redis: no bools
             raise cf_error(CFReason.BAD_ARGUMENT, f"size {size!r} must be a positive int")
         new_params = params.altered(size=size, emc_percent=emc_percent)
         if new_params.size > params.effective_max_size:

@@ -26,6 +26,8 @@ request is decided when the change is seen.
 
 from __future__ import annotations
 
+import math
+import re
 import threading
 import weakref
 from dataclasses import dataclass
@@ -40,7 +42,7 @@ from redis.backoff import NoBackoff
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS
 from redis.retry import Retry
 
-from sharedq.cf.errors import CFReason, cf_error
+from sharedq.cf.errors import CFError, CFReason, cf_error
 from sharedq.cf.redis import codec, scripts
 from sharedq.cf.redis.errors import ServerChanged, is_transient, structure_lost, translate
 from sharedq.cf.redis.nodes import (
@@ -52,6 +54,7 @@ from sharedq.cf.redis.nodes import (
     pack_command,
 )
 from sharedq.cf.redis.scripts import Function
+from sharedq.cf.urls import redact_url, scrub
 from sharedq.clock import Backoff
 
 #: Seconds a connection's lease lasts without renewal before its user counts as failed.
@@ -72,6 +75,12 @@ _INFO_SERVER = pack_command(("INFO", "server"))
 
 #: Arguments of ours in a facility URL's query; the rest go to redis-py.
 _OUR_OPTIONS = {"lease": "lease_seconds", "retry": "retry_seconds"}
+#: The longest lease or retry time a URL may ask for, in seconds (a day): longer ones
+#: are mistakes (a failed manager would hold its lists that long).
+MAX_OPTION_SECONDS = 86_400.0
+#: What a server says to a database number it does not have, or a cluster to any
+#: but 0: the URL was wrong, not the server.
+_NO_DATABASE = ("DB index is out of range", "SELECT is not allowed in cluster mode")
 
 
 @dataclass(frozen=True)
@@ -83,28 +92,82 @@ class Options:
 
 
 def split_url(url: str) -> tuple[str, Options, str]:
-    """The URL for redis-py, our options, and a description without the password."""
-    parts = urlsplit(url)
+    """The URL for redis-py, our options, and a description without the password.
+
+    Everything redis-py would read wrongly or silently is refused here, before any
+    connection, as ``BAD_URL``: a port that is no number, 0 or above 65535, a broken
+    or unbracketed IPv6 address, a database that is no number (redis-py would take
+    database 0), a ``unix://`` URL without a socket path, an option of ours that is
+    not a finite number in its range.  No message shows the password.
+    """
+    shown = redact_url(url)
+
+    def bad(detail: str) -> CFError:
+        # The detail may quote a part of a malformed URL, and so of its password.
+        return cf_error(CFReason.BAD_URL, f"bad Redis URL {shown}: {scrub(detail, url)}")
+
+    problem: str | None = None
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+        hostname = parts.hostname
+    except ValueError as exc:  # a port that is no number or out of range, a bad IPv6
+        problem = str(exc)
+    # Raised here, not in the handler: the parser's exception, which may quote a piece
+    # of the password, must not be chained to ours (not even hidden, as by "from None").
+    if problem is not None:
+        hostport = url.partition("://")[2].split("/", 1)[0].rpartition("@")[2]
+        if hostport.count(":") > 1 and "[" not in hostport:
+            raise bad("an IPv6 address goes in brackets, as redis://[::1]:6379/0")
+        raise bad(_without(problem, url))
+    if hostname and ":" in hostname and "[" not in parts.netloc:
+        raise bad("an IPv6 address goes in brackets, as redis://[::1]:6379/0")
+    if port == 0:
+        raise bad("port 0: give a port of 1..65535")
     ours: dict[str, float] = {}
     theirs = []
     for name, value in parse_qsl(parts.query, keep_blank_values=True):
         if name in _OUR_OPTIONS:
             try:
-                ours[_OUR_OPTIONS[name]] = float(value)
+                number = float(value)
             except ValueError:
-                raise cf_error(
-                    CFReason.BAD_URL, f"{name}={value!r} in {url!r} must be a number"
-                ) from None
-            if ours[_OUR_OPTIONS[name]] <= 0:
-                raise cf_error(CFReason.BAD_URL, f"{name} in the URL must be positive")
+                raise bad(f"{name}={value!r} must be a number of seconds") from None
+            if not (math.isfinite(number) and 0 < number <= MAX_OPTION_SECONDS):
+                raise bad(
+                    f"{name}={value!r} must be seconds, above 0 and at most {MAX_OPTION_SECONDS:g}"
+                )
+            ours[_OUR_OPTIONS[name]] = number
         else:
+            if name == "db" and not value.isdigit():
+                raise bad(f"db={value!r}: a database is a number, 0 or more")
             theirs.append((name, value))
+    if parts.scheme == "unix":
+        if not parts.path:
+            raise bad("a unix:// URL needs the socket's path, as unix:///run/redis.sock?db=0")
+    elif parts.path not in ("", "/"):
+        database = parts.path[1:]
+        if not (database.isascii() and database.isdigit()):
+            raise bad(
+                f"database {database!r} after the host is not a number "
+                f"(redis://host:port/DB with DB 0, 1, ...)"
+            )
     query = urlencode(theirs)
     # Rebuilt by hand: urlunsplit would turn unix:///path into unix:/path.
     clean = f"{parts.scheme}://{parts.netloc}{parts.path}" + (f"?{query}" if query else "")
-    host = parts.hostname or parts.path or "localhost"
-    where = f"Redis server {parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")
+    host = hostname or parts.path or "localhost"
+    if hostname and ":" in hostname:
+        host = f"[{hostname}]"
+    where = f"Redis server {parts.scheme}://{host}" + (f":{port}" if port else "")
     return clean, Options(**ours), where
+
+
+def _without(text: str, url: str) -> str:
+    """``text`` (an exception's, about ``url``) with the URL's secrets masked, and an
+    unknown option named as one rather than as a Python ``TypeError``."""
+    unknown = re.search(r"unexpected keyword argument '(\w+)'", text)
+    if unknown is not None:
+        text = f"unknown option {unknown.group(1)}= in the URL's query"
+    return scrub(text, url)
 
 
 def check_server(info: dict[str, Any], where: str) -> None:
@@ -389,6 +452,7 @@ class RedisClient:
         """Connect, authenticate and check the server; ``overrides`` beat the URL's options."""
         clean, options, where = split_url(url)
         options = Options(**{**options.__dict__, **overrides})
+        problem: str | None = None
         try:
             client = redis.Redis.from_url(
                 clean,
@@ -398,10 +462,17 @@ class RedisClient:
                 decode_responses=False,
                 protocol=2,
             )
-        except ValueError as exc:
-            raise cf_error(CFReason.BAD_URL, f"bad Redis URL {url!r}: {exc}") from None
+        except (ValueError, TypeError) as exc:  # an option redis-py does not take
+            problem = _without(str(exc), url)
+        if problem is not None:  # raised outside the handler, unchained (see split_url)
+            raise cf_error(CFReason.BAD_URL, f"bad Redis URL {redact_url(url)}: {problem}")
         try:
-            client.ping()
+            try:
+                client.ping()
+            except (TypeError, ValueError) as exc:  # an option the connection refuses
+                problem = _without(str(exc), url)
+            if problem is not None:
+                raise cf_error(CFReason.BAD_URL, f"bad Redis URL {redact_url(url)}: {problem}")
             info = dict(client.info("server"))
             check_server(info, where)
             cluster = bool(client.info("cluster").get("cluster_enabled"))
@@ -417,6 +488,11 @@ class RedisClient:
                 self.load_library(address)
         except rx.RedisError as exc:
             client.close()
+            if any(text in str(exc) for text in _NO_DATABASE):
+                raise cf_error(
+                    CFReason.BAD_URL,
+                    f"bad Redis URL {redact_url(url)}: {where} has no such database ({exc})",
+                ) from None
             raise translate(exc, where, connecting=True) from None
         except BaseException:
             client.close()

@@ -13,7 +13,20 @@ from redis import exceptions as rx
 from sharedq.cf.errors import CFError, CFReason, cf_error
 
 #: The ACL a sharedq user needs, for the message that reports a refused command.
-ACL_HINT = "the ACL user needs ~sq:* and +@read +@write +@scripting +@connection +info"
+ACL_HINT = (
+    "grant what docs/redis.md lists (ACL and TLS): ~sq:{NAME}:* for each structure used, "
+    "+fcall, +function|list and the other commands named there, among them those "
+    "sharedq's functions run; loading the function library (+function|load) is for "
+    "an administrator user"
+)
+#: How Redis 7.0 words a command or key that a function's caller may not use.  Redis
+#: does not roll a function back, so one refused after a write would leave half a
+#: change: the documented ACL grants every command the functions run, and a test
+#: holds it to them.
+_REFUSED_IN_FUNCTION = (
+    "The user executing the script can't run",
+    "The user executing the script can't access",
+)
 
 
 class ServerChanged(rx.RedisError):
@@ -89,7 +102,7 @@ def translate(exc: BaseException, where: str, *, connecting: bool = False) -> CF
         ("WRONGPASS", "NOAUTH", "invalid password", "invalid username-password")
     ):
         return cf_error(CFReason.AUTHENTICATION_FAILED, f"{where} refused the credentials: {text}")
-    if isinstance(exc, rx.NoPermissionError):
+    if isinstance(exc, rx.NoPermissionError) or any(r in text for r in _REFUSED_IN_FUNCTION):
         return cf_error(
             CFReason.AUTHENTICATION_FAILED, f"{where} refused a command: {text} ({ACL_HINT})"
         )

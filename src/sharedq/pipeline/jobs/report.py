@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,14 +94,21 @@ def run_all(
     headroom: float = DEFAULT_HEADROOM,
     interval: float | None = None,
     title: str = "sharedq pipeline report",
+    jobs: Collection[str] | None = None,
 ) -> ReportResult:
     """Run every job on ``ctx`` (one cached log), draw the charts, write ``report.html``.
 
-    For the demo and tests, in process; the command goes through :func:`run`.
+    ``jobs`` names the ones to run (default: all of :data:`JOBS`); the charts and
+    sections of the others are left out of the page.  For the demo and tests, in
+    process; the command goes through :func:`run`.
     """
     import time
 
     check_headroom(headroom)
+    chosen = [(job, module) for job, module in JOBS if jobs is None or job in jobs]
+    unknown = set(jobs or ()) - {job for job, _ in JOBS}
+    if unknown:
+        raise ValueError(f"no such report job: {', '.join(sorted(unknown))}")
     report = ReportResult()
     ctx.log()
     options: dict[str, dict[str, Any]] = {
@@ -109,7 +116,7 @@ def run_all(
         "stats": {"interval": interval if interval is not None else _auto_interval(ctx)},
         "capacity": {"headroom": headroom},
     }
-    for job, module_name in JOBS:
+    for job, module_name in chosen:
         ctx.step(f"report: {job}")
         began = time.perf_counter()
         try:
@@ -129,7 +136,9 @@ def run_all(
         report.results[job] = result
 
     ctx.step("report: charts")
-    report.charts = draw_charts(report.results, ctx.output / "charts")
+    report.charts = draw_charts(
+        report.results, ctx.output / "charts", jobs={job for job, _ in chosen}
+    )
     ctx.step("report: HTML")
     sections = [
         Section(
@@ -138,7 +147,7 @@ def run_all(
             report.seconds.get(job, 0.0),
             report.errors.get(job),
         )
-        for job, _ in JOBS
+        for job, _ in chosen
     ]
     captions = {
         "depth": "messages on each queue at the end of each interval (stats/queues)",
@@ -175,29 +184,47 @@ def _parquet_files(path: Path) -> list[Path]:
     return sorted(path.glob("*.parquet")) if path.is_dir() else [path]
 
 
-def draw_charts(results: dict[str, JobResult], directory: Path) -> dict[str, Path]:
-    """The report's PNGs from the jobs' tables: depth, latency, work, usage."""
+def draw_charts(
+    results: dict[str, JobResult], directory: Path, jobs: Collection[str] | None = None
+) -> dict[str, Path]:
+    """The report's PNGs from the jobs' tables: depth, latency, work, usage.
+
+    A chart whose job failed says "no data"; one whose job is not in ``jobs`` (default:
+    all) is not drawn.
+    """
     stats, track, cap = results.get("stats"), results.get("track"), results.get("capacity")
-    drawn = {
-        "depth": charts.depth_chart(
-            _table(stats, "queues", ["queue", "interval_start", "depth"]),
-            directory / "depth.png",
+    draw: dict[str, tuple[str, Callable[[], Path]]] = {
+        "depth": (
+            "stats",
+            lambda: charts.depth_chart(
+                _table(stats, "queues", ["queue", "interval_start", "depth"]),
+                directory / "depth.png",
+            ),
         ),
-        "latency": charts.latency_chart(
-            directory / "latency.png",
-            messages=_table(track, "messages", ["put_to_get_ms", "put_to_commit_ms"]),
-            latency=_table(track, "latency"),
+        "latency": (
+            "track",
+            lambda: charts.latency_chart(
+                directory / "latency.png",
+                messages=_table(track, "messages", ["put_to_get_ms", "put_to_commit_ms"]),
+                latency=_table(track, "latency"),
+            ),
         ),
-        "work": charts.work_chart(
-            _table(stats, "servers", ["server", "puts", "gets", "commits", "backouts"]),
-            directory / "work.png",
+        "work": (
+            "stats",
+            lambda: charts.work_chart(
+                _table(stats, "servers", ["server", "puts", "gets", "commits", "backouts"]),
+                directory / "work.png",
+            ),
         ),
-        "usage": charts.usage_chart(
-            _table(cap, "usage", ["structure", "seq", "time", "entries", "elements"]),
-            directory / "usage.png",
+        "usage": (
+            "capacity",
+            lambda: charts.usage_chart(
+                _table(cap, "usage", ["structure", "seq", "time", "entries", "elements"]),
+                directory / "usage.png",
+            ),
         ),
     }
-    return drawn
+    return {name: chart() for name, (job, chart) in draw.items() if jobs is None or job in jobs}
 
 
 def report_summary(report: ReportResult) -> str:

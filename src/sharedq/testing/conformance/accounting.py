@@ -133,6 +133,14 @@ _BAD_PARAMS: list[tuple[dict[str, Any], str]] = [
     ({"list_count": 0}, "BAD_STRUCTURE_PARAMS"),
     ({"emc_percent": 60}, "BAD_STRUCTURE_PARAMS"),
     ({"name": "bad name!"}, "BAD_STRUCTURE_PARAMS"),
+    # sharedq.names.STRUCTURE: the name becomes a directory under the recovery root.
+    ({"name": ".."}, "BAD_STRUCTURE_PARAMS"),
+    ({"name": "QSG1\n"}, "BAD_STRUCTURE_PARAMS"),
+    ({"name": "QSGÄ"}, "BAD_STRUCTURE_PARAMS"),
+    ({"name": "Q" * 17}, "BAD_STRUCTURE_PARAMS"),
+    ({"size": -100_000}, "BAD_STRUCTURE_PARAMS"),
+    ({"list_count": 4.0}, "BAD_STRUCTURE_PARAMS"),
+    ({"lock_count": True}, "BAD_STRUCTURE_PARAMS"),
     ({"size": 10}, "BAD_STRUCTURE_PARAMS"),
     ({"max_size": 1}, "BAD_STRUCTURE_PARAMS"),
 ]
