@@ -11,10 +11,12 @@ import gc
 import json
 import os
 import platform
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -118,3 +120,74 @@ class Report:
         if json_path is not None:
             json_path.parent.mkdir(parents=True, exist_ok=True)
             json_path.write_text(json.dumps(self.figures, indent=2, sort_keys=True) + "\n")
+
+
+class RoundTrips:
+    """Round trips to Redis counted on the client side, per thread, while in use.
+
+    Every request a redis-py connection sends (one command, or a pipeline of several)
+    is one ``send_packed_command`` followed by reading its replies: one round trip.
+    Inside ``with RoundTrips() as trips:`` that method is wrapped to count, per
+    calling thread, the sends and the command names they carried, so that a benchmark
+    can say how many round trips and which top-level commands an operation took
+    without ``MONITOR`` (which would slow the server for everyone).  Counting costs the
+    client time: measure rates outside it.
+    """
+
+    def __init__(self) -> None:
+        self.sends: dict[int, int] = {}
+        self.commands: dict[str, int] = {}
+
+    def __enter__(self) -> RoundTrips:
+        from redis.connection import AbstractConnection
+
+        original: Any = AbstractConnection.send_packed_command
+        self._original = original
+        sends, commands = self.sends, self.commands
+
+        def counting(connection: Any, command: Any, check_health: bool = True) -> None:
+            ident = threading.get_ident()
+            sends[ident] = sends.get(ident, 0) + 1
+            chunks = [command] if isinstance(command, bytes | str) else list(command)
+            packed = b"".join(c if isinstance(c, bytes) else c.encode() for c in chunks)
+            for name in command_names(packed):
+                commands[name] = commands.get(name, 0) + 1
+            original(connection, command, check_health)
+
+        AbstractConnection.send_packed_command = counting  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from redis.connection import AbstractConnection
+
+        AbstractConnection.send_packed_command = self._original  # type: ignore[method-assign]
+
+    def of(self, thread: threading.Thread | None = None) -> int:
+        """Round trips made by ``thread`` (the calling one by default)."""
+        ident = threading.get_ident() if thread is None else thread.ident
+        return self.sends.get(ident or 0, 0)
+
+
+def command_names(packed: bytes) -> list[str]:
+    """The (lower-case) names of the RESP commands in ``packed``, in order."""
+    names, at = [], 0
+    while at < len(packed):
+        end = packed.index(b"\r\n", at)
+        count = int(packed[at + 1 : end])
+        at = end + 2
+        for i in range(count):
+            end = packed.index(b"\r\n", at)
+            length = int(packed[at + 1 : end])
+            if i == 0:
+                names.append(packed[end + 2 : end + 2 + length].decode().lower())
+            at = end + 2 + length + 2
+    return names
+
+
+def server_stats(client: Any) -> dict[str, tuple[int, int]]:
+    """``INFO commandstats`` as command -> (calls, microseconds)."""
+    stats: dict[str, Any] = client.info("commandstats")
+    return {
+        name.removeprefix("cmdstat_"): (int(s["calls"]), int(s["usec"]))
+        for name, s in stats.items()
+    }

@@ -1,9 +1,9 @@
 """Queue-manager message cycles per second, against baselines measured in the same run.
 
-The cycle is what a consuming application does per message: a put out of syncpoint
-(the two-phase put: write uncommitted, then sync to the committed key), a get in
-syncpoint (the head moves to the manager's get list), and a commit (the message is
-deleted).  It is measured with 100-byte and 4 KiB bodies, on both backends.
+The cycle is what a consuming application does per message, on the path users take: a
+persistent message put through ``Queue.put`` (out of syncpoint), a get in a unit of
+work, and the unit's commit.  It is measured with 100-byte and 4 KiB bodies, on both
+backends, with no recovery log (``bench/recovery.py`` measures the log).
 
 Memory backend.  Baseline: persist-queue's ``SQLiteAckQueue`` put -> get -> ack of the
 same body, in its least durable mode: an in-memory SQLite database (``path=":memory:"``,
@@ -20,23 +20,44 @@ every 1,000 acks inside the timed loop, the maintenance its maintainers ask user
 do; ``memory_ratio_vs_persistqueue_cleared`` compares against that.
 
 Redis backend: a private ``redis-server`` started for the run (no persistence), or the
-server of ``--redis URL``.  The sharedq cycle is three requests, each one function
-call and one round trip: put = write and sync move (``write_and_rekey``: two changes,
-one call), get = move, commit = delete (a unit with one operation commits in one
-request).  Baselines, on the facility's own client (same
-URL, hiredis parser, RESP2, one connection), LPUSH then RPOP of the same body:
+server of ``--redis URL``.  Baselines, on the facility's own client (same URL, hiredis
+parser, RESP2, one connection), each what a user choosing a queue would write:
 
-* ``redis_ratio_vs_lpush_rpop`` (the issue's figure): LPUSH/RPOP through the redis-py
-  client API (``Redis.lpush``/``Redis.rpop``), as an application calls them;
-* ``redis_ratio_vs_lpush_rpop_same_path``: the same two commands over the lean
-  connection path the backend itself uses (no redis-py command bookkeeping), which is
-  the fairer comparison of what the server and the round trips cost.
+* ``redis_ratio_vs_lpush_rpop``: LPUSH then RPOP of the same body through the redis-py
+  client API (``Redis.lpush``/``Redis.rpop``); ``..._same_path`` the same two commands
+  over the lean connection path the backend itself uses (no redis-py command
+  bookkeeping), the fairer comparison of what the server and the round trips cost;
+* ``redis_ratio_vs_streams``: Redis Streams with a consumer group, one message a cycle:
+  ``XADD``, ``XREADGROUP COUNT 1``, ``XACK`` (three round trips, like the cycle today);
+* ``batch_ratio_vs_streams``: 10,000 messages put in units of work of 100 and then
+  gotten in units of 100 (``Queue.put_many`` and ``Queue.get_many`` when the queue has
+  them, else 100 puts and 100 gets; ``batch_put_path``/``batch_get_path`` say which),
+  against the same messages sent as pipelines of 100 ``XADD`` and taken with
+  ``XREADGROUP COUNT 100`` + ``XACK`` of the hundred ids.
 
-``redis_server_us_per_request_*`` is the server's own time per sharedq function call
-during the sharedq rounds (``INFO commandstats``).  Then aggregate cycles per second
-with 1, 2 and 4 managers in separate processes (``--processes``), all on one shared
-queue, each process with its own facility and connection, started together and run for
-the same time.  Everything shares the machine's cores with the server.
+Accounting, in a pass of its own (counting costs the client time, so no rate is taken
+there): ``redis_round_trips_per_cycle`` counts the requests the client sends (each
+``send_packed_command`` of a redis-py connection; ``harness.RoundTrips``, no
+``MONITOR``); ``redis_calls_per_cycle`` every command the server ran, those inside
+functions included, and ``redis_server_us_per_cycle`` the server's time in the commands
+the client sent (``FCALL`` mostly: a function's time includes the commands it runs),
+both from ``INFO commandstats`` after ``CONFIG RESETSTAT``.  ``redis_server_us_per_request_*``
+is that time per function call during the timed rounds.
+
+Memory per message: ``redis_bytes_per_message`` is the growth of ``used_memory``
+(``INFO memory``) per 100-byte persistent message with ``BYTES_MESSAGES`` of them left
+queued, against ``redis_list_bytes_per_message`` for the same bodies in a Redis list.
+
+Get-wait: a getter thread already waiting in ``Queue.get(wait=...)`` (out of
+syncpoint), a putter putting one message at a time once the getter sleeps in its
+wait; ``wait_p50_ratio_vs_brpop`` is the median put-to-delivery latency against
+``LPUSH`` to a thread blocked in ``BRPOP``, and ``wait_round_trips_per_message`` the
+getter's round trips per message delivered.
+
+Then aggregate cycles per second with 1, 2 and 4 managers in separate processes
+(``--processes``), all on one shared queue, each process with its own facility and
+connection, started together and run for the same time.  Everything shares the
+machine's cores with the server.
 
 Rounds of sharedq and of the baselines alternate, and each figure is the best round,
 so that a busy moment on a shared machine does not decide a ratio.
@@ -47,7 +68,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
+import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from multiprocessing.queues import Queue
@@ -56,10 +79,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.harness import Report, best_rates_in_turns, parse_args, rate, redis_url
+from bench.harness import (
+    Report,
+    RoundTrips,
+    best_rates_in_turns,
+    parse_args,
+    rate,
+    redis_url,
+    server_stats,
+)
 from sharedq.cf import CouplingFacility, open_facility
 from sharedq.cf.redis import RedisFacility
 from sharedq.mq import QueueExists, QueueManager, structure_params
+from sharedq.testing.waits import asleep_in_wait_events
 
 SIZES = {"100b": 100, "4k": 4096}
 #: Cycles in one timed round on memory, for sharedq and persist-queue alike.
@@ -67,10 +99,21 @@ ROUND = 10_000
 #: Cycles in one timed round on Redis (quick, full), and rounds.
 REDIS_ROUND = (2_000, 10_000)
 REDIS_ROUNDS = (3, 6)
+#: Messages of the batched figure, the size of its units, and its rounds (quick, full).
+BATCH_MESSAGES = 10_000
+BATCH_UNIT = 100
+BATCH_ROUNDS = (1, 4)
+#: Cycles of the accounting pass; messages left queued to measure memory.
+ACCOUNTED_CYCLES = 1_000
+BYTES_MESSAGES = 10_000
+#: Messages delivered to a waiting getter (quick, full).
+WAIT_MESSAGES = (200, 1_500)
 #: Seconds the manager processes run together (quick, full).
-AGGREGATE_SECONDS = (1.5, 5.0)
+AGGREGATE_SECONDS = (1.0, 5.0)
 ADMIN = "BENCHADM"
 QUEUE = "BENCH.Q"
+#: Commands a client sends that run others inside them (their time includes those).
+SCRIPTS = ("fcall", "fcall_ro", "eval", "evalsha", "eval_ro", "evalsha_ro")
 DURABILITY = (
     "none on either side: sharedq memory backend (structures in process memory) vs "
     "persist-queue SQLiteAckQueue(':memory:', auto_commit=True) (in-memory SQLite)"
@@ -79,6 +122,7 @@ BASELINE_CLIENT = (
     "the backend's own redis-py client: same URL and settings, hiredis parser, RESP2, "
     "one connection"
 )
+PATH = "Queue.put(persistent=True) out of syncpoint -> get in a unit of work -> commit"
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
@@ -101,13 +145,14 @@ def prepare_group(facility: CouplingFacility, body_bytes: int, messages: int) ->
 
 
 def cycler(qm: QueueManager, body: bytes) -> Callable[[int], None]:
-    """A function doing ``n`` cycles of put (out of syncpoint), get (in syncpoint), commit."""
+    """A function doing ``n`` cycles of the user's path: a persistent put (out of
+    syncpoint), a get in a unit of work, the unit's commit."""
     queue = qm.open(QUEUE)
 
     def cycles(n: int) -> None:
         put, get, begin = queue.put, queue.get, qm.unit_of_work
         for _ in range(n):
-            put(body)
+            put(body, persistent=True)
             uow = begin()
             get(uow=uow)
             uow.commit()
@@ -115,8 +160,10 @@ def cycler(qm: QueueManager, body: bytes) -> Callable[[int], None]:
     return cycles
 
 
-def start_manager(facility: CouplingFacility, body_bytes: int, qm_id: int = 1) -> QueueManager:
-    prepare_group(facility, body_bytes, 20_000)
+def start_manager(
+    facility: CouplingFacility, body_bytes: int, qm_id: int = 1, messages: int = 20_000
+) -> QueueManager:
+    prepare_group(facility, body_bytes, messages)
     qm = QueueManager(facility, f"BENCH{qm_id}", qm_id, admin=ADMIN)
     with contextlib.suppress(QueueExists):  # another process may define it first
         qm.define_queue(QUEUE, max_depth=1_000_000)
@@ -175,12 +222,7 @@ def memory_figures(report: Report, n: int, rounds: int) -> None:
         mine = max(mine, mine_again)
         ratios.append(mine / baseline)
         cleared_ratios.append(mine / cleared)
-        report.add(
-            f"memory_cycles_per_s_{label}",
-            mine,
-            "cycles/s",
-            "put (out of syncpoint) -> get (in syncpoint) -> commit",
-        )
+        report.add(f"memory_cycles_per_s_{label}", mine, "cycles/s", PATH)
         report.add(
             f"persistqueue_cycles_per_s_{label}",
             baseline,
@@ -211,31 +253,50 @@ def memory_figures(report: Report, n: int, rounds: int) -> None:
 
 def _fcall_totals(facility: RedisFacility) -> tuple[int, int]:
     """The server's function calls so far and the microseconds they took."""
-    stats: dict[str, Any] = facility.client.redis.info("commandstats")
-    fcall = stats.get("cmdstat_fcall", {})
-    return int(fcall.get("calls", 0)), int(fcall.get("usec", 0))
+    stats = server_stats(facility.client.redis)
+    calls, usec = stats.get("fcall", (0, 0))
+    return calls, usec
+
+
+def fresh_manager(facility: RedisFacility, body_bytes: int, messages: int = 20_000) -> QueueManager:
+    """A manager on a structure created afresh (one an earlier figure left is deleted)."""
+    if facility.exists(ADMIN):
+        facility.delete(ADMIN, force=True)
+    return start_manager(facility, body_bytes, messages=messages)
 
 
 def redis_figures(report: Report, url: str, quick: bool, processes: list[int]) -> None:
     n, rounds = REDIS_ROUND[not quick], REDIS_ROUNDS[not quick]
     report.add("redis_cycles_per_round", n)
-    ratios: list[tuple[float, float]] = []
+    report.add("redis_path", PATH)
+    ratios: list[tuple[float, float, float]] = []
     with RedisFacility.from_url(url) as facility:
         for label, size in SIZES.items():
             ratios.append(redis_size_figures(report, facility, label, b"x" * size, n, rounds))
-    report.add(
-        "redis_ratio_vs_lpush_rpop",
-        min(api for api, _ in ratios),
-        "",
-        "target >= 0.4 (smaller of both sizes; baseline: redis-py client API)",
-    )
-    report.add(
-        "redis_ratio_vs_lpush_rpop_same_path",
-        min(lane for _, lane in ratios),
-        "",
-        "baseline over the backend's own connection path",
-    )
-    report.add("redis_baseline_client", BASELINE_CLIENT)
+        report.add(
+            "redis_ratio_vs_lpush_rpop",
+            min(api for api, _, _ in ratios),
+            "",
+            "target >= 0.55 (smaller of both sizes; baseline: redis-py client API)",
+        )
+        report.add(
+            "redis_ratio_vs_lpush_rpop_same_path",
+            min(lane for _, lane, _ in ratios),
+            "",
+            "baseline over the backend's own connection path",
+        )
+        report.add(
+            "redis_ratio_vs_streams",
+            min(streams for _, _, streams in ratios),
+            "",
+            "target >= 1.0 (smaller of both sizes; XADD, XREADGROUP COUNT 1, XACK)",
+        )
+        report.add("redis_baseline_client", BASELINE_CLIENT)
+        accounting_figures(report, facility)
+        batch_figures(report, facility, BATCH_ROUNDS[not quick])
+        memory_use_figures(report, facility)
+        wait_figures(report, facility, WAIT_MESSAGES[not quick])
+        facility.delete(ADMIN, force=True)
     seconds = AGGREGATE_SECONDS[not quick]
     for count in processes:
         plural = "manager" if count == 1 else "managers"
@@ -247,16 +308,32 @@ def redis_figures(report: Report, url: str, quick: bool, processes: list[int]) -
         )
 
 
+def streams_cycler(public: Any, body: bytes, key: str) -> Callable[[int], None]:
+    """``n`` cycles of Redis Streams with a consumer group: XADD, XREADGROUP, XACK."""
+    public.delete(key)
+    public.xgroup_create(key, "g", id="$", mkstream=True)
+
+    def cycles(n: int) -> None:
+        xadd, xreadgroup, xack = public.xadd, public.xreadgroup, public.xack
+        streams = {key: ">"}
+        for _ in range(n):
+            xadd(key, {"b": body})
+            reply = xreadgroup("g", "c", streams, count=1)
+            xack(key, "g", reply[0][1][0][0])
+
+    return cycles
+
+
 def redis_size_figures(
     report: Report, facility: RedisFacility, label: str, body: bytes, n: int, rounds: int
-) -> tuple[float, float]:
-    """The cycle and both baselines with one body size; returns both ratios."""
-    if facility.exists(ADMIN):  # left by an earlier size, or run on a given server
-        facility.delete(ADMIN, force=True)
-    qm = start_manager(facility, len(body))
+) -> tuple[float, float, float]:
+    """The cycle and the baselines with one body size; returns the three ratios."""
+    qm = fresh_manager(facility, len(body))
     ours = cycler(qm, body)
     public, lane = facility.client.redis, facility.client.command
     baseline_key = "sharedq:bench:lpush-rpop"
+    stream_key = "sharedq:bench:stream"
+    streams = streams_cycler(public, body, stream_key)
 
     def sharedq() -> None:
         ours(n)
@@ -273,20 +350,26 @@ def redis_size_figures(
             lane("LPUSH", baseline_key, body)
             lane("RPOP", baseline_key)
 
+    def xadd_xreadgroup_xack() -> None:
+        streams(n)
+
     ours(500)
+    streams(500)
     calls, usec = _fcall_totals(facility)
     best = best_rates_in_turns(
-        n, {"ours": sharedq, "api": lpush_rpop, "lane": lpush_rpop_same_path}, rounds
+        n,
+        {
+            "ours": sharedq,
+            "api": lpush_rpop,
+            "lane": lpush_rpop_same_path,
+            "streams": xadd_xreadgroup_xack,
+        },
+        rounds,
     )
     calls_after, usec_after = _fcall_totals(facility)
     qm.close()
-    facility.delete(ADMIN, force=True)
-    report.add(
-        f"redis_cycles_per_s_{label}",
-        best["ours"],
-        "cycles/s",
-        "put -> get -> commit: 3 requests, 3 round trips",
-    )
+    public.delete(stream_key)
+    report.add(f"redis_cycles_per_s_{label}", best["ours"], "cycles/s", PATH)
     report.add(
         f"redis_lpush_rpop_per_s_{label}", best["api"], "pairs/s", "LPUSH + RPOP, redis-py API"
     )
@@ -296,26 +379,269 @@ def redis_size_figures(
         "pairs/s",
         "LPUSH + RPOP, the backend's connection path",
     )
+    report.add(
+        f"redis_streams_cycles_per_s_{label}",
+        best["streams"],
+        "cycles/s",
+        "XADD -> XREADGROUP COUNT 1 -> XACK, redis-py API",
+    )
     api, same_path = best["ours"] / best["api"], best["ours"] / best["lane"]
+    against_streams = best["ours"] / best["streams"]
     report.add(f"redis_ratio_vs_lpush_rpop_{label}", api)
     report.add(f"redis_ratio_vs_lpush_rpop_same_path_{label}", same_path)
+    report.add(f"redis_ratio_vs_streams_{label}", against_streams)
     report.add(
         f"redis_server_us_per_request_{label}",
         (usec_after - usec) / max(1, calls_after - calls),
         "us",
         "server time of one sharedq function call",
     )
-    return api, same_path
+    return api, same_path, against_streams
+
+
+def accounted(public: Any, work: Callable[[], None], per: int) -> tuple[float, float, float]:
+    """Round trips, server calls and server microseconds of ``work`` per ``per``.
+
+    The server's time is that of the commands the client sent (a function's includes
+    the commands it runs); its calls are every command it ran, nested ones included.
+    """
+    public.config_resetstat()
+    with RoundTrips() as trips:
+        work()
+        sent = trips.of()
+        names = set(trips.commands)
+    stats = server_stats(public)
+    stats.pop("config|resetstat", None)
+    calls = sum(c for c, _ in stats.values())
+    usec = sum(u for name, (_, u) in stats.items() if name.split("|")[0] in names)
+    return sent / per, calls / per, usec / per
+
+
+def accounting_figures(report: Report, facility: RedisFacility) -> None:
+    """Round trips, server calls and server time of one cycle, sharedq and Streams."""
+    public: Any = facility.client.redis
+    body = b"x" * 100
+    qm = fresh_manager(facility, len(body))
+    ours = cycler(qm, body)
+    ours(200)
+    trips, calls, usec = accounted(public, lambda: ours(ACCOUNTED_CYCLES), ACCOUNTED_CYCLES)
+    qm.close()
+    report.add("redis_round_trips_per_cycle", trips, "", "requests the client sent, per cycle")
+    report.add("redis_calls_per_cycle", calls, "", "commands the server ran, nested included")
+    report.add(
+        "redis_server_us_per_cycle", usec, "us", "target <= 25 (INFO commandstats, 100-byte)"
+    )
+    streams = streams_cycler(public, body, "sharedq:bench:stream")
+    streams(200)
+    s_trips, s_calls, s_usec = accounted(
+        public, lambda: streams(ACCOUNTED_CYCLES), ACCOUNTED_CYCLES
+    )
+    public.delete("sharedq:bench:stream")
+    report.add("streams_round_trips_per_cycle", s_trips)
+    report.add("streams_calls_per_cycle", s_calls)
+    report.add("streams_server_us_per_cycle", s_usec, "us", "XADD + XREADGROUP + XACK")
+    report.add(
+        "redis_server_us_ratio_vs_streams",
+        usec / s_usec,
+        "",
+        "the cycle's server time over Streams' (a loaded machine slows both alike)",
+    )
+
+
+def batch_figures(report: Report, facility: RedisFacility, rounds: int) -> None:
+    """10,000 messages put in units of 100, then gotten in units of 100, against
+    pipelined XADD and XREADGROUP COUNT 100 + XACK."""
+    public: Any = facility.client.redis
+    body = b"x" * 100
+    qm = fresh_manager(facility, len(body), messages=4 * BATCH_MESSAGES)
+    queue = qm.open(QUEUE)
+    # The batch calls of the queue manager when it has them (put_many, get_many), else
+    # what a unit of 100 is without them: 100 puts, 100 gets.
+    put_many = getattr(queue, "put_many", None)
+    get_many = getattr(queue, "get_many", None)
+    bodies = [body] * BATCH_UNIT
+    units = BATCH_MESSAGES // BATCH_UNIT
+    stream_key = "sharedq:bench:batch"
+
+    def sharedq() -> None:
+        for _ in range(units):
+            uow = qm.unit_of_work()
+            if put_many is not None:
+                put_many(bodies, uow=uow, persistent=True)
+            else:
+                for _ in range(BATCH_UNIT):
+                    queue.put(body, uow=uow, persistent=True)
+            uow.commit()
+        for _ in range(units):
+            uow = qm.unit_of_work()
+            if get_many is not None:
+                got = len(get_many(BATCH_UNIT, uow=uow))
+            else:
+                for _ in range(BATCH_UNIT):
+                    queue.get(uow=uow)
+                got = BATCH_UNIT
+            assert got == BATCH_UNIT, got
+            uow.commit()
+
+    def streams() -> None:
+        public.delete(stream_key)
+        public.xgroup_create(stream_key, "g", id="$", mkstream=True)
+        for _ in range(units):
+            pipe = public.pipeline(transaction=False)
+            for _ in range(BATCH_UNIT):
+                pipe.xadd(stream_key, {"b": body})
+            pipe.execute()
+        streams_ = {stream_key: ">"}
+        for _ in range(units):
+            reply = public.xreadgroup("g", "c", streams_, count=BATCH_UNIT)
+            ids = [entry[0] for entry in reply[0][1]]
+            assert len(ids) == BATCH_UNIT
+            public.xack(stream_key, "g", *ids)
+
+    best = best_rates_in_turns(BATCH_MESSAGES, {"ours": sharedq, "streams": streams}, rounds)
+    trips, _, usec = accounted(public, sharedq, BATCH_MESSAGES)
+    public.delete(stream_key)
+    qm.close()
+    report.add("batch_put_path", "put_many" if put_many is not None else "put x100")
+    report.add("batch_get_path", "get_many" if get_many is not None else "get x100")
+    report.add(
+        "batch_messages_per_s", best["ours"], "msgs/s", "10,000 put in units of 100, then gotten"
+    )
+    report.add(
+        "batch_streams_messages_per_s",
+        best["streams"],
+        "msgs/s",
+        "pipelined XADD x100; XREADGROUP COUNT 100 + XACK",
+    )
+    report.add("batch_ratio_vs_streams", best["ours"] / best["streams"], "", "target >= 0.3")
+    report.add("batch_round_trips_per_message", trips, "", "put and get in units of 100")
+    report.add("batch_server_us_per_message", usec, "us")
+
+
+def _used_memory(public: Any) -> int:
+    return int(public.info("memory")["used_memory"])
+
+
+def memory_use_figures(report: Report, facility: RedisFacility) -> None:
+    """Server memory per queued 100-byte message, and per element of a Redis list."""
+    public: Any = facility.client.redis
+    body = b"x" * 100
+    qm = fresh_manager(facility, len(body), messages=2 * BYTES_MESSAGES)
+    queue = qm.open(QUEUE)
+    queue.put(body, persistent=True)
+    before = _used_memory(public)
+    for _ in range(BYTES_MESSAGES):
+        queue.put(body, persistent=True)
+    ours = (_used_memory(public) - before) / BYTES_MESSAGES
+    qm.close()
+    key = "sharedq:bench:list"
+    public.delete(key)
+    public.lpush(key, body)
+    before = _used_memory(public)
+    for first in range(0, BYTES_MESSAGES, 1000):
+        public.lpush(key, *([body] * min(1000, BYTES_MESSAGES - first)))
+    plain = (_used_memory(public) - before) / BYTES_MESSAGES
+    public.delete(key)
+    report.add(
+        "redis_bytes_per_message",
+        ours,
+        "bytes",
+        f"target <= 300: used_memory per 100-byte message, {BYTES_MESSAGES:,} queued",
+    )
+    report.add("redis_list_bytes_per_message", plain, "bytes", "the same bodies in a Redis list")
+    report.add("redis_bytes_ratio_vs_list", ours / plain)
+
+
+def _blocked_in_read(thread: threading.Thread) -> bool:
+    """Whether ``thread`` sits in a socket read (a BRPOP waiting for its reply)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    return frame is not None and "read" in frame.f_code.co_name
+
+
+def _deliveries(
+    put: Callable[[], None],
+    getter: Callable[[list[float], int], None],
+    asleep: Callable[[threading.Thread], bool],
+    count: int,
+) -> tuple[list[float], threading.Thread]:
+    """Latencies (seconds) of ``count`` messages put one at a time to a waiting getter.
+
+    Each put waits until the getter sleeps in its wait again, so that every message
+    finds a getter already waiting.  ``getter(arrivals, count)`` takes ``count``
+    messages, appending ``perf_counter()`` at each.
+    """
+    arrivals: list[float] = []
+    thread = threading.Thread(target=getter, args=(arrivals, count), name="getter")
+    thread.start()
+    sent: list[float] = []
+    for i in range(count):
+        deadline = time.monotonic() + 10
+        while len(arrivals) < i or not asleep(thread):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the getter does not wait")
+            time.sleep(0.0002)
+        sent.append(time.perf_counter())
+        put()
+    thread.join(timeout=30)
+    return [a - s for s, a in zip(sent, arrivals, strict=True)], thread
+
+
+def wait_figures(report: Report, facility: RedisFacility, count: int) -> None:
+    """A getter already waiting, a putter putting one message at a time."""
+    public: Any = facility.client.redis
+    body = b"x" * 100
+    qm = fresh_manager(facility, len(body))
+    queue = qm.open(QUEUE)
+
+    def sharedq_getter(arrivals: list[float], n: int) -> None:
+        for _ in range(n):
+            queue.get(wait=30)
+            arrivals.append(time.perf_counter())
+
+    def sharedq_put() -> None:
+        queue.put(body, persistent=True)
+
+    with RoundTrips() as trips:
+        ours, thread = _deliveries(sharedq_put, sharedq_getter, asleep_in_wait_events, count)
+        getter_trips = trips.of(thread)
+    qm.close()
+    key = "sharedq:bench:brpop"
+    public.delete(key)
+    lane = facility.client.command
+
+    def brpop_getter(arrivals: list[float], n: int) -> None:
+        for _ in range(n):
+            public.brpop([key], timeout=30)
+            arrivals.append(time.perf_counter())
+
+    def lpush() -> None:
+        lane("LPUSH", key, body)
+
+    theirs, _ = _deliveries(lpush, brpop_getter, _blocked_in_read, count)
+    ours_p50, theirs_p50 = statistics.median(ours), statistics.median(theirs)
+    report.add(
+        "wait_round_trips_per_message",
+        getter_trips / count,
+        "",
+        "target <= 3: the waiting getter's requests per message delivered",
+    )
+    report.add("wait_p50_ms", ours_p50 * 1000, "ms", "put -> a waiting get returns it")
+    report.add("wait_brpop_p50_ms", theirs_p50 * 1000, "ms", "LPUSH -> a waiting BRPOP returns")
+    report.add("wait_p50_ratio_vs_brpop", ours_p50 / theirs_p50, "", "target <= 1.3")
+    report.add("wait_messages", count)
 
 
 def _manager_process(
-    url: str, qm_id: int, start: float, seconds: float, counts: Queue[int]
+    url: str, qm_id: int, seconds: float, ready: Queue[int], go: Queue[float], counts: Queue[int]
 ) -> None:
-    """One manager in a process of its own: cycles until the common end, then its count."""
+    """One manager in a process of its own: cycles from the common start to the common
+    end, then its count."""
     with open_facility(url) as facility:
         qm = start_manager(facility, 100, qm_id)
         cycles = cycler(qm, b"x" * 100)
         cycles(50)
+        ready.put(qm_id)
+        start = go.get(timeout=300)
         while time.time() < start:
             time.sleep(0.001)
         done = 0
@@ -327,18 +653,27 @@ def _manager_process(
 
 
 def aggregate_rate(url: str, processes: int, seconds: float) -> float:
-    """Cycles per second of ``processes`` managers, each in its own process, together."""
+    """Cycles per second of ``processes`` managers, each in its own process, together.
+
+    They start when every one of them has started and connected (on a busy machine
+    that may take seconds), so that all run for the same time."""
     with open_facility(url) as facility:  # the group, before the managers race for it
         start_manager(facility, 100, 9).close()
     context = multiprocessing.get_context("spawn")
+    ready: Queue[int] = context.Queue()
+    go: Queue[float] = context.Queue()
     counts: Queue[int] = context.Queue()
-    start = time.time() + 2.0  # after every process has started and connected
     workers = [
-        context.Process(target=_manager_process, args=(url, 10 + i, start, seconds, counts))
+        context.Process(target=_manager_process, args=(url, 10 + i, seconds, ready, go, counts))
         for i in range(processes)
     ]
     for worker in workers:
         worker.start()
+    for _ in workers:
+        ready.get(timeout=300)
+    start = time.time() + 0.1
+    for _ in workers:
+        go.put(start)
     total = sum(counts.get(timeout=300) for _ in workers)
     for worker in workers:
         worker.join(timeout=60)

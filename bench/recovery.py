@@ -28,19 +28,40 @@ backend and on Redis (a private ``redis-server`` unless ``--redis URL`` names on
     figures are as steady as the disk's fsync: on a shared virtual disk its latency
     varies several times over from one round to the next, so each is the best of
     several rounds, all settings in turns.
+(d) **four producers**.  The same cycle on Redis by four producers at once, each on a
+    queue of its own, with the recovery log (``every_commit``, one figure per group
+    commit setting: ``host``, the default, and ``writer``) against a group without
+    one, measured in turns: as four threads of one manager, four managers of one
+    process (a thread each), and four processes (a manager each, started with
+    ``spawn``).  ``logged_ratio_vs_unlogged_4_<kind>`` is logged cycles/s over
+    unlogged; ``fsyncs_per_commit_4_<kind>`` the syncs the log made
+    (``sharedq.log.sync_statistics``, summed over the processes) per commit that
+    waited for one (two a cycle: the put out of syncpoint and the unit's commit).
+    ``sync_ms_4_<kind>`` is what one sync took and ``logged_ratio_sync_bound_4_<kind>``
+    the ratio the producers would reach if the syncs were all the log cost them (two
+    waits a cycle, one after the other): the gap between it and the ratio measured is
+    the logged path's other work.  ``_per_writer`` figures are ``group_commit=writer``.
+    The ``_4_producers`` figures are the processes': the managers of one host.
+    ``--only PART`` measures only some parts.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import logging
+import multiprocessing
 import os
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +77,15 @@ from sharedq.cf import (
     open_facility,
 )
 from sharedq.cf.memory import MemoryFacility
-from sharedq.log import Durability, LogConfig, MessageInfo, RecordType
+from sharedq.log import (
+    Durability,
+    GroupCommit,
+    LogConfig,
+    MessageInfo,
+    RecordType,
+    SyncStatistics,
+    sync_statistics,
+)
 from sharedq.mq import QueueManager, keys, structure_params
 from sharedq.recovery import PairRecovery, RecoverySettings
 from sharedq.recovery.restore import write_all
@@ -353,37 +382,344 @@ def cycle_figures(
             )
 
 
-def main() -> None:
-    args = parse_args(
-        __doc__.splitlines()[0],
-        lambda p: p.add_argument("--redis", metavar="URL", help="a server to measure on"),
+# -- (d) four producers ------------------------------------------------------------------------
+
+#: The producers of (d): each a put -> get -> commit loop on a queue of its own.
+PRODUCERS = 4
+#: The two groups of (d): one whose managers log (durable, every_commit), one without.
+PRODUCER_GROUPS: dict[str, tuple[str, GroupCommit | None]] = {
+    "unlogged": ("PUNLOG", None),
+    "logged": ("PHOST", GroupCommit.HOST),
+    "logged_per_writer": ("PWRITER", GroupCommit.WRITER),
+}
+
+
+def _producer_manager(
+    facility: CouplingFacility, label: str, index: int, root: Path
+) -> QueueManager:
+    """Manager ``index`` (1-based) of group ``label``: a group's managers share one log."""
+    admin, group_commit = PRODUCER_GROUPS[label]
+    recovery = None
+    if group_commit is not None:
+        recovery = RecoverySettings(
+            root / admin,
+            durability=Durability.every_commit(),
+            strchkpt=None,
+            log_config=LogConfig(group_commit=group_commit),
+        )
+    return QueueManager(facility, f"{admin}{index}", index, admin=admin, recovery=recovery)
+
+
+def _setup_producer_groups(facility: CouplingFacility, root: Path) -> None:
+    for label, (admin, _) in PRODUCER_GROUPS.items():
+        facility.create(
+            structure_params(admin, queues=PRODUCERS + 1, managers=8, messages=4 * PRODUCERS)
+        )
+        qm = _producer_manager(facility, label, PRODUCERS + 1, root)
+        for n in range(1, PRODUCERS + 1):
+            qm.define_queue(f"PROD.{n}")
+        qm.close()
+
+
+def _cycles(qm: QueueManager, queue_name: str, count: int) -> None:
+    """The path users take: a persistent put, a get in a unit of work, commit."""
+    queue = qm.open(queue_name)
+    body = b"x" * 100
+    for _ in range(count):
+        queue.put(body, persistent=True)
+        with qm.unit_of_work() as uow:
+            queue.get(uow=uow)
+
+
+def _syncs() -> SyncStatistics:
+    return sync_statistics()
+
+
+def _spent(before: SyncStatistics, after: SyncStatistics) -> tuple[int, int, float]:
+    """Commits that waited, syncs made and seconds in syncs between two readings."""
+    return (
+        after.commits - before.commits,
+        after.syncs - before.syncs,
+        after.sync_seconds - before.sync_seconds,
     )
+
+
+def _producer_process(
+    url: str, root: str, index: int, count: int, barrier: Any, conn: Connection
+) -> None:
+    """A process with one manager in each group; runs ``count`` cycles when told which."""
+    facility = open_facility(url)
+    managers = {
+        label: _producer_manager(facility, label, index, Path(root)) for label in PRODUCER_GROUPS
+    }
+    try:
+        conn.send("ready")
+        while True:
+            label = conn.recv()
+            if label is None:
+                break
+            before = _syncs()
+            barrier.wait()
+            started = time.monotonic()
+            _cycles(managers[label], f"PROD.{index}", count)
+            ended = time.monotonic()
+            after = _syncs()
+            conn.send((started, ended, *_spent(before, after)))
+    finally:
+        for qm in managers.values():
+            qm.close()
+        facility.close()
+
+
+class _Run:
+    """One measured round: cycles per second and the syncs the log made for them."""
+
+    def __init__(
+        self, cycles: int, seconds: float, commits: int, syncs: int, sync_seconds: float
+    ) -> None:
+        self.rate = cycles / seconds
+        self.commits = commits
+        self.syncs = syncs
+        #: What one sync took on average (0 without any).
+        self.sync_s = sync_seconds / syncs if syncs else 0.0
+
+    def sync_bound(self) -> float:
+        """The most cycles/s the producers could make if syncs were all they waited
+        for: each waits for two a cycle (its put's and its commit's), one after the
+        other, however many commits share them."""
+        return PRODUCERS / (2 * self.sync_s) if self.sync_s else float("inf")
+
+
+def _in_threads(targets: Sequence[Callable[[], None]], cycles: int) -> _Run:
+    barrier = threading.Barrier(len(targets) + 1)
+    errors: list[BaseException] = []
+
+    def run(target: Callable[[], None]) -> None:
+        try:
+            barrier.wait()
+            target()
+        except BaseException as error:  # reported below, not lost in the thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(t,)) for t in targets]
+    for thread in threads:
+        thread.start()
+    before = _syncs()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    after = _syncs()
+    if errors:
+        raise errors[0]
+    return _Run(cycles, elapsed, *_spent(before, after))
+
+
+@contextmanager
+def _opened(managers: list[QueueManager]) -> Iterator[None]:
+    try:
+        yield
+    finally:
+        for qm in managers:
+            qm.close()
+
+
+def _threads_of_one_manager(
+    facility: CouplingFacility, root: Path, count: int, opened: list[QueueManager]
+) -> dict[str, Callable[[], _Run]]:
+    runs: dict[str, Callable[[], _Run]] = {}
+    for label in PRODUCER_GROUPS:
+        qm = _producer_manager(facility, label, 1, root)
+        opened.append(qm)
+
+        def measure(qm: QueueManager = qm) -> _Run:
+            targets = [lambda n=n: _cycles(qm, f"PROD.{n}", count) for n in range(1, PRODUCERS + 1)]
+            return _in_threads(targets, count * PRODUCERS)
+
+        runs[label] = measure
+    return runs
+
+
+def _managers_of_one_process(
+    facility: CouplingFacility, root: Path, count: int, opened: list[QueueManager]
+) -> dict[str, Callable[[], _Run]]:
+    runs: dict[str, Callable[[], _Run]] = {}
+    for label in PRODUCER_GROUPS:
+        qms = [_producer_manager(facility, label, n, root) for n in range(1, PRODUCERS + 1)]
+        opened.extend(qms)
+
+        def measure(qms: list[QueueManager] = qms) -> _Run:
+            targets = [
+                partial(_cycles, qm, f"PROD.{n}", count) for n, qm in enumerate(qms, start=1)
+            ]
+            return _in_threads(targets, count * PRODUCERS)
+
+        runs[label] = measure
+    return runs
+
+
+@contextmanager
+def _processes(url: str, root: Path, count: int) -> Iterator[dict[str, Callable[[], _Run]]]:
+    context = multiprocessing.get_context("spawn")
+    barrier = context.Barrier(PRODUCERS)
+    pipes = []
+    children = []
+    for index in range(1, PRODUCERS + 1):
+        ours, theirs = context.Pipe()
+        child = context.Process(
+            target=_producer_process, args=(url, str(root), index, count, barrier, theirs)
+        )
+        child.start()
+        pipes.append(ours)
+        children.append(child)
+    for pipe in pipes:
+        assert pipe.recv() == "ready"
+
+    def measure(label: str) -> _Run:
+        for pipe in pipes:
+            pipe.send(label)
+        results = [pipe.recv() for pipe in pipes]
+        seconds = max(r[1] for r in results) - min(r[0] for r in results)
+        return _Run(
+            count * PRODUCERS,
+            seconds,
+            sum(r[2] for r in results),
+            sum(r[3] for r in results),
+            sum(r[4] for r in results),
+        )
+
+    try:
+        yield {label: partial(measure, label) for label in PRODUCER_GROUPS}
+    finally:
+        for pipe in pipes:
+            pipe.send(None)
+        for child in children:
+            child.join(60)
+
+
+def producer_figures(report: Report, base: Path, url: str, count: int, rounds: int) -> None:
+    """(d): four producers at once, logged (durable) and not, as threads of one manager,
+    managers of one process, and processes (one manager each)."""
+    root = base / "producers"
+    facility = open_facility(url)
+    _setup_producer_groups(facility, root)
+    headline: dict[str, float] = {}
+    try:
+        for kind in ("threads", "managers", "processes"):
+            with contextlib.ExitStack() as stack:
+                opened: list[QueueManager] = []
+                stack.enter_context(_opened(opened))
+                if kind == "threads":
+                    runs = _threads_of_one_manager(facility, root, count, opened)
+                elif kind == "managers":
+                    runs = _managers_of_one_process(facility, root, count, opened)
+                else:
+                    runs = stack.enter_context(_processes(url, root, count))
+                best: dict[str, _Run] = {}
+                for _ in range(rounds):
+                    for label, measure in runs.items():
+                        run = measure()
+                        if label not in best or run.rate > best[label].rate:
+                            best[label] = run
+            unlogged = best["unlogged"]
+            report.add(f"cycles_per_s_unlogged_4_{kind}", unlogged.rate, "cycles/s", "redis")
+            for label, (_, group_commit) in PRODUCER_GROUPS.items():
+                if group_commit is None:
+                    continue
+                run = best[label]
+                suffix = "" if group_commit is GroupCommit.HOST else "_per_writer"
+                ratio = run.rate / unlogged.rate
+                per_commit = run.syncs / max(run.commits, 1)
+                report.add(
+                    f"cycles_per_s_logged{suffix}_4_{kind}",
+                    run.rate,
+                    "cycles/s",
+                    f"every_commit, group_commit={group_commit.value}",
+                )
+                report.add(f"logged{suffix}_ratio_vs_unlogged_4_{kind}", ratio, "", "target >= 0.5")
+                report.add(
+                    f"fsyncs{suffix}_per_commit_4_{kind}",
+                    per_commit,
+                    "",
+                    f"{run.syncs} syncs for {run.commits} commits; target <= 0.5",
+                )
+                report.add(
+                    f"sync_ms{suffix}_4_{kind}", run.sync_s * 1000, "ms", "mean time of one sync"
+                )
+                report.add(
+                    f"logged{suffix}_ratio_sync_bound_4_{kind}",
+                    min(run.sync_bound() / unlogged.rate, 1.0),
+                    "",
+                    "the ratio if syncs were all the log cost (two waits a cycle)",
+                )
+                headline[f"ratio{suffix}_{kind}"] = ratio
+                headline[f"fsyncs{suffix}_{kind}"] = per_commit
+    finally:
+        facility.close()
+    report.add(
+        "logged_ratio_vs_unlogged_4_producers",
+        headline["ratio_processes"],
+        "",
+        "4 processes, a manager each; target >= 0.5",
+    )
+    report.add(
+        "fsyncs_per_commit_4_producers",
+        headline["fsyncs_processes"],
+        "",
+        "4 processes, a manager each; target <= 0.5",
+    )
+
+
+PARTS = ("replay", "checkpoint", "cycles", "producers")
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--redis", metavar="URL", help="a server to measure on")
+    parser.add_argument(
+        "--only", choices=PARTS, action="append", help="measure only these parts (repeatable)"
+    )
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0], _options)
     quick = args.quick
+    parts = set(args.only or PARTS)
     logging.getLogger("sharedq").setLevel(logging.ERROR)  # recoveries say what they did
     report = Report("sharedq recovery", quick)
     base = Path(tempfile.mkdtemp(prefix="sharedq-bench-recovery-"))
     started = time.perf_counter()
     try:
         with redis_url(args.redis) as url, _facilities(url) as facilities:
-            replay_figures(report, base, facilities, 100_000 if quick else 1_000_000)
-            checkpoint_figures(
-                report,
-                base,
-                facilities,
-                (10_000,) if quick else (10_000, 100_000),
-                2 if quick else 3,
-            )
-            counts = (
-                {"unlogged": 1000, "every_commit": 150, "interval_ms_50": 1000, "every_record": 100}
-                if quick
-                else {
-                    "unlogged": 5000,
-                    "every_commit": 600,
-                    "interval_ms_50": 5000,
-                    "every_record": 400,
-                }
-            )
-            cycle_figures(report, base, facilities, counts, 3 if quick else 5)
+            if "replay" in parts:
+                replay_figures(report, base, facilities, 100_000 if quick else 1_000_000)
+            if "checkpoint" in parts:
+                checkpoint_figures(
+                    report,
+                    base,
+                    facilities,
+                    (10_000,) if quick else (10_000, 100_000),
+                    2 if quick else 3,
+                )
+            if "cycles" in parts:
+                counts = (
+                    {
+                        "unlogged": 1000,
+                        "every_commit": 150,
+                        "interval_ms_50": 1000,
+                        "every_record": 100,
+                    }
+                    if quick
+                    else {
+                        "unlogged": 5000,
+                        "every_commit": 600,
+                        "interval_ms_50": 5000,
+                        "every_record": 400,
+                    }
+                )
+                cycle_figures(report, base, facilities, counts, 3 if quick else 5)
+            if "producers" in parts:
+                producer_figures(report, base, url, 100 if quick else 1000, 3 if quick else 5)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     report.add("seconds", time.perf_counter() - started, "s")

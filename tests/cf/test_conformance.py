@@ -57,6 +57,7 @@ def test_the_suite_is_whole() -> None:
         "moves",
         "sequence",
         "stateful",
+        "taking",
         "threads",
         "users",
         "write_and_rekey",

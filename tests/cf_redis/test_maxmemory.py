@@ -52,8 +52,8 @@ LEASE = 1.0
 #: What the scripts declare, as ``scripts.py`` documents it.
 ALLOW_OOM = {
     "alter", "bulk_delete", "bulk_move", "controls", "delete", "destroy", "detach",
-    "events", "monitor", "move", "renew", "snapshot_drop", "unlock", "unmonitor", "user",
-    "write_reserve", "update_in_place",
+    "events", "monitor", "move", "renew", "snapshot_drop", "take", "take_many", "unlock",
+    "unmonitor", "user", "write_reserve", "update_in_place",
 }  # fmt: skip
 NO_WRITES = {"alive", "holder", "list_info", "read", "scan", "snapshot_read", "stats", "users"}
 

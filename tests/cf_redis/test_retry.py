@@ -80,6 +80,27 @@ def test_a_get_whose_reply_was_lost_takes_one_entry_and_returns_it(
     assert [e.data for e in conn.scan(1)] == [b"first"]
 
 
+def test_lost_replies_with_data_in_the_record_and_apart(
+    conn: ListStructure, proxy: ReplyDroppingProxy
+) -> None:
+    """The result kept for a resend leaves small data in the record it keeps, and keeps
+    larger data (kept apart) beside it: either way the resend returns the data."""
+    small = conn.write(0, key(1), b"s" * 100).entry
+    large = conn.write(0, key(2), b"L" * 3000).entry
+    for entry in (small, large):
+        proxy.drop_next_reply()
+        got = conn.move(GET, 1)
+        assert got is not None and got.entry == entry._replace(list_number=1)
+        proxy.drop_next_reply()
+        updated = conn.update(ById(entry.entry_id), increment_version=True)
+        assert updated is not None and updated.entry.data == entry.data
+        proxy.drop_next_reply()
+        gone = conn.delete(ById(entry.entry_id))
+        assert gone is not None and gone.entry.data == entry.data
+    assert proxy.dropped == 6
+    assert list(conn.scan(0)) == list(conn.scan(1)) == []
+
+
 def test_a_delete_and_a_bulk_move_whose_replies_were_lost(
     conn: ListStructure, proxy: ReplyDroppingProxy
 ) -> None:

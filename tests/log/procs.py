@@ -87,3 +87,42 @@ def append_and_die(root: str, writer: str, count: int, first_seq: int) -> None:
         )
     w.commit()
     os._exit(0)
+
+
+def commit_in_threads_until_killed(
+    root: str, writers: list[str], threads: int, group_commit: str, conn: Connection
+) -> None:
+    """``threads`` threads per writer append and commit forever (durable at each
+    commit); each commit that returned is reported as ``(writer, lsn, thread, n)``."""
+    import threading
+
+    from sharedq.log import GroupCommit
+
+    stream = _stream(
+        root,
+        durability=Durability.every_commit(),
+        group_commit=GroupCommit(group_commit),
+        segment_bytes=16384,
+    )
+    send_lock = threading.Lock()
+
+    def commit_forever(writer: Any, thread: str) -> None:
+        n = 0
+        while True:
+            n += 1
+            position = writer.log_event(RecordType.STATISTICS, payload=[thread, n])
+            writer.commit()
+            with send_lock:
+                conn.send((writer.name, position.lsn, thread, n))
+
+    workers = []
+    for name in writers:
+        w = stream.writer(name)
+        for t in range(threads):
+            workers.append(
+                threading.Thread(target=commit_forever, args=(w, f"{name}.{t}"), daemon=True)
+            )
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()

@@ -16,6 +16,7 @@ from sharedq.log import (
     ChangeOp,
     Durability,
     DurabilityMode,
+    GroupCommit,
     InvalidLogRequest,
     LogConfig,
     LogStream,
@@ -75,8 +76,13 @@ def test_interval_syncs_in_the_background(make_stream: MakeStream) -> None:
         assert w.durable_lsn == 5
 
 
-def test_concurrent_every_record_appends_share_syncs(make_stream: MakeStream) -> None:
-    stream = make_stream(durability=Durability.every_record(), staging_bytes=1 << 22)
+@pytest.mark.parametrize("group_commit", [GroupCommit.HOST, GroupCommit.WRITER])
+def test_concurrent_every_record_appends_share_syncs(
+    make_stream: MakeStream, group_commit: GroupCommit
+) -> None:
+    stream = make_stream(
+        durability=Durability.every_record(), staging_bytes=1 << 22, group_commit=group_commit
+    )
     w = stream.writer("QM1")
     seqs = iter(range(1, 10**6))
     lock = threading.Lock()

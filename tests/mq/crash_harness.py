@@ -101,14 +101,24 @@ class Scenario:
     units: list[Unit] = field(default_factory=list)
     group: str = ""
     held: int = 0
+    #: A unit puts to a queue with one ``put_many`` and gets from it with one
+    #: ``get_many`` (the first put or get of the queue in the unit does as many as the
+    #: unit does there), so that commits and backouts carry batches.
+    batched: bool = False
 
     @classmethod
     def generate(
-        cls, seed: int, units: int = 10, big: bool = True, held: int = 0, group: str = ""
+        cls,
+        seed: int,
+        units: int = 10,
+        big: bool = True,
+        held: int = 0,
+        group: str = "",
+        batched: bool = False,
     ) -> Scenario:
         """``held`` units of work are prepared and left in doubt for the coordinator."""
         rng = random.Random(seed)
-        scenario = cls(seed, group=group, held=held)
+        scenario = cls(seed, group=group, held=held, batched=batched)
         names = sorted(QUEUES)
         for n in range(units):
             if rng.random() < 0.2:
@@ -145,6 +155,7 @@ class Scenario:
         return [
             *("--seed", str(self.seed), "--units", str(len(self.units))),
             *("--held", str(self.held), "--group", self.group),
+            *(["--batched"] if self.batched else []),
         ]
 
     def body(self, unit: int, op: int) -> bytes:
@@ -230,12 +241,41 @@ class _Workload:
         else:
             self.record(u=n, op="oos-get", body=got.body.decode())
 
+    @staticmethod
+    def _batches(unit: Unit) -> dict[int, list[int]]:
+        """Batched: the op that puts or gets a queue's batch, with the ops the batch
+        stands for (an empty list: an op a batch before it covered)."""
+        batches: dict[int, list[int]] = {}
+        first: dict[tuple[str, str], int] = {}
+        for k, op in enumerate(unit.ops):
+            if op in first:
+                batches[first[op]].append(k)
+                batches[k] = []
+            else:
+                first[op] = k
+                batches[k] = [k]
+        return batches
+
     def unit(self, n: int, unit: Unit) -> None:
         record, rng = self.record, self.rng
         record(u=n, op="begin")
         uow = self.qm.unit_of_work()
+        batches = self._batches(unit) if self.scenario.batched else {}
         for k, (kind, name) in enumerate(unit.ops):
             queue = self.qm.open(name)
+            if k in batches:
+                covered = batches[k]
+                if covered and kind == "put":
+                    bodies = [self.scenario.body(n, j) for j in covered]
+                    queue.put_many(
+                        bodies, uow=uow, priority=rng.randint(0, 9), persistent=rng.random() < 0.5
+                    )
+                    for body in bodies:
+                        record(u=n, op="put", body=body.decode())
+                gets = kind == "get" and covered
+                for got in queue.get_many(len(covered), uow=uow) if gets else ():
+                    record(u=n, op="get", body=got.body.decode())
+                continue
             if kind == "put":
                 body = self.scenario.body(n, k)
                 queue.put(body, uow=uow, priority=rng.randint(0, 9), persistent=rng.random() < 0.5)
@@ -761,6 +801,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--seed", type=int, required=True)
     common.add_argument("--units", type=int, default=10, help="units of work in the script")
     common.add_argument("--held", type=int, default=0, help="units prepared and left in doubt")
+    common.add_argument("--batched", action="store_true", help="gets in batches (get_many)")
     common.add_argument("--record", type=Path, required=True, help="the victim's record file")
     worker = commands.add_parser("worker", parents=[common], help="the victim: run the workload")
     worker.add_argument("--kill-at", type=int, help="SIGKILL this process at request K")
@@ -777,7 +818,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    scenario = Scenario.generate(args.seed, args.units, held=args.held, group=args.group)
+    scenario = Scenario.generate(
+        args.seed, args.units, held=args.held, group=args.group, batched=args.batched
+    )
     facility = open_facility(args.facility)
     if args.command == "worker":
         if args.setup:

@@ -112,9 +112,10 @@ class Crash:
         held: int = 0,
         kill_at: int | None = None,
         expected: str | None = None,
+        batched: bool = False,
     ) -> Crash:
         group = f"G{next(_groups)}"
-        scenario = Scenario.generate(seed, units, held=held, group=group)
+        scenario = Scenario.generate(seed, units, held=held, group=group, batched=batched)
         setup_group(facility, scenario)
         return cls(scenario, directory, kill_at, expected)
 
@@ -199,10 +200,15 @@ def choose(labels: dict[str, list[int]]) -> list[tuple[int, str]]:
 
 
 def planned(
-    facility: CouplingFacility, directory: Path, seed: int, held: int, plan: list[tuple[int, str]]
+    facility: CouplingFacility,
+    directory: Path,
+    seed: int,
+    held: int,
+    plan: list[tuple[int, str]],
+    batched: bool = False,
 ) -> list[Crash]:
     return [
-        Crash.new(facility, directory, seed, held=held, kill_at=k, expected=label)
+        Crash.new(facility, directory, seed, held=held, kill_at=k, expected=label, batched=batched)
         for k, label in plan
     ]
 
@@ -232,6 +238,30 @@ def test_victims_killed_at_chosen_requests(
     assert any("/partial" in label for label in found)
     assert any("/muse" in label for label in found)
     assert "in-flight" in found
+
+
+def test_batched_victims_killed_in_the_middle_of_bulk_commits(
+    facility: CouplingFacility, server: RedisServer, tmp_path: Path
+) -> None:
+    """Units that get in batches (``get_many``) and commit them with bulk requests: the
+    victim is killed with SIGKILL at a request of each kind of place, among them the
+    middle of a bulk commit (descriptors written, part of the bulk moves and deletes
+    done), and every message is counted afterwards."""
+    seed = 31
+    plan = choose(label_points(Scenario.generate(seed, batched=True)))
+    crashes = planned(facility, tmp_path, seed, 0, plan, batched=True)
+    run_victims(server, crashes)
+    found: Counter[str] = Counter()
+    for crash in crashes:
+        try:
+            summary = recover_and_check(facility, crash.scenario, crash.lines(), detect="lease")
+        except AssertionError as error:
+            raise AssertionError(
+                f"batched, killed at {crash.kill_at} ({crash.expected}): {error}"
+            ) from None
+        assert summary["label"] == crash.expected, f"killed at {crash.kill_at}"
+        found[summary["label"]] += 1
+    assert any(label.startswith("in-commit/partial") for label in found), found
 
 
 # -- no peer: the failed manager restarts in a new process and recovers itself --------------

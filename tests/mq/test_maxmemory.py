@@ -154,7 +154,11 @@ def get_one(group: Group, n: int) -> Message | None:
         if way == 2:
             # Backed out first: the message goes back and is gotten again.
             uow = consumer.unit_of_work()
-            first = queue.get(uow=uow)
+            try:
+                first = queue.get(uow=uow)
+            except NoMessageAvailable:
+                uow.backout()  # the drain ended here: the thread's unit must end too
+                raise
             uow.backout()
             with consumer.unit_of_work() as uow:
                 again = queue.get(uow=uow)

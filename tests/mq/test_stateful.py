@@ -1,5 +1,6 @@
-"""A state machine: random puts, gets, commits, backouts and browses by one to three
-managers sharing a structure, checked step by step against a reference model.
+"""A state machine: random puts, gets, batches of both, commits, backouts and browses by
+one to three managers sharing a structure, checked step by step against a reference
+model.
 
 The model is a few lines per rule: a queue is its committed messages ordered by
 (priority, put order); a unit of work holds its own puts and its gets.  A get in
@@ -142,6 +143,42 @@ class SharedQueues(RuleBasedStateMachine):
     @rule(
         data=st.data(),
         queue=st.sampled_from(sorted(QUEUES)),
+        priority=st.integers(0, 9),
+        persistent=st.booleans(),
+        syncpoint=st.booleans(),
+        count=st.integers(1, 4),
+    )
+    def put_many(
+        self,
+        data: st.DataObject,
+        queue: str,
+        priority: int,
+        persistent: bool,
+        syncpoint: bool,
+        count: int,
+    ) -> None:
+        """A batch of puts: what ``count`` puts would do (one ``write_entries``)."""
+        m = data.draw(st.integers(0, len(self.managers) - 1))
+        unit = self._unit(m) if syncpoint else None
+        msgs = []
+        for _ in range(count):
+            self.seq += 1
+            msgs.append(Msg(b"m%d" % self.seq, priority, self.seq, persistent))
+        self.managers[m].open(queue).put_many(
+            [msg.body for msg in msgs],
+            priority=priority,
+            persistent=persistent,
+            uow=self.real_units[m] if syncpoint else None,
+        )
+        if unit is None:
+            self.committed[queue].extend(msgs)
+        else:
+            unit.puts.setdefault(queue, []).extend(msgs)
+
+    @precondition(lambda self: self.managers)
+    @rule(
+        data=st.data(),
+        queue=st.sampled_from(sorted(QUEUES)),
         mode=st.sampled_from(["out", "sync", "if-persistent"]),
     )
     def get(self, data: st.DataObject, queue: str, mode: str) -> None:
@@ -160,6 +197,27 @@ class SharedQueues(RuleBasedStateMachine):
             return
         assert expected is not None, f"expected nothing, got {got.body!r}"
         assert (got.body, got.backout_count) == (expected.body, expected.backouts)
+
+    @precondition(lambda self: self.managers)
+    @rule(
+        data=st.data(),
+        queue=st.sampled_from(sorted(QUEUES)),
+        mode=st.sampled_from(["out", "sync"]),
+        count=st.integers(1, 4),
+    )
+    def get_many(self, data: st.DataObject, queue: str, mode: str, count: int) -> None:
+        """A batch: what ``count`` gets, one after another, would return (``take_many``)."""
+        m = data.draw(st.integers(0, len(self.managers) - 1))
+        unit = self._unit(m) if mode != "out" else None
+        real_unit = self.real_units[m] if mode != "out" else None
+        expected = []
+        for _ in range(count):
+            one = self._expected_get(unit, queue, mode)
+            if one is None:
+                break
+            expected.append(one)
+        got = self.managers[m].open(queue).get_many(count, uow=real_unit)
+        assert [(g.body, g.backout_count) for g in got] == [(e.body, e.backouts) for e in expected]
 
     def _expected_get(self, unit: ModelUnit | None, queue: str, mode: str) -> Msg | None:
         """Apply the get to the model; return what it must return."""

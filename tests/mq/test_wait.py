@@ -116,7 +116,9 @@ def test_backout_of_a_get_wakes_a_waiter(make_qm: MakeManager) -> None:
 
 
 def test_waiting_does_not_poll(make_qm: MakeManager) -> None:
-    """A wait that times out makes a handful of requests, however long it waits."""
+    """A wait that times out makes a handful of requests, however long it waits: the
+    try that registers the monitor as it finds nothing, and the sleep.  The monitor
+    stays registered, so the next wait on the queue registers nothing."""
     counting = Counting()
     qm = make_qm(1, faults=counting)
     qm.define_queue("Q", structure=APP)
@@ -124,7 +126,43 @@ def test_waiting_does_not_poll(make_qm: MakeManager) -> None:
     counting.requests.clear()
     with pytest.raises(NoMessageAvailable):
         queue.get(wait=0.5)
-    assert counting.requests == ["move", "register_monitor", "wait_events", "stop_monitor"]
+    assert counting.requests == ["take", "wait_events"]
+    counting.requests.clear()
+    with pytest.raises(NoMessageAvailable):
+        queue.get(wait=0.2)
+    assert counting.requests == ["take", "wait_events"]
+
+
+def test_a_waiting_get_is_three_requests_a_message(
+    make_qm: MakeManager, observer: ListStructure
+) -> None:
+    """A consumer waiting again and again: per message delivered, the try that finds
+    nothing (and, the first time only, registers the monitor), the sleep, and the try
+    that takes the events and the message.  One monitor for all the waits."""
+    counting, sleeping = Counting(), Sleeping()
+
+    def hooks(request: str, structure: str, before: bool) -> None:
+        counting(request, structure, before)
+        sleeping(request, structure, before)
+
+    qm1, qm2 = make_qm(1), make_qm(2, faults=hooks)
+    qm1.define_queue("Q", structure=APP)
+    producer, consumer = qm1.open("Q"), qm2.open("Q")
+    emcs = observer.statistics().emcs
+    for n in range(3):
+        counting.requests.clear()
+        sleeping.asleep.clear()
+        waiter = Waiter(lambda: consumer.get(wait=30))
+        waiter.start()
+        sleeping.wait()
+        producer.put(b"m%d" % n)
+        waiter.join(SIGNAL_TIMEOUT)
+        assert isinstance(waiter.result, Message) and waiter.result.body == b"m%d" % n
+        # The sleep may end once for nothing on Redis (it blocks in slices): each
+        # extra wake-up is one more sleep and one more try, never more.
+        takes = counting.requests.count("take")
+        assert counting.requests == ["take", "wait_events"] * (takes - 1) + ["take"]
+        assert observer.statistics().emcs == emcs + 1
 
 
 def test_indexed_wait_wakes_only_for_its_id(make_qm: MakeManager, observer: ListStructure) -> None:
@@ -159,7 +197,9 @@ def test_commit_between_failed_get_and_monitor_is_not_missed(make_qm: MakeManage
     other = qm2.open("Q")
 
     def race(request: str, structure: str, before: bool) -> None:
-        if request == "register_monitor" and before and not raced:
+        # The try that finds nothing registers the monitor in the same request (take):
+        # the put lands just before it, which is as late as a race can come now.
+        if request in ("register_monitor", "take") and before and not raced:
             raced.append(True)
             other.put(b"raced")
 

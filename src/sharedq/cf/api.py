@@ -43,7 +43,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from types import TracebackType
+from typing import NamedTuple
 
+from sharedq.cf.errors import CFReason, cf_error
 from sharedq.cf.params import StructureParams
 from sharedq.cf.types import (
     HIGHEST_KEY,
@@ -53,6 +55,7 @@ from sharedq.cf.types import (
     BulkResult,
     BulkWrite,
     Change,
+    Head,
     ListEntry,
     ListInfo,
     Locator,
@@ -64,6 +67,33 @@ from sharedq.cf.types import (
     Unchanged,
     UserInfo,
 )
+
+#: The most entries one :meth:`ListStructure.take_many` takes: few enough that one
+#: request stays short (a Redis server serves nobody else meanwhile).
+MAX_TAKE_MANY = 1000
+
+
+def check_take_count(count: object) -> int:
+    """A ``take_many`` count, or ``InvalidRequest``."""
+    if type(count) is not int or not 1 <= count <= MAX_TAKE_MANY:
+        raise cf_error(CFReason.BAD_ARGUMENT, f"count {count!r} must be 1..{MAX_TAKE_MANY}")
+    return count
+
+
+class Taken(NamedTuple):
+    """What :meth:`ListStructure.take` did, in the order it did it.
+
+    ``events``: the events queued for this user that it took first (empty unless asked).
+    ``moved``: the move of the located entry (``None``: the locator found none).
+    ``deleted``: the delete that followed the move, when asked; its entry is the entry
+    as the move left it, with its data.  ``registration``: the monitor registered
+    because the locator found nothing, when asked.
+    """
+
+    events: list[MonitorEvent]
+    moved: Change | None
+    deleted: Change | None
+    registration: Registration | None
 
 
 class ListStructure(ABC):
@@ -201,6 +231,65 @@ class ListStructure(ABC):
         """
 
     @abstractmethod
+    def take(
+        self,
+        locator: Locator,
+        to_list: int,
+        *,
+        delete: bool = False,
+        expect_authority: int | None = None,
+        monitor: MonitorSpec | None = None,
+        take_events: bool = False,
+    ) -> Taken:
+        """A consumer's round trip: take events, move an entry (and delete it) or watch.
+
+        In one atomic request, in this order: with ``take_events``, every event queued
+        for this user is dequeued, as :meth:`events_nowait` would; then the entry the
+        locator finds is moved to ``to_list`` as ``move(locator, to_list,
+        expect_authority=...)`` would, and with ``delete`` deleted from there at once
+        as ``delete(ById(entry_id, to_list))`` would: two changes, consecutive seqs,
+        the monitors told of each as the two requests would tell them.  When the
+        locator finds nothing and ``monitor`` is given, that monitor is registered as
+        :meth:`register_monitor` would (taking a seq and an EMC): a consumer that
+        found nothing is watching from the same instant, with nothing in between.
+
+        This is the queue manager's get out of syncpoint (move to its get list and
+        delete: the message is gone and its data returned) and its get-wait (move or
+        register; on waking, take the events and move) in one round trip each.
+
+        Everything is checked before anything changes: a bad argument, a condition
+        that does not hold (``AuthorityMismatch``), ``ListFull`` (``to_list`` at its
+        limit) or ``EmcAreaFull`` (a monitor to register and no EMC left) leaves the
+        structure and the user's events as they were.
+        """
+
+    @abstractmethod
+    def take_many(
+        self,
+        head: Head,
+        to_list: int,
+        count: int,
+        *,
+        delete: bool = False,
+        expect_authority: int | None = None,
+    ) -> list[tuple[Change, Change | None]]:
+        """Up to ``count`` :meth:`take` requests of the head, in one atomic request.
+
+        Each entry the ``head`` locator finds (its key compared as the locator says) is
+        moved to ``to_list`` and, with ``delete``, deleted there at once, in list
+        order, until ``count`` are done or the head does not qualify: the same changes,
+        seqs and events as that many ``take(head, to_list, delete=...)``, with nothing
+        of anyone else's in between.  Returns each entry's move and its delete (``None``
+        without ``delete``); an empty list when the first head does not qualify.
+
+        ``count`` is 1 to :data:`MAX_TAKE_MANY`.  The conditions are checked before
+        anything changes: ``expect_authority`` (``AuthorityMismatch``) and the room on
+        ``to_list`` for the first entry (``ListFull``); the request stops, keeping what
+        it did, when ``to_list`` reaches its limit after that.  This is the queue
+        manager's ``get_many``: a batch of messages in one round trip.
+        """
+
+    @abstractmethod
     def delete(
         self,
         locator: Locator,
@@ -271,6 +360,7 @@ class ListStructure(ABC):
         ignore_limit: bool = False,
         not_locked: Iterable[int] = (),
         budget: int | None = None,
+        expect_authority: int | None = None,
     ) -> BulkResult:
         """Write several entries, in order, each atomically, as :meth:`write` would.
 
@@ -283,6 +373,11 @@ class ListStructure(ABC):
         ``StructureFull``).  An entry written without an id gets the one the structure
         assigns, its seq as 12 big-endian bytes, as ``write`` does.  ``missing`` is
         always empty.
+
+        ``expect_authority``: the list of every entry the request handles must have
+        this authority value, checked before anything is written (``AuthorityMismatch``
+        raised, nothing written): a batch conditioned as a ``write`` with
+        ``expect_authority`` is (the queue manager's ``put_many``).
         """
 
     @abstractmethod
@@ -387,6 +482,17 @@ class ListStructure(ABC):
 
         Returns an empty list when ``timeout`` seconds pass first.  The wait is woken by
         the change that queues the event, not by polling.
+        """
+
+    @abstractmethod
+    def wait_for_event(self, timeout: float) -> None:
+        """Sleep until an event is queued for this user, or ``timeout`` seconds pass.
+
+        The events are left queued, for the request that takes them with its own work
+        (:meth:`take` with ``take_events``, or :meth:`events_nowait`): a consumer then
+        needs one round trip to sleep and one to take its events and its entry, where
+        :meth:`wait_events` and a move are three.  It may return early with nothing
+        queued (a backend may wake for other reasons); callers look and sleep again.
         """
 
     def monitor_list(

@@ -12,7 +12,7 @@ in :mod:`sharedq.log.records` and ``docs/log-records.md``; operators read ``docs
 
 from sharedq.log.changes import MessageInfo
 from sharedq.log.codec import Damage, DamageReason
-from sharedq.log.config import Durability, DurabilityMode, LogConfig
+from sharedq.log.config import Durability, DurabilityMode, GroupCommit, LogConfig
 from sharedq.log.continuity import Coverage, Gap
 from sharedq.log.errors import (
     InvalidLogRequest,
@@ -27,6 +27,7 @@ from sharedq.log.errors import (
     WriterInUse,
     log_error,
 )
+from sharedq.log.groupsync import SyncStatistics, sync_statistics
 from sharedq.log.offload import OffloadResult
 from sharedq.log.reader import (
     DecodedSources,
@@ -68,6 +69,7 @@ __all__ = [
     "DurabilityMode",
     "Field",
     "Gap",
+    "GroupCommit",
     "InvalidLogRequest",
     "LogConfig",
     "LogDamaged",
@@ -93,9 +95,11 @@ __all__ = [
     "SegmentDecoded",
     "StagingSegment",
     "StreamMismatch",
+    "SyncStatistics",
     "WriterClosed",
     "WriterInUse",
     "log_error",
     "pack_payload",
+    "sync_statistics",
     "unpack_payload",
 ]

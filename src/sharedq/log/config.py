@@ -25,6 +25,10 @@ DEFAULT_HIGH_OFFLOAD = 50
 DEFAULT_LOW_OFFLOAD = 0
 #: Rows per Parquet row group in a log data set: the unit a reader skips by seq.
 DEFAULT_ROW_GROUP_ROWS = 65_536
+#: How long a group commit's leader waits for more commits when others are coming in.
+DEFAULT_GROUP_COMMIT_WINDOW_US = 1000
+#: The longest group commit window accepted (a tenth of a second).
+MAX_GROUP_COMMIT_WINDOW_US = 100_000
 #: The smallest segment size accepted: a segment must hold a header and some records.
 MIN_SEGMENT_BYTES = 1024
 
@@ -49,8 +53,8 @@ class Durability:
     so a record survives the writer's *process* crashing once ``append`` returned.
     The modes differ in when records also survive the *machine* crashing (``fsync``):
 
-    * ``every_record``: before ``append`` returns.  Concurrent appenders of one writer
-      share fsyncs (group commit).
+    * ``every_record``: before ``append`` returns.  Appends that come together share
+      a sync (group commit, :class:`GroupCommit`).
     * ``every_commit``: when ``commit()`` (or ``append(..., commit=True)``) returns,
       for every record the writer appended before it.
     * ``interval_ms=N``: a background thread of the writer syncs every ``N`` ms, so at
@@ -118,6 +122,22 @@ class Durability:
         return str(self.mode.value)
 
 
+class GroupCommit(Enum):
+    """Which commits share a sync (see ``sharedq.log.groupsync`` and docs/log.md).
+
+    * ``host``: every writer of every process on this host whose log is on one file
+      system: a commit waits for one ``syncfs`` of that file system that started
+      after its records were written, and commits that come together share it.
+      Where ``syncfs`` is missing (not Linux), as ``writer``.
+    * ``writer``: each writer syncs its own segment (``fdatasync``); only concurrent
+      committers of one writer share a sync.  For a log on storage where a whole file
+      system sync is costly (one shared with heavy unrelated writes).
+    """
+
+    HOST = "host"
+    WRITER = "writer"
+
+
 @dataclass(frozen=True)
 class LogConfig:
     """How a log stream stages, offloads, bounds and syncs its records.
@@ -136,6 +156,12 @@ class LogConfig:
         background_offload: offload in a thread of the writer (``False``: in the
             appending thread, which then waits for it; simpler to reason about in tests).
         row_group_rows: rows per Parquet row group in log data sets.
+        group_commit: which commits share a sync: ``GroupCommit.HOST`` (every writer
+            of the host on the log's file system) or ``GroupCommit.WRITER``.
+        group_commit_window_us: under ``GroupCommit.HOST``, when more than one commit
+            came in since the last sync began, the one that starts the next sync
+            waits this long first, so that the commits arriving meanwhile share it
+            (0: never waits; a commit alone never waits).
 
     A value, compared and copied with ``replace``: it holds no clock (a dependency,
     not a setting); ``LogStream(clock=...)`` is given one.
@@ -149,6 +175,8 @@ class LogConfig:
     durability: Durability = field(default_factory=Durability.every_commit)
     background_offload: bool = True
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
+    group_commit: GroupCommit = GroupCommit.HOST
+    group_commit_window_us: int = DEFAULT_GROUP_COMMIT_WINDOW_US
 
     def __post_init__(self) -> None:
         def bad(detail: str) -> None:
@@ -174,6 +202,14 @@ class LogConfig:
             bad(f"durability must be a Durability, not {self.durability!r}")
         if not isinstance(self.row_group_rows, int) or self.row_group_rows < 1:
             bad(f"row_group_rows must be a positive int, not {self.row_group_rows!r}")
+        window = self.group_commit_window_us
+        if not isinstance(window, int) or not 0 <= window <= MAX_GROUP_COMMIT_WINDOW_US:
+            bad(
+                f"group_commit_window_us is 0 to {MAX_GROUP_COMMIT_WINDOW_US} microseconds, "
+                f"not {window!r}"
+            )
+        if not isinstance(self.group_commit, GroupCommit):
+            bad(f"group_commit must be a GroupCommit (host or writer), not {self.group_commit!r}")
 
     @property
     def high_offload_bytes(self) -> int:

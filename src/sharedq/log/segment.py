@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from sharedq.log.codec import (
     resync,
 )
 from sharedq.log.files import make_dirs, open_fd, open_new
+from sharedq.log.groupsync import count_syncs
 from sharedq.log.layout import fsync_dir, parse_segment_name
 from sharedq.log.records import LogRecord
 
@@ -261,8 +263,10 @@ class SegmentFile:
         self.size += len(frame)
 
     def sync(self) -> None:
+        started = time.perf_counter()
         for fd in self._fds:
             _sync(fd)
+        count_syncs(len(self._fds), time.perf_counter() - started)
 
     def close(self, *, sync: bool = True) -> None:
         if not self._fds:
@@ -270,8 +274,10 @@ class SegmentFile:
         fds, self._fds = self._fds, []
         try:
             if sync:
+                started = time.perf_counter()
                 for fd in fds:
                     _sync(fd)
+                count_syncs(len(fds), time.perf_counter() - started)
         finally:
             for fd in fds:
                 os.close(fd)

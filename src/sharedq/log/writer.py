@@ -36,6 +36,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -45,10 +46,11 @@ import pyarrow as pa
 from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log.changes import ChangeLogging, blank
 from sharedq.log.codec import FRAME_HEADER_BYTES, MAX_BODY_BYTES, Damage, encode_frame
-from sharedq.log.config import DurabilityMode, LogConfig
+from sharedq.log.config import DurabilityMode, GroupCommit, LogConfig
 from sharedq.log.datasets import read_dataset_meta
 from sharedq.log.errors import LogError, LogReason, log_error
 from sharedq.log.files import make_dirs
+from sharedq.log.groupsync import HostSync, count_commit, host_sync
 from sharedq.log.layout import (
     Layout,
     check_writer_name,
@@ -141,6 +143,10 @@ class LogWriter(ChangeLogging):
         self._high_bytes = config.high_offload_bytes
         self._sync_each = config.durability.mode is DurabilityMode.EVERY_RECORD
         self._packer = msgpack.Packer(use_bin_type=True)
+        self._groups = self._host_syncs() if config.group_commit is GroupCommit.HOST else []
+        if len(self._groups) == 1:
+            self._groups[0].join(self)
+        self._window_s = config.group_commit_window_us / 1e6
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         durability = config.durability
@@ -294,6 +300,17 @@ class LogWriter(ChangeLogging):
         paths = [layout.writer_dir(self.name) / name for layout in self._layouts]
         return SegmentFile.create(paths, self._next_lsn)
 
+    def _host_syncs(self) -> list[HostSync]:
+        """The host's group commit of each file system the writer's segments are on
+        (one, or two with dual logging on two); none where ``syncfs`` is missing."""
+        groups: dict[int, HostSync] = {}
+        for layout in self._layouts:
+            group = host_sync(layout.writer_dir(self.name))
+            if group is None:
+                return []
+            groups.setdefault(group.device, group)
+        return list(groups.values())
+
     def _measure_staging(self) -> int:
         total = 0
         for _, path in self._layout.segments(self.name):
@@ -413,7 +430,7 @@ class LogWriter(ChangeLogging):
             self._space.make_room(self.name, size)
         position = LogPosition(values[_SEQ], op, self.name, lsn)
         if commit or self._sync_each:
-            self._sync_through(lsn)
+            self._sync_through(lsn, waiting=True)
         if offload:
             self._start_offload()
         return position
@@ -467,12 +484,49 @@ class LogWriter(ChangeLogging):
     # -- durability ------------------------------------------------------------------
 
     def commit(self) -> None:
-        """Make every record appended so far durable (fsync) before returning."""
-        self._sync_through(self._written_lsn)
+        """Make every record appended so far durable before returning.
 
-    def _sync_through(self, lsn: int) -> None:
+        With ``GroupCommit.HOST`` the sync is shared with every writer of the host
+        committing meanwhile (:mod:`sharedq.log.groupsync`); with ``WRITER``, with
+        the other threads committing on this writer.
+        """
+        self._sync_through(self._written_lsn, waiting=True)
+
+    def _sync_through(self, lsn: int, *, waiting: bool = False) -> None:
         if self._durable_lsn >= lsn:
             return
+        if waiting:
+            count_commit()
+        if self._groups:
+            self._group_sync(lsn, committer=waiting)
+        else:
+            self._own_sync(lsn)
+        if self._roll_request.exists():
+            self._roll_on_request()
+
+    def _group_sync(self, lsn: int, *, committer: bool) -> None:
+        """Every record written so far (``target``) is durable once a sync of its file
+        system that started after it was written completed: the group's (or, when it
+        commits alone on the host, this writer's own ``fdatasync``)."""
+        target = self._written_lsn
+        alone = partial(self._own_sync, lsn) if len(self._groups) == 1 else None
+        try:
+            for group in self._groups:
+                group.sync(self._window_s, committer=committer, alone=alone)
+        except OSError as exc:
+            raise log_error(
+                LogReason.IO_FAILED, f"writer {self.name} could not sync its log: {exc}"
+            ) from exc
+        self.synced_through(target)
+
+    def synced_through(self, lsn: int) -> None:
+        """A sync of the file system, asked for by another writer of this process,
+        started after this writer's records up to ``lsn`` were written."""
+        with self._sync_lock:
+            if lsn > self._durable_lsn:
+                self._durable_lsn = lsn
+
+    def _own_sync(self, lsn: int) -> None:
         with self._sync_lock:
             if self._durable_lsn >= lsn:
                 return  # another thread's fsync covered it: group commit
@@ -487,8 +541,6 @@ class LogWriter(ChangeLogging):
                     LogReason.IO_FAILED, f"writer {self.name} could not sync {active.path}: {exc}"
                 ) from exc
             self._durable_lsn = max(self._durable_lsn, target)
-        if self._roll_request.exists():
-            self._roll_on_request()
 
     def _roll_on_request(self) -> None:
         """A reader found damage in the open segment: go on in a new one at once."""
@@ -630,6 +682,8 @@ class LogWriter(ChangeLogging):
                     self._write_state(closed=True)
                 except OSError as exc:  # readers then take it as not closed cleanly
                     logger.warning("writer %s: cannot record its clean close: %s", self.name, exc)
+        for group in self._groups:
+            group.leave(self)
         self._release_ownership()
 
     def _release_ownership(self) -> None:

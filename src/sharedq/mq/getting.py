@@ -103,11 +103,26 @@ def check_get_allowed(queue: QueueState) -> None:
 
 
 def took(
-    core: ManagerCore, queue: QueueState, request: GetRequest, entry: ListEntry
+    core: ManagerCore,
+    queue: QueueState,
+    request: GetRequest,
+    entry: ListEntry,
+    *,
+    gone: bool = False,
 ) -> m.Message | None:
-    """A committed message is on our get list: expire, refuse, sync or keep it."""
+    """A committed message is on our get list: expire, refuse, sync or keep it.
+
+    ``gone``: the request that moved it deleted it too (a get out of syncpoint without a
+    recovery log, and with no length to check, is one ``take``): it is synced already,
+    and one found expired is written to the expiry list, where a move would have put it.
+    """
     header = m.Decoded(entry.data)
     uow = request.uow
+    if gone:
+        if header.expired(core.clock.now_s()):
+            _expired_after_take(queue, entry, header)
+            return None
+        return m.to_message(entry.data, entry.version, entry.entry_id, header=header)
     if header.expired(core.clock.now_s()):
         try:
             syncpoint.expire_last(
@@ -234,3 +249,25 @@ def own_get(
         max_length=request.max_length if request.accept_truncated else None,
         header=header,
     )
+
+
+def _expired_after_take(queue: QueueState, entry: ListEntry, header: m.Decoded) -> None:
+    """An expired message a take deleted: written to the expiry list as it was (the
+    move expire last message makes), or, if the structure refuses, gone a little early."""
+    try:
+        queue.acc.write(
+            queue.expiry_list,
+            entry.key,
+            entry.data,
+            adjunct=entry.adjunct,
+            secondary_key=entry.secondary_key,
+            entry_id=entry.entry_id,
+            version=entry.version,
+            ignore_limit=True,
+            kind=ChangeKind.EXPIRE,
+            queue=queue.name,
+            persistent=header.persistent,
+            msg_id=header.msg_id,
+        )
+    except CFError as error:
+        logger.warning("expired message from %s not kept on the expiry list: %s", queue.name, error)

@@ -42,8 +42,10 @@ from sharedq.cf import (
     ListEntry,
     ListFull,
     ListMismatch,
+    Locator,
     MonitorSpec,
     NoSuchEntry,
+    Registration,
 )
 from sharedq.mq import arguments, getting, keys, undo
 from sharedq.mq import messages as m
@@ -53,6 +55,7 @@ from sharedq.mq.definitions import IndexType, QueueState
 from sharedq.mq.errors import JournalFailed, MQError, MQReason, from_cf, mq_error
 from sharedq.mq.journal import ChangeKind
 from sharedq.mq.units import Trop, TropKind, UnitState
+from sharedq.mq.waiting import EventDispatcher
 
 logger = logging.getLogger("sharedq.mq")
 
@@ -61,7 +64,8 @@ logger = logging.getLogger("sharedq.mq")
 AMBIGUOUS_WAIT_SLICE = 0.25
 
 
-def _check_put_allowed(queue: QueueState, length: int) -> None:
+def check_put_allowed(queue: QueueState, length: int) -> None:
+    """Refuse a put the queue's definition does not allow (inhibited, too long)."""
     definition = queue.definition
     if definition.put_inhibited and getting.revalidated(queue).put_inhibited:
         raise mq_error(MQReason.PUT_INHIBITED, f"puts are inhibited on queue {queue.name}")
@@ -114,7 +118,7 @@ def put(
         else m.check_id(correl_id, "correl_id", MQReason.MD_ERROR) or m.NO_ID
     )
     if definition.put_inhibited or len(body) > queue.max_body:
-        _check_put_allowed(queue, len(body))
+        check_put_allowed(queue, len(body))
 
     stamps = core.stamps
     stamp = stamps.stamp()
@@ -179,7 +183,7 @@ def put(
             break  # it could not be taken back, and stands
         except AuthorityMismatch:
             core.refresh(queue)
-            _check_put_allowed(queue, len(body))
+            check_put_allowed(queue, len(body))
         except EntryExists:
             entry_id = stamps.entry_id()
         except ListFull as error:
@@ -224,13 +228,9 @@ def get(
     wait = arguments.check_wait(wait)
     getting.check_get_allowed(queue)
     try:
-        found = _attempt(core, queue, request)
+        found = _wait(core, queue, request, wait) if wait else _attempt(core, queue, request)[0]
         if found is not None:
             return found
-        if wait:
-            found = _wait(core, queue, request, wait)
-            if found is not None:
-                return found
     except CFError as error:
         raise from_cf(error, f"get from {queue.name}") from error
     except JournalFailed as failure:
@@ -240,73 +240,107 @@ def get(
     raise mq_error(MQReason.NO_MSG_AVAILABLE, f"no message available on queue {queue.name}")
 
 
-def _attempt(core: ManagerCore, queue: QueueState, request: getting.GetRequest) -> m.Message | None:
-    """One try: a message, or ``None`` when none is available now."""
+def _attempt(
+    core: ManagerCore,
+    queue: QueueState,
+    request: getting.GetRequest,
+    watch: MonitorSpec | None = None,
+    dispatcher: EventDispatcher | None = None,
+) -> tuple[m.Message | None, Registration | None]:
+    """One try: a message, or ``None`` when none is available now.
+
+    With ``watch``, a try that finds nothing registers that monitor in the same request
+    (returned); with ``dispatcher``, the request takes the manager's events first and
+    hands them out.  Out of syncpoint without a recovery log, and with no length limit
+    to check first, the message is moved and deleted in one request (``take``).
+    """
     acc = queue.acc
     uow = request.uow
+    registration: Registration | None = None
+    fused = uow is None and request.max_length is None and not acc.journaling
     while True:
         trqs = uow.existing_trqs(queue) if uow is not None else None
+        gone = False
         try:
-            if request.index_key is not None:
+            if request.both:
                 entry = _take_by_id(core, queue, request)
             else:
-                best = (
-                    trqs.best_key(request.if_persistent)
-                    if trqs is not None
-                    else keys.COMMITTED_COMPARATOR
-                )
-                change = acc.move(
-                    Head(queue.put_list, best),
-                    queue.get_list,
-                    expect_authority=queue.authority,
-                    kind=ChangeKind.GET,
-                    queue=queue.name,
-                    uow=uow,
-                )
+                if request.index_key is not None:
+                    locator: Locator = BySecondaryKey(queue.put_list, request.index_key)
+                else:
+                    best = (
+                        trqs.best_key(request.if_persistent)
+                        if trqs is not None
+                        else keys.COMMITTED_COMPARATOR
+                    )
+                    locator = Head(queue.put_list, best)
+                if fused or dispatcher is not None or (watch is not None and registration is None):
+                    try:
+                        taken = acc.take(
+                            locator,
+                            queue.get_list,
+                            delete=fused,
+                            expect_authority=queue.authority,
+                            monitor=watch if registration is None else None,
+                            take_events=dispatcher is not None,
+                            kind=ChangeKind.GET,
+                            then=ChangeKind.SYNC_GET,
+                            queue=queue.name,
+                            uow=uow,
+                        )
+                    except JournalFailed:
+                        if dispatcher is not None:
+                            dispatcher.wake_all()  # the events it took are not handed out
+                        raise
+                    if dispatcher is not None:
+                        dispatcher.deliver(taken.events)
+                    registration = registration or taken.registration
+                    change = taken.deleted or taken.moved
+                    gone = taken.deleted is not None
+                else:
+                    change = acc.move(
+                        locator,
+                        queue.get_list,
+                        expect_authority=queue.authority,
+                        kind=ChangeKind.GET,
+                        queue=queue.name,
+                        uow=uow,
+                    )
                 entry = None if change is None else change.entry
-                if entry is None:
+                if entry is None and request.index_key is None:
                     own = trqs.best(request.if_persistent) if trqs is not None else None
                     if own is None:
-                        return None
+                        return None, registration
                     message = getting.own_get(core, queue, request, own)
                     if message is None:
                         continue
-                    return message
+                    return message, registration
         except AuthorityMismatch:
             core.refresh(queue)
             getting.check_get_allowed(queue)
             request.index_key = request.index_key_for(queue)
             continue
         if entry is None:
-            return None
-        message = getting.took(core, queue, request, entry)
+            return None, registration
+        message = getting.took(core, queue, request, entry, gone=gone)
         if message is not None:
-            return message
+            return message, registration
 
 
 def _take_by_id(
     core: ManagerCore, queue: QueueState, request: getting.GetRequest
 ) -> ListEntry | None:
-    """Move the first committed message with the id(s) to the get list (§5.9).
+    """Move the first committed message with both ids to the get list (§5.9).
 
-    The secondary key is assigned at commit, so only committed messages match.  With
-    both ids, the other id is checked in the adjunct (gap O6); candidates are taken in
-    put-list order, that is priority then put time.
+    The secondary key is assigned at commit, so only committed messages match.  (With
+    one id, :func:`_attempt` locates the message by its secondary key.)  The other id is
+    checked in the adjunct (gap O6); candidates are taken in put-list order, that is
+    priority then put time.
     """
     acc = queue.acc
     key = request.index_key
     assert key is not None
     uow_id = request.uow.uow_id if request.uow is not None else None
-    if not request.both:
-        change = acc.move(
-            BySecondaryKey(queue.put_list, key),
-            queue.get_list,
-            expect_authority=queue.authority,
-            kind=ChangeKind.GET,
-            queue=queue.name,
-            uow=uow_id,
-        )
-        return None if change is None else change.entry
     for _ in range(100):
         candidate = _matching(core, queue, request)
         if candidate is None:
@@ -351,7 +385,13 @@ def _other_id_matches(entry: ListEntry, request: getting.GetRequest) -> bool:
 def _wait(
     core: ManagerCore, queue: QueueState, request: getting.GetRequest, wait: float
 ) -> m.Message | None:
-    """Sleep until the committed range (or the id's sublist) fills, then try again."""
+    """Try, and sleep until the committed range (or the id's sublist) fills, and again.
+
+    Three round trips per message delivered to a waiting get (see
+    :mod:`sharedq.mq.waiting`): the try registers the monitor if it finds nothing, the
+    sleep takes nothing, the try after it takes the events.  The committed range's
+    monitor is kept registered for this manager's next wait on the queue.
+    """
     deadline = time.monotonic() + wait
     acc = queue.acc
     if request.index_key is not None:
@@ -359,33 +399,47 @@ def _wait(
     else:
         spec = MonitorSpec(queue.put_list, keys.COMMITTED_LOW, keys.COMMITTED_HIGH)
     dispatcher = core.dispatcher(acc)
-    registration = acc.register_monitor(spec)
+    kept = request.index_key is None  # one per queue: worth keeping between waits
+    monitor_id = dispatcher.borrow(spec) if kept else None
     generation = acc.generation
+    ended = False
     try:
-        retry_now = registration.nonempty
         while True:
             if acc.generation != generation:  # the structure was copied: watch the copy
                 generation = acc.generation
+                monitor_id = None
+            if monitor_id is not None:
+                dispatcher.clear(monitor_id)  # what fired before this try is seen by it
+            found, registration = _attempt(
+                core, queue, request, spec if monitor_id is None else None, dispatcher
+            )
+            if registration is not None:
+                monitor_id = registration.monitor_id
+            if found is not None:
+                ended = True
+                return found
+            if monitor_id is None:  # a get by both ids: it registers on its own
                 registration = acc.register_monitor(spec)
-                retry_now = True
-            if retry_now:
-                found = _attempt(core, queue, request)
-                if found is not None:
-                    return found
+                monitor_id = registration.monitor_id
+                if registration.nonempty:
+                    continue
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                ended = True
                 return None
             if request.both:
                 # The sublist may hold only messages whose other id differs, and a
                 # new match arriving then queues no event: look again now and then.
-                remaining = min(remaining, AMBIGUOUS_WAIT_SLICE)
-                dispatcher.wait(registration.monitor_id, remaining)
-                retry_now = True
-            else:
-                retry_now = dispatcher.wait(registration.monitor_id, remaining)
+                dispatcher.wait(monitor_id, min(remaining, AMBIGUOUS_WAIT_SLICE))
+            elif not dispatcher.wait(monitor_id, remaining):
+                ended = True
+                return None
             getting.check_get_allowed(queue)
     finally:
-        # The connection may be the reason we are leaving.
-        with contextlib.suppress(CFError, MQError):
-            acc.stop_monitor(registration.monitor_id)
-        dispatcher.forget(registration.monitor_id)
+        if monitor_id is not None and not (
+            ended and kept and dispatcher.give_back(spec, monitor_id, generation)
+        ):
+            # The connection may be the reason we are leaving.
+            with contextlib.suppress(CFError, MQError):
+                acc.stop_monitor(monitor_id)
+            dispatcher.forget(monitor_id)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sharedq.cf import CFError
-from sharedq.mq import operations
+from sharedq.mq import batches, operations
 from sharedq.mq.browse import Browser
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import QueueDefinition, QueueState
@@ -89,6 +91,36 @@ class Queue:
             uow=uow,
         )
 
+    def put_many(
+        self,
+        bodies: Sequence[bytes],
+        *,
+        uow: UnitState | None = None,
+        priority: int | None = None,
+        persistent: bool | None = None,
+        expiry: float | None = None,
+    ) -> list[Message]:
+        """Put 1 to 1,000 messages with one request (256 a request), all or none.
+
+        Each is put as :meth:`put` puts it (a message id generated for each), in the
+        order given; in ``uow`` they are uncommitted until it commits, out of syncpoint
+        one more request commits the batch.  ``QueueFull`` (2053) if they do not all
+        fit: none is put then.  With a recovery log, one request a message still (see
+        :mod:`sharedq.mq.batches`).
+        """
+        self._core.check_open()
+        if not self._may_put:
+            raise self._not_open_for(OpenFor.PUT, MQReason.NOT_OPEN_FOR_OUTPUT)
+        return batches.put_many(
+            self._core,
+            self._state,
+            bodies,
+            priority=priority,
+            persistent=persistent,
+            expiry=expiry,
+            uow=uow,
+        )
+
     def get(
         self,
         *,
@@ -117,6 +149,23 @@ class Queue:
             self._state, uow, msg_id, correl_id, max_length, accept_truncated, if_persistent
         )
         return operations.get(self._core, self._state, request, wait)
+
+    def get_many(
+        self, count: int, *, uow: UnitState | None = None, wait: float | None = None
+    ) -> list[Message]:
+        """Get up to ``count`` messages (1 to 1,000) in one request; ``[]`` if none.
+
+        The messages ``count`` gets would return, in the same order, each exactly as
+        :meth:`get` returns it, in ``uow`` or out of syncpoint; the batch moves with
+        one request to the structure instead of one a message (with a recovery log,
+        one a message still: see :mod:`sharedq.mq.batches`).  ``wait`` seconds to wait
+        for the first if none is available; then the batch holds what is there.
+        """
+        self._core.check_open()
+        if not self._may_get:
+            raise self._not_open_for(OpenFor.GET, MQReason.NOT_OPEN_FOR_INPUT)
+        request = GetRequest(self._state, uow, None, None, None, False, False)
+        return batches.get_many(self._core, self._state, request, count, wait)
 
     def browser(self, *, msg_id: bytes | None = None, correl_id: bytes | None = None) -> Browser:
         """A browse cursor; iterate it, or call ``first``/``next``/``get`` (``get`` needs

@@ -12,6 +12,17 @@ A structure delivers events per user, that is per manager, while several threads
 the manager may be waiting on different queues.  :class:`EventDispatcher` lets one
 of them (the *pump*) sleep in ``wait_events`` and hand out what arrives; the others
 sleep on a condition.  When the pump's own wait ends, another waiter takes over.
+
+Three round trips per message a waiting get delivers (§5.10 with the list structure's
+``take``): the try that finds nothing registers the monitor in the same request; the
+pump sleeps until an event is queued without taking it (``wait_for_event``); the try
+after waking takes the manager's events and moves the head in one request, and hands
+the events to the threads they are for (:meth:`EventDispatcher.deliver`).  The monitor
+on a queue's committed range stays registered when the wait ends, kept by the
+dispatcher for the manager's next wait on that queue (:meth:`EventDispatcher.borrow`):
+a consumer that waits again and again registers once.  A kept monitor queues at most
+one event while nobody waits (a non-empty event is queued once until taken); the next
+try takes it, and at worst it wakes its next waiter once for nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +30,7 @@ from __future__ import annotations
 import threading
 import time
 
+from sharedq.cf import MonitorEvent, MonitorSpec
 from sharedq.seam.access import StructureAccess
 
 
@@ -30,13 +42,24 @@ class EventDispatcher:
         self._cond = threading.Condition()
         self._fired: set[int] = set()
         self._pumping = False
+        #: Monitors kept registered between waits, by what they watch; and the
+        #: structure generation they were registered on.
+        self._idle: dict[MonitorSpec, list[int]] = {}
+        self._generation = acc.generation
+        #: Counts the times every waiter was told to look again (events lost in flight).
+        self._rounds = 0
 
     def wait(self, monitor_id: int, timeout: float) -> bool:
-        """Sleep until an event for ``monitor_id`` arrives (``True``) or ``timeout`` passes."""
+        """Sleep until an event for ``monitor_id`` arrives, or one may be queued for the
+        manager (``True``: the caller's next request takes the events, ``take`` with
+        ``take_events``, and hands them here), or ``timeout`` passes (``False``)."""
         deadline = time.monotonic() + timeout
         generation = self._acc.generation
         with self._cond:
+            rounds = self._rounds
             while True:
+                if self._rounds != rounds:
+                    return True  # events were taken and lost: look again
                 if monitor_id in self._fired:
                     self._fired.discard(monitor_id)
                     return True
@@ -51,13 +74,53 @@ class EventDispatcher:
                 self._pumping = True
                 self._cond.release()
                 try:
-                    events = self._acc.wait_events(remaining)
+                    self._acc.wait_events(remaining, take=False)
                 finally:
                     self._cond.acquire()
                     self._pumping = False
                     self._cond.notify_all()
+                return time.monotonic() < deadline
+
+    def deliver(self, events: list[MonitorEvent]) -> None:
+        """Events a request took: wake the threads waiting for them."""
+        if events:
+            with self._cond:
                 for event in events:
                     self._fired.add(event.monitor_id)
+                self._cond.notify_all()
+
+    def wake_all(self) -> None:
+        """A request that took events failed before handing them out: every waiter
+        looks again (a wake-up for nothing, rather than one missed)."""
+        with self._cond:
+            self._rounds += 1
+            self._cond.notify_all()
+
+    def clear(self, monitor_id: int) -> None:
+        """Forget what fired for ``monitor_id`` so far: its waiter is about to look again."""
+        if self._fired:
+            with self._cond:
+                self._fired.discard(monitor_id)
+
+    def borrow(self, spec: MonitorSpec) -> int | None:
+        """A monitor of ``spec`` kept from an earlier wait, for this waiter alone."""
+        with self._cond:
+            if self._generation != self._acc.generation:
+                # The structure was copied: the kept monitors were on the old one.
+                self._generation = self._acc.generation
+                self._idle.clear()
+                self._fired.clear()
+            kept = self._idle.get(spec)
+            return kept.pop() if kept else None
+
+    def give_back(self, spec: MonitorSpec, monitor_id: int, generation: int) -> bool:
+        """Keep ``monitor_id`` registered for the next wait on ``spec``; ``False`` when it
+        was registered on a structure since replaced by its copy (stop it instead)."""
+        with self._cond:
+            if generation == self._generation == self._acc.generation:
+                self._idle.setdefault(spec, []).append(monitor_id)
+                return True
+            return False
 
     def forget(self, monitor_id: int) -> None:
         """Drop an event that arrived for a monitor nobody waits on any more."""

@@ -33,6 +33,7 @@ from sharedq.cf import (
     UNCHANGED,
     BulkMove,
     BulkResult,
+    BulkWrite,
     ById,
     ByKey,
     Change,
@@ -49,6 +50,7 @@ from sharedq.cf import (
     Tail,
     UserInfo,
 )
+from sharedq.cf.api import Taken
 from sharedq.cf.types import Unchanged
 from sharedq.recovery.control import GatedChange, Runner
 from sharedq.seam.notes import (
@@ -182,6 +184,7 @@ class StructureAccess:
     """
 
     __slots__ = (
+        "_element_bytes",
         "_facts",
         "_failure",
         "_journal",
@@ -221,6 +224,7 @@ class StructureAccess:
         self.relocate: Callable[[ListStructure], ListStructure | None] | None = None
         #: Counts the connections replaced so (monitors registered before are gone).
         self.generation = 0
+        self._element_bytes = 0
 
     @property
     def journal(self) -> Journal:
@@ -429,6 +433,102 @@ class StructureAccess:
             faults("move", self.name, False)
         return change
 
+    def take(
+        self,
+        locator: Locator,
+        to_list: int,
+        *,
+        delete: bool = False,
+        expect_authority: int | None = None,
+        monitor: MonitorSpec | None = None,
+        take_events: bool = False,
+        kind: Meaning,
+        then: Meaning | None = None,
+        queue: str | None = None,
+        uow: UowRef = None,
+    ) -> Taken:
+        """``ListStructure.take``: the move is noted as ``kind`` (its facts learned from
+        the entry when the meaning says so), the delete that follows it as ``then``.
+
+        The notes follow the request, as for ``move`` and ``delete``: the journal hears
+        of the move first, so that a failure to record it is the move's (the caller
+        takes the entry back from ``to_list``).  A caller with a journal that records
+        should not ask for the delete unless it can undo it from the note (the entry is
+        gone by then): the queue manager asks for it without one only.
+        """
+        faults = self.faults
+        if faults is not None:
+            faults("take", self.name, True)
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> Taken:
+            return conn.take(
+                locator,
+                to_list,
+                delete=delete,
+                expect_authority=expect_authority,
+                monitor=monitor,
+                take_events=take_events,
+            )
+
+        taken = call(self.conn, ()) if self.gate is None else self._gated(call)
+        moved = taken.moved
+        if moved is not None and self._journaling:
+            persistent = msg_id = None
+            if kind.learns_facts and self._facts is not None:
+                persistent, _, msg_id, _ = self._facts(moved.entry.data)
+            about = About(queue, uow_id_of(uow), persistent, msg_id)
+            where = source_list(locator)
+            self._changed(MoveNote(kind, self.name, moved, where, Position.TAIL, False, about))
+            if taken.deleted is not None:
+                self._changed(DeleteNote(then or kind, self.name, taken.deleted, about))
+        if faults is not None:
+            faults("take", self.name, False)
+        return taken
+
+    def take_many(
+        self,
+        head: Head,
+        to_list: int,
+        count: int,
+        *,
+        delete: bool = False,
+        expect_authority: int | None = None,
+        kind: Meaning,
+        then: Meaning | None = None,
+        queue: str | None = None,
+        uow: UowRef = None,
+    ) -> list[tuple[Change, Change | None]]:
+        """``ListStructure.take_many``, each entry noted as ``take`` notes it.
+
+        With a journal that records, a failure to record one entry's change raises at
+        that entry, and the changes after it go unrecorded: the queue manager uses this
+        without such a journal only.
+        """
+        faults = self.faults
+        if faults is not None:
+            faults("take_many", self.name, True)
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> list[tuple[Change, Change | None]]:
+            return conn.take_many(
+                head, to_list, count, delete=delete, expect_authority=expect_authority
+            )
+
+        done = call(self.conn, ()) if self.gate is None else self._gated(call)
+        if done and self._journaling:
+            for moved, deleted in done:
+                persistent = msg_id = None
+                if kind.learns_facts and self._facts is not None:
+                    persistent, _, msg_id, _ = self._facts(moved.entry.data)
+                about = About(queue, uow_id_of(uow), persistent, msg_id)
+                self._changed(
+                    MoveNote(kind, self.name, moved, head.list_number, Position.TAIL, False, about)
+                )
+                if deleted is not None:
+                    self._changed(DeleteNote(then or kind, self.name, deleted, about))
+        if faults is not None:
+            faults("take_many", self.name, False)
+        return done
+
     def delete(
         self,
         locator: Locator,
@@ -575,6 +675,46 @@ class StructureAccess:
             faults("move_entries", self.name, False)
         return result
 
+    def write_entries(
+        self,
+        writes: Sequence[BulkWrite],
+        *,
+        expect_authority: int | None = None,
+        kind: Meaning,
+        uow: UowRef,
+        meanings: Sequence[EntryMeaning],
+    ) -> BulkResult:
+        """A bulk write, each entry written noted as a ``write`` of its own (the records
+        single writes would make); a failure to record one raises at that entry, and
+        the entries after it go unrecorded."""
+        faults = self.faults
+        if faults is not None:
+            faults("write_entries", self.name, True)
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> BulkResult:
+            return conn.write_entries(writes, not_locked=locks, expect_authority=expect_authority)
+
+        result = call(self.conn, ()) if self.gate is None else self._gated(call)
+        if result.seqs and self._journaling:
+            uow_id = uow_id_of(uow)
+            for write, seq, meaning in zip(writes, result.seqs, meanings, strict=False):
+                entry = ListEntry(
+                    write.entry_id or seq.to_bytes(12, "big"),
+                    write.list_number,
+                    write.key,
+                    write.data,
+                    write.adjunct,
+                    write.secondary_key,
+                    write.version,
+                    -(-len(write.data) // self._element_size()),
+                )
+                about = About(meaning.queue, uow_id, meaning.persistent, meaning.msg_id)
+                change = Change(seq, entry)
+                self._changed(WriteNote(kind, self.name, change, write.position, False, about))
+        if faults is not None:
+            faults("write_entries", self.name, False)
+        return result
+
     def delete_entries(
         self,
         entry_ids: Sequence[bytes],
@@ -597,6 +737,12 @@ class StructureAccess:
         if faults is not None:
             faults("delete_entries", self.name, False)
         return result
+
+    def _element_size(self) -> int:
+        """The structure's element size (a bulk write's notes count elements), asked once."""
+        if not self._element_bytes:
+            self._element_bytes = self._again(lambda conn: conn.statistics()).element_size
+        return self._element_bytes
 
     # -- the journal -----------------------------------------------------------------------
 
@@ -689,11 +835,17 @@ class StructureAccess:
         self._point("stop_monitor")
         return self.conn.stop_monitor(monitor_id)
 
-    def wait_events(self, timeout: float | None) -> list[MonitorEvent]:
+    def wait_events(self, timeout: float | None, *, take: bool = True) -> list[MonitorEvent]:
+        """The user's events, waiting up to ``timeout`` for one; with ``take=False`` it
+        only sleeps until one is queued (``wait_for_event``), returning ``[]``, and the
+        caller takes them with its next request (``take(take_events=True)``)."""
         self._point("wait_events")
         conn = self.conn
         try:
-            return conn.wait_events(timeout)
+            if take:
+                return conn.wait_events(timeout)
+            conn.wait_for_event(timeout if timeout is not None else 2.0)
+            return []
         except StructureLost:
             if not self._relocated(conn):
                 raise

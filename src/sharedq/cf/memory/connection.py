@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 
 from sharedq.cf import validation as v
-from sharedq.cf.api import ListStructure, StructureSnapshot
+from sharedq.cf.api import ListStructure, StructureSnapshot, Taken, check_take_count
 from sharedq.cf.errors import CFReason, cf_error
 from sharedq.cf.memory import copying
 from sharedq.cf.memory.structure import (
@@ -358,6 +358,80 @@ class MemoryListStructure(ListStructure):
                 return _change((seq, _entry((*entry[:3], b"", *entry[4:]))))
             return _change((seq, entry))
 
+    def take(
+        self,
+        locator: Locator,
+        to_list: int,
+        *,
+        delete: bool = False,
+        expect_authority: int | None = None,
+        monitor: MonitorSpec | None = None,
+        take_events: bool = False,
+    ) -> Taken:
+        s = self._s
+        with s.lock:  # re-entrant: move, delete and the rest run inside this one hold
+            if self._user.live != self._incarnation:
+                s.check_user(self._user, self._incarnation)
+            params = s.params
+            if type(to_list) is not int or not 0 <= to_list < params.list_count:
+                v.check_list(to_list, params.list_count, "target list")
+            if monitor is not None:
+                v.check_monitor_spec(monitor, params.list_count)
+            found = s.locate(locator)
+            # Every check before the first change (the events taken are one).
+            if found is not None:
+                entry = found[0]
+                if expect_authority is not None:
+                    s.check_conditions(self._user.user_id, entry.list_number, expect_authority, ())
+                if to_list != entry.list_number:
+                    s.check_limit(to_list, False)
+            elif monitor is not None and s.emcs_in_use >= s.capacity.max_emcs:
+                raise cf_error(
+                    CFReason.EMC_AREA_FULL,
+                    f"all {s.capacity.max_emcs} EMCs of structure {params.name} are in use",
+                )
+            events = self._take_events() if take_events else []
+            if found is None:
+                registration = None if monitor is None else self.register_monitor(monitor)
+                return Taken(events, None, None, registration)
+            moved = self.move(locator, to_list, expect_authority=expect_authority)
+            assert moved is not None
+            deleted = None
+            if delete:
+                deleted = self.delete(ById(moved.entry.entry_id, to_list))
+            return Taken(events, moved, deleted, None)
+
+    def take_many(
+        self,
+        head: Head,
+        to_list: int,
+        count: int,
+        *,
+        delete: bool = False,
+        expect_authority: int | None = None,
+    ) -> list[tuple[Change, Change | None]]:
+        s = self._s
+        with s.lock:  # re-entrant: the takes run inside this one hold
+            if self._user.live != self._incarnation:
+                s.check_user(self._user, self._incarnation)
+            check_take_count(count)
+            if type(head) is not Head:
+                v.check_locator(head, s.params.list_count)
+                raise cf_error(CFReason.BAD_ARGUMENT, f"take_many takes a Head, not {head!r}")
+            if type(to_list) is not int or not 0 <= to_list < s.params.list_count:
+                v.check_list(to_list, s.params.list_count, "target list")
+            target = s.lists[to_list]
+            limited = target.limit is not None and to_list != head.list_number
+            done: list[tuple[Change, Change | None]] = []
+            for _ in range(count):
+                if done and limited and len(target.order) >= (target.limit or 0):
+                    break  # the target is full now: keep what is done
+                taken = self.take(head, to_list, delete=delete, expect_authority=expect_authority)
+                if taken.moved is None:
+                    break
+                done.append((taken.moved, taken.deleted))
+            return done
+
     def update(
         self,
         locator: Locator,
@@ -523,11 +597,17 @@ class MemoryListStructure(ListStructure):
         ignore_limit: bool = False,
         not_locked: Iterable[int] = (),
         budget: int | None = None,
+        expect_authority: int | None = None,
     ) -> BulkResult:
         s = self._s
         with s.lock:
             if self._user.live != self._incarnation:
                 s.check_user(self._user, self._incarnation)
+            if expect_authority is not None:
+                count = s.params.list_count
+                handled = writes[: budget or DEFAULT_BULK_BUDGET]
+                for number in sorted({w.list_number for w in handled if _a_list(w, count)}):
+                    s.check_conditions(self._user.user_id, number, expect_authority, ())
             return copying.write_entries(
                 s,
                 self._user.user_id,
@@ -694,6 +774,20 @@ class MemoryListStructure(ListStructure):
                     s.check_user(self._user, self._incarnation)
             return self._take_events()
 
+    def wait_for_event(self, timeout: float) -> None:
+        s = self._s
+        deadline = time.monotonic() + timeout
+        with s.lock:
+            if self._user.live != self._incarnation:
+                s.check_user(self._user, self._incarnation)
+            while not self._user.events:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._user.condition.wait(remaining)
+                if self._user.live != self._incarnation:
+                    s.check_user(self._user, self._incarnation)
+
     def _take_events(self) -> list[MonitorEvent]:
         user = self._user
         events = list(user.events)
@@ -759,6 +853,12 @@ class MemoryListStructure(ListStructure):
             if self._user.live != self._incarnation:
                 s.check_user(self._user, self._incarnation)
             return s.alter(size, emc_percent)
+
+
+def _a_list(write: BulkWrite, list_count: int) -> bool:
+    """Whether a bulk write names a list that exists (else validation names the error)."""
+    number = getattr(write, "list_number", None)
+    return type(number) is int and 0 <= number < list_count
 
 
 def _incremented(entry: ListEntry) -> int:

@@ -76,12 +76,19 @@ def as_retry(header: bytes) -> bytes:
     return header[:17] + b"1" + header[18:]
 
 
-def entry_of(record: bytes, data: bytes) -> ListEntry:
-    """The entry a packed record and its data (kept apart on the server) make."""
+def entry_of(record: bytes, data: bytes | None) -> ListEntry:
+    """The entry a packed record and its data make.
+
+    ``data`` ``None`` says that the data is the rest of the record (the server keeps
+    small data there, after the secondary key, and sends it once); otherwise it is the
+    data, or ``b""`` for none or not asked for.
+    """
     entry_id, list_number, key, version, elements, adjunct_len, skey_len = _RECORD.unpack_from(
         record
     )
     skey_at = _HEADER + adjunct_len
+    if data is None:
+        data = record[skey_at + skey_len :]
     return _entry(
         (
             entry_id,

@@ -25,7 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from sharedq.cf import validation as v
-from sharedq.cf.api import ListStructure, StructureSnapshot
+from sharedq.cf.api import ListStructure, StructureSnapshot, Taken, check_take_count
 from sharedq.cf.errors import CFReason, StoreError, cf_error
 from sharedq.cf.redis import codec, keys, scripts
 from sharedq.cf.redis import snapshot as redis_snapshot
@@ -41,6 +41,7 @@ from sharedq.cf.types import (
     BulkResult,
     BulkWrite,
     Change,
+    Head,
     ListEntry,
     ListInfo,
     Locator,
@@ -443,6 +444,87 @@ class RedisListStructure(ListStructure):
         reply = self._run(scripts.DELETE, self._key, args)
         return None if reply is None else _change((reply[0], entry_of(reply[1], reply[2])))
 
+    def take(
+        self,
+        locator: Locator,
+        to_list: int,
+        *,
+        delete: bool = False,
+        expect_authority: int | None = None,
+        monitor: MonitorSpec | None = None,
+        take_events: bool = False,
+    ) -> Taken:
+        if type(to_list) is not int or not 0 <= to_list < self._list_count:
+            v.check_list(to_list, self._list_count, "target list")
+        flags = (1 if delete else 0) | (2 if take_events else 0)
+        authority = b""
+        if expect_authority is not None:
+            flags |= 8
+            authority = options(expect_authority=expect_authority)[-8:]
+        args: list[bytes | int] = [self._changer(), pack_locator(locator, self._list_count), b""]
+        if monitor is not None:
+            v.check_monitor_spec(monitor, self._list_count)
+            flags |= 4
+            args += [
+                monitor.list_number,
+                monitor.low_key,
+                monitor.high_key,
+                monitor.secondary_key or b"",
+                b"1" if monitor.notify_empty else b"",
+                monitor.token,
+            ]
+        args[2] = to_list.to_bytes(2, "big") + bytes((flags,)) + authority
+        raw, seq, record, data, deleted_seq, monitor_id, nonempty, monitor_seq = self._run(
+            scripts.TAKE, self._key, args
+        )
+        events = [codec.event_of(event) for event in raw]
+        if not seq:
+            registration = (
+                None
+                if not monitor_id
+                else Registration(
+                    monitor_id, monitor.list_number if monitor else 0, bool(nonempty), monitor_seq
+                )
+            )
+            return Taken(events, None, None, registration)
+        entry = entry_of(record, data)
+        deleted = _change((deleted_seq, entry)) if deleted_seq else None
+        return Taken(events, _change((seq, entry)), deleted, None)
+
+    def take_many(
+        self,
+        head: Head,
+        to_list: int,
+        count: int,
+        *,
+        delete: bool = False,
+        expect_authority: int | None = None,
+    ) -> list[tuple[Change, Change | None]]:
+        check_take_count(count)
+        if type(head) is not Head:
+            v.check_locator(head, self._list_count)
+            raise cf_error(CFReason.BAD_ARGUMENT, f"take_many takes a Head, not {head!r}")
+        if type(to_list) is not int or not 0 <= to_list < self._list_count:
+            v.check_list(to_list, self._list_count, "target list")
+        flags = 1 if delete else 0
+        authority = b""
+        if expect_authority is not None:
+            flags |= 8
+            authority = options(expect_authority=expect_authority)[-8:]
+        spec = to_list.to_bytes(2, "big") + bytes((flags,)) + count.to_bytes(2, "big") + authority
+        reply = self._run(
+            scripts.TAKE_MANY,
+            self._key,
+            [self._changer(), pack_locator(head, self._list_count), spec],
+        )
+        done: list[tuple[Change, Change | None]] = []
+        for at in range(0, len(reply), 4):
+            seq, record, data, deleted_seq = reply[at : at + 4]
+            entry = entry_of(record, data)
+            deleted = _change((deleted_seq, entry)) if deleted_seq else None
+            done.append((_change((seq, entry)), deleted))
+        return done
+
     def update(
         self,
         locator: Locator,
@@ -549,6 +631,7 @@ class RedisListStructure(ListStructure):
         ignore_limit: bool = False,
         not_locked: Iterable[int] = (),
         budget: int | None = None,
+        expect_authority: int | None = None,
     ) -> BulkResult:
         v.check_budget(budget)
         args: list[bytes | int] = []
@@ -571,10 +654,12 @@ class RedisListStructure(ListStructure):
         for write in writes[budget or DEFAULT_BULK_BUDGET :]:
             v.check_bulk_write(write, list_count, element_size)
         locks = v.check_locks(not_locked, self._lock_count)
+        opts = b"1" if ignore_limit else b"0"
+        if expect_authority is not None:
+            # Every entry's list's authority checked first (bulk_write.lua).
+            opts += options(expect_authority=expect_authority)[-8:]
         reply = self._run(
-            scripts.BULK_WRITE,
-            self._key,
-            [self._changer(), b"1" if ignore_limit else b"", len(locks), *locks, *args],
+            scripts.BULK_WRITE, self._key, [self._changer(), opts, len(locks), *locks, *args]
         )
         return codec.bulk_result(len(writes), reply)
 
@@ -726,6 +811,12 @@ class RedisListStructure(ListStructure):
             if remaining <= 0:
                 return []
             self._block(queue, min(remaining, WAIT_SLICE))
+
+    def wait_for_event(self, timeout: float) -> None:
+        # XREAD BLOCK on the user's event stream: it returns as soon as the stream holds
+        # an event (or a wake-up marker), and takes nothing.
+        if timeout > 0:
+            self._block(keys.queue_key(self._name, self._user_id), min(timeout, WAIT_SLICE))
 
     # -- users -----------------------------------------------------------------------------
 

@@ -28,9 +28,11 @@ RENEWALS_PER_LEASE = 5
 MAX_SEQUENCE_FLOOR = 2**52
 #: The header of a function called for no particular user.
 _NO_USER = codec.reader_header(0, bytes(16))
-#: How this version keeps a structure (``fmt`` in its meta hash): 2, entry data apart
-#: from the entry records.  Connecting to a structure kept otherwise is refused.
-STORAGE_FORMAT = b"2"
+#: How this version keeps a structure (``fmt`` in its meta hash): 3, an entry's data in
+#: its record when small (at most 512 bytes), apart from it when larger; the mark
+#: ``xa`` while a snapshot may be read.  Connecting to a structure kept otherwise (1:
+#: data always in the record; 2: always apart) is refused.
+STORAGE_FORMAT = b"3"
 #: Deletes a token key if it still holds the given token: a lost connection's lease
 #: ended at once, so that its user may reconnect (``connect``).
 _END_LEASE = (

@@ -22,9 +22,15 @@ every function without one of them before it starts, never halfway:
 
     * delete, bulk_delete: remove entries (record, data, list members).
     * move, bulk_move: a get (a move of the queue head), a commit of puts, a backout.
-      A move rewrites the entry's record and list member in place of the old ones and
-      never writes entry data (``D``); it may add a secondary-key index member, at most
-      one per entry.
+      A move rewrites the entry's record (with the small data it keeps, at the same
+      length) and list member in place of the old ones and never writes entry data
+      kept apart (``D``); it may add a secondary-key index member, at most one per
+      entry.
+    * take: a move (a get) and, if asked, the delete of the entry moved, or an EMC
+      (monitor's bound), and the caller's events taken: what its three files do.
+      take_many: that many takes of a head; the result it keeps for a resend holds
+      the data of the batch (at most ``MAX_TAKE_MANY`` entries), replaced by the
+      thread's next request.
     * unlock: removes a lock-table entry (``lock.lua`` takes one, unflagged).
     * renew: extends the expiry of the caller's existing token key.
     * detach, user (cleanup_user, mark_failed): release a user's monitors, events,
@@ -59,8 +65,8 @@ every function without one of them before it starts, never halfway:
       place of the old ones (a unit's status in its descriptor, as it commits).
 
     Not flagged, because they store new entries or new data, or create things:
-    write, write_rekey, bulk_write (new entries), update with new data (may grow it),
-    create (a structure), snapshot (copies every list), lock (a lock-table entry),
+    write, write_rekey, bulk_write (new entries), update with new data (may grow
+    it), create (a structure), snapshot (copies every list), lock (a lock-table entry),
     attach (a user and its token).  At
     ``maxmemory`` they fail with ``STRUCTURE_FULL`` ("the Redis server is out of
     memory") and change nothing.
@@ -170,6 +176,8 @@ REQUESTS = (
     "snapshot_drop",
     "snapshot_read",
     "stats",
+    "take",
+    "take_many",
     "unlock",
     "unmonitor",
     "update",
@@ -215,6 +223,8 @@ SNAPSHOT = _fn("snapshot")
 SNAPSHOT_DROP = _fn("snapshot_drop")
 SNAPSHOT_READ = _fn("snapshot_read")
 STATS = _fn("stats")
+TAKE = _fn("take")
+TAKE_MANY = _fn("take_many")
 UNLOCK = _fn("unlock")
 UNMONITOR = _fn("unmonitor")
 UPDATE = _fn("update")

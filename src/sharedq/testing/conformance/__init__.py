@@ -39,7 +39,8 @@ A check is a plain function of ``facility`` (a fresh facility), ``make_structure
 and of its case's arguments; the runner builds them and releases them afterwards.
 Checks are named ``<group>.<what it checks>[<case>]``: ``entries.``, ``moves.``,
 ``conditions.``, ``bulk.``, ``copying.``, ``monitoring.``, ``users.``,
-``sequence.``, ``accounting.``, ``errors.``, ``write_and_rekey.``, ``threads.``, and
+``sequence.``, ``accounting.``, ``errors.``, ``write_and_rekey.``, ``taking.`` (``take``
+and ``wait_for_event``), ``threads.``, and
 ``stateful.backend_matches_the_reference_model``, random request sequences compared
 with a naive model of a structure, which is long (its ``slow`` is true).
 
@@ -62,6 +63,7 @@ from sharedq.testing.conformance import (
     moves,
     sequence,
     stateful,
+    taking,
     threads,
     users,
     write_and_rekey,
@@ -96,6 +98,7 @@ GROUPS = (
     moves,
     sequence,
     stateful,
+    taking,
     threads,
     users,
     write_and_rekey,

@@ -22,7 +22,7 @@ local function bulk_finish(err)
   if #bulk.seqs > 0 then
     local fields = {'c', packed_counters(bulk.c)}
     for n, l in pairs(bulk.lists) do
-      fields[#fields + 1] = 'L' .. n
+      fields[#fields + 1] = lfield(n)
       fields[#fields + 1] = packed_controls(l)
     end
     redis.call('HSET', M, unpack(fields))

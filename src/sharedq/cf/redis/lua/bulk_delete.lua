@@ -20,8 +20,8 @@ for i = 4 + nlocks, #ARGV do
     keep_old(r, true)
     unplace(r, list[LIST_MONITORS] > 0)
     redis.call('HDEL', E, id)
+    drop_data(r)
     local size = rec_elements(r)
-    if size > 0 then redis.call('HDEL', D, id) end
     list[LIST_ELEMENTS] = list[LIST_ELEMENTS] - size
     c[SEQ], c[ENTRIES], c[ELEMENTS] = c[SEQ] + 1, c[ENTRIES] - 1, c[ELEMENTS] - size
     notify(c[SEQ])

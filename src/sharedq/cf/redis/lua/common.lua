@@ -19,6 +19,7 @@ local M, P, E, D, S, K               -- meta hash, key prefix, entries, data, sk
 local ARGV, UID, TOKEN, REQ, RETRY
 local touched, monitors              -- monitor evaluation (see notify)
 local cow                            -- snapshots being read (see keep_old)
+local snapping                       -- the meta hash's 'xa' as open() read it (snapshots)
 
 -- Literals, not string.rep: Redis 7.0 runs a library's top level without the string
 -- library.
@@ -38,18 +39,29 @@ local LOCK_NOT_HELD, LIST_MISMATCH = 1053, 1054
 local BAD_ARGUMENT, BAD_STRUCTURE_PARAMS = 1008, 1010
 local STRUCTURE_LOST, SERVER_UNSUITABLE = 1060, 1063
 
+-- Strings of small numbers made once and kept: Lua makes 'L' .. n with sprintf (about
+-- 0.2 us), and a number passed to redis.call is printed the same way.
+local UIDS, LFIELDS, LNUMS = {}, {}, {}
+
 local function begin(keys, args)
   M = keys[1]
   P = string.sub(M, 1, -2)
   E, D, S, K = P .. 'e', P .. 'd', P .. 's', P .. 'k'
   ARGV = args
   local header = args[1]
-  UID = tostring(string.byte(header, 1))
+  local u = string.byte(header, 1)
+  UID = UIDS[u]
+  if not UID then
+    UID = tostring(u)
+    UIDS[u] = UID
+  end
   TOKEN = string.sub(header, 2, 17)
   RETRY = string.byte(header, 18) == 49
   REQ = string.sub(header, 19)
-  touched, monitors = {}, {}
-  cow = nil
+  -- The tables of the call before are reused when it left them empty (nearly always).
+  if touched == nil or #touched > 0 then touched = {} end
+  if monitors == nil or next(monitors) ~= nil then monitors = {} end
+  cow, snapping = nil, nil
 end
 
 -- The structure's name, for messages.
@@ -123,11 +135,15 @@ local function token_key(uid)
 end
 
 -- Entry records: id(12) list(2) key(16) ordinal(8) version(8) elements(1)
--- adjunct length(1) secondary key length(1, 0 = none), adjunct, secondary key.  The
--- data is apart, in D under the same id, when there is any (elements > 0): a request
--- that moves or re-keys an entry then never copies it.  Every string a function makes
--- costs time in proportion to its length (about 1.4 us a KiB on Redis 7.0), so the
--- data is read only to be returned, and passed on as it came.
+-- adjunct length(1) secondary key length(1, 0 = none), adjunct, secondary key, then
+-- the data if it is small (at most INLINE bytes).  Larger data is apart, in D under the
+-- same id: a request that moves or re-keys an entry then never copies it, since every
+-- string a function makes costs time in proportion to its length (about 1.4 us a KiB
+-- on Redis 7.0), so such data is read only to be returned, and passed on as it came.
+-- Small data costs less inside the record than apart: no second hash field to store,
+-- read and delete (a request saved on each of put, get and commit, and some 60 bytes
+-- of server memory an entry), for a copy of a few hundred bytes when it moves.
+local INLINE = 512
 local function rec_id(r) return string.sub(r, 1, 12) end
 local function rec_list(r)
   local a, b = string.byte(r, 13, 14)
@@ -144,15 +160,54 @@ end
 -- A list's sorted-set member: key, ordinal, id; so that members sort as the list does.
 local function rec_member(r) return string.sub(r, 15, 38) .. string.sub(r, 1, 12) end
 
-local function make_rec(id, list, key, ord, version, elements, adjunct, skey)
+-- Where the data kept in record r starts (past its end: none kept there).
+local function rec_inline_at(r)
+  local al, sl = string.byte(r, 48, 49)
+  return 50 + al + sl
+end
+
+-- The part of a new entry's data its record keeps: all of it when small, else none.
+local function inline_part(elements, data)
+  if elements > 0 and #data <= INLINE then return data end
+  return ''
+end
+
+-- Store a new entry's data apart (in D) when its record does not keep it.
+local function store_apart(id, elements, data)
+  if elements > 0 and #data > INLINE then redis.call('HSET', D, id, data) end
+end
+
+-- inline: the data the record keeps (inline_part).
+local function make_rec(id, list, key, ord, version, elements, adjunct, skey, inline)
   return id .. be2(list) .. key .. ord .. version
-    .. string.char(elements, #adjunct, #skey) .. adjunct .. skey
+    .. string.char(elements, #adjunct, #skey) .. adjunct .. skey .. (inline or '')
+end
+
+-- Whether the entry's data is kept apart, in D.
+local function data_apart(r)
+  return rec_elements(r) > 0 and #r < rec_inline_at(r)
 end
 
 -- The entry's data ('' for none).
 local function rec_data(r)
   if rec_elements(r) == 0 then return '' end
+  local at = rec_inline_at(r)
+  if #r >= at then return string.sub(r, at) end
   return redis.call('HGET', D, rec_id(r))
+end
+
+-- What a reply carries for the entry's data: false when it is the data the record
+-- keeps (the client takes it from the record: codec.entry_of), so that it is neither
+-- copied out of the record nor sent twice; else the data ('' for none).
+local function reply_data(r)
+  if rec_elements(r) > 0 and #r >= rec_inline_at(r) then return false end
+  return rec_data(r)
+end
+
+-- Delete the entry's data from D, if it is kept there (the entry is going, or its
+-- data is now kept in its record or is none).
+local function drop_data(r)
+  if data_apart(r) then redis.call('HDEL', D, rec_id(r)) end
 end
 
 -- A write's spec (codec.write_spec, write.lua's ARGV[2]): list, key, version, flags (1
@@ -171,9 +226,13 @@ end
 -- delete an existing entry first keeps its record (and data) for every snapshot still
 -- being read, with HSETNX: the value at the snapshot, never a later one.  Snapshots
 -- are listed in the set P..'xs'; one whose marker expired is dropped from it here.
+-- The meta hash's field 'xa' is there while the set may hold one: open() reads it with
+-- the fields it is asked for, so that a request changes entries without a look at
+-- snapshots while none is active (nearly always).
 local function snapshots()
   if cow == nil then
     cow = false
+    if snapping == false then return cow end
     local ids = redis.call('SMEMBERS', P .. 'xs')
     if #ids > 0 then
       local live = {}
@@ -188,6 +247,7 @@ local function snapshots()
       end
       if #live > 0 then cow = live end
     end
+    if not cow then redis.call('HDEL', M, 'xa') end
   end
   return cow
 end
@@ -198,6 +258,7 @@ local function keep_old(r, with_data)
   if not live then return end
   local id = rec_id(r)
   local data
+  with_data = with_data and data_apart(r)  -- else the record holds it, or there is none
   if with_data then data = redis.call('HGET', D, id) or '' end
   for _, s in ipairs(live) do
     if redis.call('HSETNX', s[1] .. 'e', id, r) == 1 then
@@ -209,15 +270,36 @@ local function keep_old(r, with_data)
   end
 end
 
--- The record with a new list, key, ordinal, version and secondary key (false: none).
+-- The record with a new list, key, ordinal, version and secondary key (false: none),
+-- and the data it keeps, if any.
 local function moved_rec(r, list, key, ord, version, skey)
   local al, sl = string.byte(r, 48, 49)
   local sk = skey or ''
   return string.sub(r, 1, 12) .. be2(list) .. key .. ord .. version
     .. string.char(string.byte(r, 47), al, #sk) .. string.sub(r, 50, 49 + al) .. sk
+    .. string.sub(r, 50 + al + sl)
 end
 
-local function list_key(n) return P .. 'l:' .. n end
+-- List n's number as a string, and its controls' field in the meta hash ('L<n>').
+local function lnum(n)
+  local s = LNUMS[n]
+  if not s then
+    s = tostring(n)
+    LNUMS[n] = s
+  end
+  return s
+end
+
+local function lfield(n)
+  local s = LFIELDS[n]
+  if not s then
+    s = 'L' .. n
+    LFIELDS[n] = s
+  end
+  return s
+end
+
+local function list_key(n) return P .. 'l:' .. lnum(n) end
 local function skey_prefix(list, skey) return be2(list) .. string.char(#skey) .. skey end
 
 -- Versions are 8 bytes big-endian; Lua numbers cannot hold all of them.
@@ -249,8 +331,9 @@ end
 -- client thread of the user), written by the same HSET as the change's counters: a
 -- client resending a request after a lost reply gets it instead of a second change.
 -- Value: the request number(8), a kind, then 'n' a seq, 'c' a seq(8) and an entry
--- record (a change, whose data is in field 'q<user>:<channel>d'), 'm' anything else
--- in MessagePack.
+-- record (a change, whose data is in field 'q<user>:<channel>d'), 'i' the same for a
+-- change whose data is the data its record keeps (so no copy of it is kept apart),
+-- 'm' anything else in MessagePack.
 --
 -- Why the functions flagged allow-oom (scripts.py) may keep these even when the server
 -- is at maxmemory: the record is bounded.  There are two fields per client thread of a
@@ -272,6 +355,9 @@ local function recorded()
     local data = redis.call('HGET', M, kept_field() .. 'd')
     return {from_be(string.sub(body, 1, 8)), string.sub(body, 9), data}
   end
+  if kind == 'i' then
+    return {from_be(string.sub(body, 1, 8)), string.sub(body, 9), false}
+  end
   return cmsgpack.unpack(body)
 end
 
@@ -284,10 +370,12 @@ end
 
 local function kept_seq(seq) return kept('n', int(seq)) end
 
--- A change's reply is {seq, record, data}; the data is kept in a field of its own.
+-- A change's reply is {seq, record, data}; the data is kept in a field of its own,
+-- unless the reply leaves it in the record (data false: see reply_data).
 local function kept_change(seq, r, data)
   if REQ == '' then return end
   local field = kept_field()
+  if data == false then return field, string.sub(REQ, 9, 16) .. 'i' .. be(seq, 8) .. r end
   return field, string.sub(REQ, 9, 16) .. 'c' .. be(seq, 8) .. r, field .. 'd', data
 end
 
@@ -318,11 +406,15 @@ local function not_live()
 end
 
 -- Check that the caller's connection is live (its token is current: not replaced, not
--- deleted, not expired with its lease) and return the meta fields asked for.
+-- deleted, not expired with its lease) and return the meta fields asked for, reading
+-- the snapshot mark 'xa' with them (see snapshots).
 local function open(...)
   if redis.call('GET', token_key(UID)) ~= TOKEN then not_live() end
-  if select('#', ...) == 0 then return end
-  return unpack(redis.call('HMGET', M, ...))
+  local n = select('#', ...)
+  if n == 0 then return end
+  local found = redis.call('HMGET', M, 'xa', ...)
+  snapping = found[1]
+  return unpack(found, 2, n + 1)
 end
 
 local function num(x) return tonumber(x) or 0 end
@@ -365,7 +457,7 @@ local function limit_of(l)
 end
 
 local function list_controls(list)
-  return controls(redis.call('HGET', M, 'L' .. list))
+  return controls(redis.call('HGET', M, lfield(list)))
 end
 
 -- a // b for non-negative integers below 2^53, exact where float division rounds.
@@ -464,7 +556,7 @@ local function locate(kind, list, arg, how)
   local L = list_key(list)
   local found
   if kind == 'h' then
-    found = redis.call('ZRANGE', L, 0, 0)[1]
+    found = redis.call('ZRANGE', L, '0', '0')[1]
     if found and arg ~= '' then
       local c = cmp(string.sub(found, 1, 16), arg)
       if (how == '<' and c > 0) or (how == '=' and c ~= 0) or (how == '>' and c < 0) then
@@ -472,17 +564,17 @@ local function locate(kind, list, arg, how)
       end
     end
   elseif kind == 't' then
-    found = redis.call('ZRANGE', L, -1, -1)[1]
+    found = redis.call('ZRANGE', L, '-1', '-1')[1]
   elseif kind == 'k' then
     if how == '<' then
-      found = redis.call('ZREVRANGEBYLEX', L, '[' .. arg .. FF20, '-', 'LIMIT', 0, 1)[1]
+      found = redis.call('ZREVRANGEBYLEX', L, '[' .. arg .. FF20, '-', 'LIMIT', '0', '1')[1]
     else
-      found = redis.call('ZRANGEBYLEX', L, '[' .. arg, '+', 'LIMIT', 0, 1)[1]
+      found = redis.call('ZRANGEBYLEX', L, '[' .. arg, '+', 'LIMIT', '0', '1')[1]
       if found and how == '=' and string.sub(found, 1, 16) ~= arg then return nil end
     end
   else
     local p = skey_prefix(list, arg)
-    local m = redis.call('ZRANGEBYLEX', S, '[' .. p, '[' .. p .. FF36, 'LIMIT', 0, 1)[1]
+    local m = redis.call('ZRANGEBYLEX', S, '[' .. p, '[' .. p .. FF36, 'LIMIT', '0', '1')[1]
     if m then found = string.sub(m, -36) end
   end
   if not found then return nil end
@@ -642,9 +734,9 @@ end
 
 local function place(r, watched)
   local list, member = rec_list(r), rec_member(r)
-  redis.call('ZADD', list_key(list), 0, member)
+  redis.call('ZADD', list_key(list), '0', member)
   local skey = rec_skey(r)
-  if skey then redis.call('ZADD', S, 0, skey_prefix(list, skey) .. member) end
+  if skey then redis.call('ZADD', S, '0', skey_prefix(list, skey) .. member) end
   if watched then touched[#touched + 1] = {list, rec_key(r), skey} end
 end
 
@@ -654,4 +746,44 @@ local function unplace(r, watched)
   local skey = rec_skey(r)
   if skey then redis.call('ZREM', S, skey_prefix(list, skey) .. member) end
   if watched then touched[#touched + 1] = {list, rec_key(r), skey} end
+end
+
+-- -- taking an entry (take.lua, take_many.lua; callers have checked) ------------------
+
+-- Move r to list `to` and, if `delete`, delete it there at once: two changes, two
+-- seqs, and a watched target sees the entry come and go as with two requests.  The
+-- counters and both lists' element counts are updated in place (`source` may be
+-- `target`).  Returns the move's seq, the moved record, the reply's data and the
+-- delete's seq (0: none).
+local function take_entry(r, to, delete, c, source, target)
+  local seq = c[SEQ] + 1
+  local moved = moved_rec(r, to, rec_key(r), ordinal(seq, false), rec_version(r), rec_skey(r))
+  local data = reply_data(r)  -- moved keeps what r kept
+  local elements = rec_elements(r)
+  local watched_from, watched_to = source[LIST_MONITORS] > 0, target[LIST_MONITORS] > 0
+  source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
+  if not delete then
+    keep_old(r, false)
+    unplace(r, watched_from)
+    redis.call('HSET', E, rec_id(r), moved)
+    place(moved, watched_to)
+    target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
+    c[SEQ] = seq
+    notify(seq)
+    return seq, moved, data, 0
+  end
+  keep_old(r, true)
+  unplace(r, watched_from)
+  if watched_to then
+    place(moved, true)
+    notify(seq)
+    unplace(moved, true)
+    notify(seq + 1)
+  else
+    notify(seq)
+  end
+  redis.call('HDEL', E, rec_id(r))
+  drop_data(r)
+  c[SEQ], c[ENTRIES], c[ELEMENTS] = seq + 1, c[ENTRIES] - 1, c[ELEMENTS] - elements
+  return seq, moved, data, seq + 1
 end

@@ -5,7 +5,7 @@
 local done = recorded()
 if done then return done end
 local list = ARGV[2]
-local raw_c, raw_l = open('c', 'L' .. list)
+local raw_c, raw_l = open('c', lfield(list))
 local c, l = counters(raw_c), controls(raw_l)
 check_conditions(6, #ARGV, list, tonumber(ARGV[5]), l[LIST_AUTHORITY])
 c[SEQ] = c[SEQ] + 1
@@ -15,6 +15,6 @@ elseif ARGV[3] ~= 'u' then
   l[LIST_LIMIT] = tonumber(ARGV[3]) + 1
 end
 if ARGV[4] == '1' then l[LIST_AUTHORITY] = l[LIST_AUTHORITY] + 1 end
-redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l),
+redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l),
   kept_seq(c[SEQ]))
 return c[SEQ]

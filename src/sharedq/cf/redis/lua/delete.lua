@@ -6,7 +6,7 @@ local done = recorded()
 if done then return done end
 local o = options(ARGV[3], 1)
 local at = locator_list(ARGV[2])
-local raw_c, raw_l = open('c', 'L' .. (at or 0))
+local raw_c, raw_l = open('c', lfield(at or 0))
 local c = counters(raw_c)
 local r = locate_packed(ARGV[2])
 if not r then return false end
@@ -18,14 +18,14 @@ check_conditions(4, #ARGV, list, o.expect_authority, l[LIST_AUTHORITY])
 local seq = c[SEQ] + 1
 local elements = rec_elements(r)
 local data = ''
-if not o.without_data then data = rec_data(r) end
+if not o.without_data then data = reply_data(r) end
 keep_old(r, true)
 unplace(r, l[LIST_MONITORS] > 0)
 redis.call('HDEL', E, rec_id(r))
-if elements > 0 then redis.call('HDEL', D, rec_id(r)) end
+drop_data(r)
 c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] - 1, c[ELEMENTS] - elements
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] - elements
-redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l),
+redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l),
   kept_change(seq, r, data))
 notify(seq)
 return {seq, r, data}

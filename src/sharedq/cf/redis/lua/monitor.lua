@@ -5,7 +5,7 @@
 local done = recorded()
 if done then return done end
 local list = tonumber(ARGV[2])
-local raw_c, mid, raw_l = open('c', 'mid', 'L' .. list)
+local raw_c, mid, raw_l = open('c', 'mid', lfield(list))
 local c, l = counters(raw_c), controls(raw_l)
 if c[EMCS] >= c[MAX_EMCS] then
   fail(EMC_AREA_FULL, 'all ' .. int(c[MAX_EMCS]) .. ' EMCs of structure ' .. structure_name()
@@ -21,5 +21,5 @@ redis.call('HSET', P .. 'w:' .. list, id, monitor_raw(m))
 redis.call('HSET', P .. 'um:' .. UID, id, list)
 c[SEQ], c[EMCS] = c[SEQ] + 1, c[EMCS] + 1
 l[LIST_MONITORS] = l[LIST_MONITORS] + 1
-redis.call('HSET', M, 'c', packed_counters(c), 'mid', id, 'L' .. list, packed_controls(l))
+redis.call('HSET', M, 'c', packed_counters(c), 'mid', id, lfield(list), packed_controls(l))
 return record({id, m.nonempty and 1 or 0, c[SEQ]})

@@ -16,9 +16,9 @@ local o = options(spec, 3)
 local at = locator_list(ARGV[2])
 local raw_c, raw_to, raw_at
 if at and at ~= to then
-  raw_c, raw_to, raw_at = open('c', 'L' .. to, 'L' .. at)  -- one read serves both lists
+  raw_c, raw_to, raw_at = open('c', lfield(to), lfield(at))  -- one read serves both lists
 else
-  raw_c, raw_to = open('c', 'L' .. to)
+  raw_c, raw_to = open('c', lfield(to))
 end
 local c, target = counters(raw_c), controls(raw_to)
 local r = locate_packed(ARGV[2])
@@ -40,14 +40,14 @@ keep_old(r, false)
 unplace(r, source[LIST_MONITORS] > 0)
 redis.call('HSET', E, rec_id(r), moved)
 place(moved, target[LIST_MONITORS] > 0)
-local data = rec_data(r)
+local data = reply_data(r)  -- moved keeps what r kept
 c[SEQ] = seq
 if to ~= from then
   local elements = rec_elements(r)
   source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
   target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
-  redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source),
-    'L' .. to, packed_controls(target), kept_change(seq, moved, data))
+  redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source),
+    lfield(to), packed_controls(target), kept_change(seq, moved, data))
 else
   redis.call('HSET', M, 'c', packed_counters(c), kept_change(seq, moved, data))
 end

@@ -10,7 +10,7 @@ local function release_user(uid, c)
   for list, count in pairs(per_list) do
     local l = list_controls(list)
     l[LIST_MONITORS] = l[LIST_MONITORS] - count
-    redis.call('HSET', M, 'L' .. list, packed_controls(l))
+    redis.call('HSET', M, lfield(list), packed_controls(l))
   end
   c[EMCS] = c[EMCS] - #mine / 2
   redis.call('DEL', P .. 'um:' .. uid, P .. 'ud:' .. uid, P .. 'q:' .. uid)

@@ -12,10 +12,19 @@ if #members == 0 then return {} end
 local ids = {}
 for i, member in ipairs(members) do ids[i] = string.sub(member, 25, 36) end
 local records = redis.call('HMGET', E, unpack(ids))
-local data = {}
-if ARGV[7] == '1' then data = redis.call('HMGET', D, unpack(ids)) end
 local reply = {}
+local apart, at = {}, {}
 for i, r in ipairs(records) do
-  reply[2 * i - 1], reply[2 * i] = r, data[i] or ''
+  reply[2 * i - 1], reply[2 * i] = r, ''
+  if ARGV[7] == '1' then
+    if data_apart(r) then
+      apart[#apart + 1], at[#at + 1] = ids[i], 2 * i
+    else
+      reply[2 * i] = reply_data(r)
+    end
+  end
+end
+if #apart > 0 then
+  for j, data in ipairs(redis.call('HMGET', D, unpack(apart))) do reply[at[j]] = data end
 end
 return reply

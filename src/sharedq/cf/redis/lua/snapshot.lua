@@ -33,4 +33,5 @@ end
 redis.call('HSET', X .. 'i', 'lc', lc, 'until', expires)
 redis.call('PEXPIREAT', X .. 'i', expires)
 redis.call('SADD', P .. 'xs', id)
+redis.call('HSET', M, 'xa', '1')  -- changes keep old records from now on
 return record({id, c[SEQ], {lc, es, lk, er, elr, size, maxsize, emcp}, lists})

@@ -4,6 +4,7 @@
 local X = P .. 'x' .. ARGV[2] .. ':'
 local lc = redis.call('HGET', X .. 'i', 'lc')
 redis.call('SREM', P .. 'xs', ARGV[2])
+if #redis.call('SMEMBERS', P .. 'xs') == 0 then redis.call('HDEL', M, 'xa') end
 if not lc then return 0 end
 local keys = {X .. 'i', X .. 'e', X .. 'd'}
 for i = 0, tonumber(lc) - 1 do keys[#keys + 1] = X .. 'l:' .. i end

@@ -15,29 +15,48 @@ local members = redis.call('ZRANGEBYLEX', X .. 'l:' .. ARGV[3], from, '+', 'LIMI
 if #members == 0 then return {} end
 local ids = {}
 for i, member in ipairs(members) do ids[i] = string.sub(member, 25, 36) end
+-- Records: the one a change kept for the snapshot, else the live one.
 local records = redis.call('HMGET', X .. 'e', unpack(ids))
-local data = redis.call('HMGET', X .. 'd', unpack(ids))
--- What no change kept comes from the structure itself.
-for _, pair in ipairs({{records, E}, {data, D}}) do
-  local kept, live = pair[1], pair[2]
-  local wanted, at = {}, {}
-  for i = 1, #ids do
-    if not kept[i] then
-      wanted[#wanted + 1] = ids[i]
-      at[#at + 1] = i
-    end
-  end
-  if #wanted > 0 then
-    local found = redis.call('HMGET', live, unpack(wanted))
-    for j, i in ipairs(at) do kept[i] = found[j] end
-  end
-end
-local reply = {}
+local wanted, at = {}, {}
 for i = 1, #ids do
   if not records[i] then
+    wanted[#wanted + 1] = ids[i]
+    at[#at + 1] = i
+  end
+end
+if #wanted > 0 then
+  local found = redis.call('HMGET', E, unpack(wanted))
+  for j, i in ipairs(at) do records[i] = found[j] end
+end
+local reply = {}
+local apart, where = {}, {}
+for i = 1, #ids do
+  local r = records[i]
+  if not r then
     fail(STRUCTURE_LOST, 'snapshot ' .. ARGV[2] .. ' of structure ' .. structure_name()
       .. ' lost entry ' .. hex(ids[i]))
   end
-  reply[2 * i - 1], reply[2 * i] = records[i], data[i] or ''
+  reply[2 * i - 1], reply[2 * i] = r, ''
+  if data_apart(r) then
+    apart[#apart + 1], where[#where + 1] = ids[i], 2 * i
+  else
+    reply[2 * i] = reply_data(r)  -- in the record, or none
+  end
+end
+-- Data kept apart: the copy a change kept for the snapshot, else the live data.
+if #apart > 0 then
+  local kept = redis.call('HMGET', X .. 'd', unpack(apart))
+  local missing, slots = {}, {}
+  for j, data in ipairs(kept) do
+    if data then
+      reply[where[j]] = data
+    else
+      missing[#missing + 1], slots[#slots + 1] = apart[j], where[j]
+    end
+  end
+  if #missing > 0 then
+    local found = redis.call('HMGET', D, unpack(missing))
+    for j, data in ipairs(found) do reply[slots[j]] = data or '' end
+  end
 end
 return reply

@@ -22,6 +22,6 @@ end
 local l = list_controls(list)
 c[SEQ], c[EMCS] = c[SEQ] + 1, c[EMCS] - 1
 l[LIST_MONITORS] = l[LIST_MONITORS] - 1
-redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l),
+redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l),
   kept_seq(c[SEQ]))
 return c[SEQ]

@@ -27,24 +27,29 @@ local al, sl = string.byte(r, 48, 49)
 local adjunct = string.sub(r, 50, 49 + al)
 if ARGV[5] ~= 'u' then adjunct = string.sub(ARGV[5], 2) end
 local skey = string.sub(r, 50 + al, 49 + al + sl)
-local updated = string.sub(r, 1, 38) .. version .. string.char(elements, #adjunct, #skey)
-  .. adjunct .. skey
-keep_old(r, ARGV[4] ~= 'u')
-local data
+local data, inline
 if ARGV[4] == 'u' then
-  data = rec_data(r)
+  inline = string.sub(r, 50 + al + sl)  -- the data stays where it is
+  if inline == '' then data = rec_data(r) end
 else
   data = string.sub(ARGV[4], 2)
-  if elements > 0 then
+  inline = inline_part(elements, data)
+end
+local updated = string.sub(r, 1, 38) .. version .. string.char(elements, #adjunct, #skey)
+  .. adjunct .. skey .. inline
+keep_old(r, ARGV[4] ~= 'u')
+if ARGV[4] ~= 'u' then
+  if elements > 0 and inline == '' then
     redis.call('HSET', D, rec_id(r), data)
-  elseif old > 0 then
-    redis.call('HDEL', D, rec_id(r))
+  else
+    drop_data(r)
   end
 end
 redis.call('HSET', E, rec_id(r), updated)
 c[SEQ], c[ELEMENTS] = seq, c[ELEMENTS] + elements - old
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements - old
 if o.increment_authority then l[LIST_AUTHORITY] = l[LIST_AUTHORITY] + 1 end
-redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l),
+if inline ~= '' then data = false end  -- the reply leaves it in the record
+redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l),
   kept_change(seq, updated, data))
 return {seq, updated, data}

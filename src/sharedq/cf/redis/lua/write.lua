@@ -2,24 +2,24 @@
 -- ARGV[2]: list(2) key(16) version(8) flags(1: 1 head, 2 ignore_limit, 4 expect
 -- authority) elements(1) expected authority(8) adjunct length(1) secondary key
 -- length(1) entry id length(1, 0: generate one), then adjunct, secondary key, id.
--- ARGV[3]: data (kept in D when there is any).  ARGV[4..]: lock numbers.
+-- ARGV[3]: data (in the record when small, else in D).  ARGV[4..]: lock numbers.
 local done = recorded()
 if done then return done end
 local spec = ARGV[2]
 local list, key, version, flags, elements, adjunct, skey, id = write_spec(spec)
-local raw_c, raw_l = open('c', 'L' .. list)
+local raw_c, raw_l = open('c', lfield(list))
 local c, l = counters(raw_c), controls(raw_l)
 check_new_entry(spec, list, flags, elements, id, c, l, 4)
 local seq = c[SEQ] + 1
 local generated = id == ''
 if generated then id = '\0\0\0\0' .. be(seq, 8) end
 local r = make_rec(id, list, key, ordinal(seq, bit.band(flags, 1) ~= 0), version, elements,
-  adjunct, skey)
+  adjunct, skey, inline_part(elements, ARGV[3]))
 store_new_entry(id, r, generated)
-if elements > 0 then redis.call('HSET', D, id, ARGV[3]) end
+store_apart(id, elements, ARGV[3])
 c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] + 1, c[ELEMENTS] + elements
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
-redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l), kept_seq(seq))
+redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l), kept_seq(seq))
 place(r, l[LIST_MONITORS] > 0)
 notify(seq)
 return seq

@@ -7,26 +7,35 @@ if done then return done end
 local spec = ARGV[2]
 local list, key, version, flags, elements, adjunct, skey, id = write_spec(spec)
 local o = options(ARGV[4], 1)
-local raw_c, raw_l = open('c', 'L' .. list)
+local raw_c, raw_l = open('c', lfield(list))
 local c, l = counters(raw_c), controls(raw_l)
 check_new_entry(spec, list, flags, elements, id, c, l, 5)
 local seq = c[SEQ] + 1
 local generated = id == ''
 if generated then id = '\0\0\0\0' .. be(seq, 8) end
-local r = make_rec(id, list, key, ordinal(seq, bit.band(flags, 1) ~= 0), version, elements,
-  adjunct, skey)
+-- The entry as moved is made from the request directly (the written one only when a
+-- monitor must see it): one record of the data's length made, not two.
+local inline = inline_part(elements, ARGV[3])
 local new_skey = o.skey
-if new_skey == nil then new_skey = rec_skey(r) end
-local moved = moved_rec(r, list, o.key, ordinal(seq + 1, false), new_version(r, o.version, false),
-  new_skey)
+if new_skey == nil then new_skey = skey end
+local new_ver = version
+if o.version == 'i' then
+  new_ver = version_plus_one(version, id)
+elseif o.version ~= '' then
+  new_ver = string.sub(o.version, 2)
+end
+local moved = make_rec(id, list, o.key, ordinal(seq + 1, false), new_ver, elements, adjunct,
+  new_skey or '', inline)
 -- Only the entry as moved is stored: nobody sees the written one but the monitors.
 store_new_entry(id, moved, generated)
-if elements > 0 then redis.call('HSET', D, id, ARGV[3]) end
+store_apart(id, elements, ARGV[3])
 c[SEQ], c[ENTRIES], c[ELEMENTS] = seq + 1, c[ENTRIES] + 1, c[ELEMENTS] + elements
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
-redis.call('HSET', M, 'c', packed_counters(c), 'L' .. list, packed_controls(l), kept_seq(seq))
+redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l), kept_seq(seq))
 if l[LIST_MONITORS] > 0 then
   -- Watched: the written entry comes and goes, as with two requests.
+  local r = make_rec(id, list, key, ordinal(seq, bit.band(flags, 1) ~= 0), version, elements,
+    adjunct, skey, inline)
   place(r, true)
   notify(seq)
   unplace(r, true)

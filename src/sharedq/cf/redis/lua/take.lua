@@ -1,0 +1,84 @@
+-- flags: allow-oom
+-- take: a consumer's round trip (api.py, ListStructure.take).  In order: the caller's
+-- events taken (events.lua), then the located entry moved to a list (move.lua, without
+-- options) and, if asked, deleted there at once (delete.lua by id): two changes,
+-- consecutive seqs; or, when the locator finds nothing, a monitor registered
+-- (monitor.lua).  Everything is checked before the first write.
+-- ARGV[2]: packed locator.  ARGV[3]: target list(2), flags(1): 1 delete, 2 take events,
+-- 4 register a monitor if nothing is found, 8 expect authority (its value(8) follows).
+-- ARGV[4..9] with flag 4: the monitor's list, low key, high key, secondary key ('':
+-- the key range), notify_empty ('1'), token (as monitor.lua's ARGV[2..7]).
+-- Reply: {events, seq, record, data, delete seq, monitor id, nonempty, monitor seq}: seq
+-- 0 when nothing was moved, delete seq 0 when nothing was deleted, monitor id 0 when
+-- none was registered.
+-- allow-oom: a move (a get), a delete, an EMC and events taken, as their own files are.
+local done = recorded()
+if done then return done end
+local spec = ARGV[3]
+local to = from_be2(spec, 1)
+local flags = string.byte(spec, 3)
+local delete = bit.band(flags, 1) ~= 0
+local expect_authority
+if bit.band(flags, 8) ~= 0 then expect_authority = from_be(string.sub(spec, 4, 11)) end
+local at = locator_list(ARGV[2])
+local raw_c, raw_to, raw_at
+if at and at ~= to then
+  raw_c, raw_to, raw_at = open('c', 'L' .. to, 'L' .. at)
+else
+  raw_c, raw_to = open('c', 'L' .. to)
+end
+local c, target = counters(raw_c), controls(raw_to)
+local r = locate_packed(ARGV[2])
+local from, source
+local watch = bit.band(flags, 4) ~= 0 and not r
+if r then
+  from = rec_list(r)
+  source = target
+  if from ~= to then
+    if at then source = controls(raw_at) else source = list_controls(from) end
+  end
+  check_conditions(1, 0, from, expect_authority, source[LIST_AUTHORITY])
+  if to ~= from then check_limit(to, target, false) end
+elseif watch and c[EMCS] >= c[MAX_EMCS] then
+  fail(EMC_AREA_FULL, 'all ' .. int(c[MAX_EMCS]) .. ' EMCs of structure ' .. structure_name()
+    .. ' are in use')
+end
+-- Checked: from here on nothing fails.
+local events = {}
+if bit.band(flags, 2) ~= 0 then
+  local queue = P .. 'q:' .. UID
+  local items = redis.call('XRANGE', queue, '-', '+')
+  for _, item in ipairs(items) do
+    if item[2][1] == 'e' then events[#events + 1] = item[2][2] end
+  end
+  if #items > 0 then redis.call('DEL', queue) end
+  redis.call('DEL', P .. 'ud:' .. UID)
+end
+if watch then
+  local list = tonumber(ARGV[4])
+  local mid = redis.call('HGET', M, 'mid')
+  local l = list_controls(list)
+  local id = num(mid) + 1
+  local mspec = 'r' .. ARGV[5] .. ARGV[6]
+  if ARGV[7] ~= '' then mspec = 's' .. ARGV[7] end
+  local m = parse_monitor(id, string.char(tonumber(UID), 0, ARGV[8] == '1' and 1 or 0,
+    #ARGV[9]) .. ARGV[9] .. mspec)
+  m.nonempty = watched_nonempty(list, m)
+  redis.call('HSET', P .. 'w:' .. list, id, monitor_raw(m))
+  redis.call('HSET', P .. 'um:' .. UID, id, list)
+  c[SEQ], c[EMCS] = c[SEQ] + 1, c[EMCS] + 1
+  l[LIST_MONITORS] = l[LIST_MONITORS] + 1
+  redis.call('HSET', M, 'c', packed_counters(c), 'mid', id, 'L' .. list, packed_controls(l))
+  return record({events, 0, '', '', 0, id, m.nonempty and 1 or 0, c[SEQ]})
+end
+if not r then return record({events, 0, '', '', 0, 0, 0, 0}) end
+local seq, moved, data, deleted = take_entry(r, to, delete, c, source, target)
+if to ~= from then
+  redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source),
+    'L' .. to, packed_controls(target))
+elseif delete then
+  redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source))
+else
+  redis.call('HSET', M, 'c', packed_counters(c))
+end
+return record({events, seq, moved, data, deleted, 0, 0, 0})

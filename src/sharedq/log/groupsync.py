@@ -1,0 +1,367 @@
+"""Group commit: concurrent commits on one host share one sync of the file system.
+
+A commit under ``every_commit`` durability waits until its records are on stable
+storage.  Synced one file at a time, each writer pays a sync per commit however many
+writers commit at the same moment: four queue managers of a host committing together
+make four syncs, each its own trip to the disk.  Linux's ``syncfs`` puts everything
+written to a file system on stable storage in one call, whichever process wrote it;
+this module lets every writer of the host that logs to one file system share those
+calls, as a database shares one log flush among the transactions committing together.
+
+The rule that keeps it correct: a commit's records are durable once a ``syncfs``
+that *started after they were written* has completed.  Syncs of a file system are
+numbered host-wide, in a small counter file (``started``, ``done``, the slots below)
+kept in host-local storage (``/dev/shm``, else the temporary directory; never on a
+shared or network file system, whose other hosts' page caches no ``syncfs`` here
+reaches).  A committer, its records
+written, reads ``started`` (its *ticket*); it is done when ``done`` reaches
+``ticket + 1``.  If not, it takes the *leader* lock (an ``flock``, one leader per
+file system on the host; threads of a process queue on a lock of their own first),
+looks again (the leader before it may have covered it), and otherwise numbers a new
+sync, runs it, and records it done.  Committers that arrive while a sync runs wait
+for the leader lock and are all covered by the next one: one sync per round, however
+many writers, threads or processes committed in it.
+
+The window.  Committers that come in one after another would settle into turns (half
+of them waiting while the other half's sync runs, and so on), each turn a sync.  So
+each committer also marks, in a slot of the counter file (its process and thread
+hashed to one of :data:`_SLOTS`), the number of the sync it waits for; a leader
+that sees committers active in the last two syncs that have not come in yet waits
+for them, up to the writer's ``group_commit_window_us``, before it numbers its sync.
+A committer alone never waits; nor does it ``syncfs``: when no other committer is
+active, it syncs its own files (``fdatasync``) instead, and does not wait for other
+files' writes to reach the disk.
+
+A ``syncfs`` covers every file, so every writer of the process on the file system
+(the group's *members*) counts its records written before the ticket as synced
+when the sync completes: the second stream of a unit of work over two does not wait
+for another sync.
+
+A failed ``syncfs`` is never taken as done, and it breaks this process's group for
+that file system: every later sync through it fails too.  Linux reports a write-back
+error once per open file; a later ``syncfs`` that succeeds says nothing of the pages
+that failed, so nothing after a failure may be called durable.
+
+Where ``syncfs`` is missing (not Linux) a writer syncs its own files as before.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import fcntl
+import logging
+import os
+import struct
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+logger = logging.getLogger("sharedq.log")
+
+#: Where the host's counter and lock files live: storage of this host alone.
+HOST_DIR = Path("/dev/shm")
+#: Committer slots (a process and thread hashed to one): how many committers a leader
+#: can tell apart when it gathers them.
+_SLOTS = 64
+#: The host's counters: syncs started and done, and per committer slot the number of
+#: the sync its last commit waited for.
+_COUNTERS = struct.Struct(f"<{2 + _SLOTS}Q")
+_ZEROS = (0,) * (2 + _SLOTS)
+
+
+class Member(Protocol):
+    """A writer whose records a group's syncs cover (``LogWriter``)."""
+
+    @property
+    def last_lsn(self) -> int: ...
+
+    def synced_through(self, lsn: int) -> None: ...
+
+
+class _Counters(NamedTuple):
+    started: int
+    done: int
+    slots: tuple[int, ...]
+
+
+#: How often a leader gathering commits looks whether they have all come in.
+GATHER_PAUSE_S = 0.0001
+
+
+class SyncStatistics(NamedTuple):
+    """What this process's writers asked of the disk (since the process started).
+
+    ``commits``: durable points that had to wait for a sync (a commit, an
+    ``every_record`` append, ``append(commit=True)``) because their records were not
+    yet synced.  ``syncs``: sync calls made for segment data (``fdatasync`` of a
+    segment, ``syncfs`` of a group).  ``syncs / commits`` is what group commit saves.
+    ``sync_seconds``: the time those calls took, so ``sync_seconds / syncs`` is what
+    one sync costs on this disk.
+    """
+
+    commits: int
+    syncs: int
+    sync_seconds: float
+
+
+_stats_lock = threading.Lock()
+_commits = 0
+_syncs = 0
+_sync_seconds = 0.0
+
+
+def sync_statistics() -> SyncStatistics:
+    """This process's counts of commits that waited for a sync, and of syncs made."""
+    with _stats_lock:
+        return SyncStatistics(_commits, _syncs, _sync_seconds)
+
+
+def count_commit() -> None:
+    global _commits
+    with _stats_lock:
+        _commits += 1
+
+
+def count_syncs(n: int, seconds: float) -> None:
+    global _syncs, _sync_seconds
+    with _stats_lock:
+        _syncs += n
+        _sync_seconds += seconds
+
+
+def _load_syncfs() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+        syncfs = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    syncfs.argtypes = [ctypes.c_int]
+    syncfs.restype = ctypes.c_int
+    return syncfs
+
+
+_SYNCFS = _load_syncfs()
+
+
+def _host_dir() -> Path:
+    if HOST_DIR.is_dir() and os.access(HOST_DIR, os.W_OK | os.X_OK):
+        return HOST_DIR
+    return Path(tempfile.gettempdir())
+
+
+class HostSync:
+    """The group commit of one file system on this host (one per process and device).
+
+    :meth:`sync` returns once everything written to the file system before the call is
+    on stable storage, sharing the ``syncfs`` with every concurrent caller on the host.
+    """
+
+    def __init__(self, directory: Path, device: int) -> None:
+        self.device = device
+        self._fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        base = _host_dir() / f"sharedq-sync-v4-{os.getuid()}-{device:x}"
+        #: The host's leader lock for this file system (``flock``): held while a sync runs.
+        self.lock_path = Path(f"{base}.lock")
+        fds: list[int] = []
+        try:
+            for path in (self.lock_path, Path(f"{base}.counters")):
+                fds.append(_open_own(path))
+        except BaseException:
+            for fd in (self._fd, *fds):
+                os.close(fd)
+            raise
+        self._leader_fd, self._counters_fd = fds
+        self._leader = threading.Lock()  # one thread of the process at the flock
+        self._counters_mutex = threading.Lock()  # flock is per open file, not per thread
+        #: Why the group broke (a failed sync), or ``None``.
+        self.failure: str | None = None
+        #: This process's writers on the file system (with no other file system).
+        self._members: weakref.WeakSet[Member] = weakref.WeakSet()
+        #: Set by the leader that found itself alone (``_leader`` held until read).
+        self._alone = False
+
+    def __repr__(self) -> str:
+        return f"<HostSync device={self.device:x} failure={self.failure!r}>"
+
+    def sync(
+        self,
+        window_s: float = 0.0,
+        *,
+        committer: bool = True,
+        alone: Callable[[], None] | None = None,
+    ) -> None:
+        """Everything written to the file system before this call, on stable storage.
+
+        ``window_s``: when other committers are active (they took a ticket for one of
+        the last two syncs), the leader waits for them to come in, up to this long,
+        before it starts the sync, so that they share it rather than wait for the
+        next.  ``committer=False`` (a background sync) is not waited for by others.
+        ``alone``: how the caller syncs its own files; called instead of a ``syncfs``
+        when no other committer is active on the host, so that a lone committer never
+        waits for other files' writes.  Raises ``OSError`` if the sync failed, or an
+        earlier one of this group did.
+        """
+        self._check()
+        slot = hash((os.getpid(), threading.get_ident())) % _SLOTS if committer else None
+        # What every member of this process has written so far: covered as well by a
+        # syncfs that starts after the ticket below.
+        written = [(member, member.last_lsn) for member in list(self._members)]
+        ticket = self._counters(arrive=slot).started
+        by_itself = False
+        with self._leader:
+            if self._counters().done <= ticket:
+                self._lead(ticket, slot, window_s, alone)
+                by_itself, self._alone = self._alone, False
+        if by_itself:
+            assert alone is not None
+            alone()  # outside the locks: nobody waits for it
+            return
+        for member, lsn in written:
+            member.synced_through(lsn)
+
+    def _lead(
+        self, ticket: int, slot: int | None, window_s: float, alone: Callable[[], None] | None
+    ) -> None:
+        """Sync unless another leader's sync covered ``ticket`` meanwhile; or leave the
+        sync to the caller (``self._alone``) when no other committer is active."""
+        self._check()
+        fcntl.flock(self._leader_fd, fcntl.LOCK_EX)
+        try:
+            now = self._counters()
+            if now.done > ticket:
+                return
+            if alone is not None and not _others_active(now, slot):
+                self._alone = True
+                return
+            self._sync_all(window_s, now)
+        finally:
+            fcntl.flock(self._leader_fd, fcntl.LOCK_UN)
+
+    def join(self, member: Member) -> None:
+        """``member``'s records count as synced by every ``syncfs`` of this group that
+        starts after they were written, whoever asked for it."""
+        self._members.add(member)
+
+    def leave(self, member: Member) -> None:
+        self._members.discard(member)
+
+    def _sync_all(self, window_s: float, now: _Counters) -> None:
+        """Number a sync, run ``syncfs``, record it done (the leader lock is held)."""
+        if window_s > 0:
+            now = self._gather(window_s, now)
+        number = max(now.started, now.done) + 1
+        self._counters(started=number)
+        started_s = time.perf_counter()
+        failed = _SYNCFS is None or _SYNCFS(self._fd) != 0
+        count_syncs(1, time.perf_counter() - started_s)
+        if failed:
+            error = ctypes.get_errno() if _SYNCFS is not None else 0
+            self.failure = f"syncfs failed: {os.strerror(error)}"
+            raise OSError(error, self.failure)
+        self._counters(done=number)
+
+    def _gather(self, window_s: float, now: _Counters) -> _Counters:
+        """Wait until every active committer has a ticket for this sync, or ``window_s``."""
+        deadline = time.monotonic() + window_s
+        while True:
+            active = sum(1 for seen in now.slots if seen and seen >= now.started - 1)
+            waiting = sum(1 for seen in now.slots if seen and seen >= now.started + 1)
+            left = deadline - time.monotonic()
+            if waiting >= active or left <= 0:
+                return now
+            time.sleep(min(left, GATHER_PAUSE_S))
+            now = self._counters()
+
+    def _check(self) -> None:
+        if self.failure is not None:
+            raise OSError(f"an earlier {self.failure}: nothing written since is known durable")
+
+    def _counters(self, *, arrive: int | None = None, started: int = 0, done: int = 0) -> _Counters:
+        """Read the host's counters; ``arrive`` marks a committer's slot as waiting for
+        the next sync, ``started`` and ``done`` raise those (never lowered, whoever else
+        wrote meanwhile).  Returns the counters as they were before any change."""
+        change = arrive is not None or started or done
+        with self._counters_mutex:
+            fcntl.flock(self._counters_fd, fcntl.LOCK_EX if change else fcntl.LOCK_SH)
+            try:
+                raw = os.pread(self._counters_fd, _COUNTERS.size, 0)
+                values = list(_COUNTERS.unpack(raw) if len(raw) == _COUNTERS.size else _ZEROS)
+                if change:
+                    new = list(values)
+                    new[0] = max(values[0], started)
+                    new[1] = max(values[1], done)
+                    if arrive is not None:
+                        new[2 + arrive] = values[0] + 1  # the sync that will cover it
+                    os.pwrite(self._counters_fd, _COUNTERS.pack(*new), 0)
+            finally:
+                fcntl.flock(self._counters_fd, fcntl.LOCK_UN)
+        return _Counters(values[0], values[1], tuple(values[2:]))
+
+    def close(self) -> None:
+        for fd in (self._fd, self._leader_fd, self._counters_fd):
+            os.close(fd)
+
+
+def _open_own(path: Path) -> int:
+    """Open (or create) a host file of this user's; refuse a link or another's file."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    info = os.fstat(fd)
+    if info.st_uid != os.getuid() or info.st_mode & 0o077:
+        os.close(fd)
+        raise PermissionError(f"{path} is not this user's own file (mode 0600)")
+    return fd
+
+
+def _others_active(now: _Counters, slot: int | None) -> bool:
+    """Whether a committer other than ``slot`` took a ticket for one of the last syncs."""
+    return any(
+        seen and seen >= now.started - 1 for index, seen in enumerate(now.slots) if index != slot
+    )
+
+
+_groups: dict[int, HostSync] = {}
+_groups_lock = threading.Lock()
+
+
+def host_sync(directory: Path) -> HostSync | None:
+    """This process's group commit for the file system holding ``directory``.
+
+    ``None`` where ``syncfs`` is not available or the host files cannot be used (a
+    warning says why): the caller syncs its own files.
+    """
+    if _SYNCFS is None:
+        return None
+    device = os.stat(directory).st_dev
+    with _groups_lock:
+        group = _groups.get(device)
+        if group is None:
+            try:
+                group = HostSync(directory, device)
+            except OSError as exc:
+                logger.warning(
+                    "group commit off for %s: its host files cannot be used (%s); "
+                    "each writer syncs its own files",
+                    directory,
+                    exc,
+                )
+                return None
+            _groups[device] = group
+        return group
+
+
+def _forget_after_fork() -> None:
+    """A child gets its own files: ``flock`` is per open file, shared with the parent."""
+    global _groups_lock, _stats_lock
+    _groups_lock = threading.Lock()
+    _stats_lock = threading.Lock()
+    _groups.clear()  # the parent's descriptors stay open in the child, unused
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)

@@ -1,0 +1,390 @@
+"""Batches: many gets (``take_many``) or many puts (``write_entries``) in one request.
+
+A consumer working in batches (a unit of work of a hundred gets, or a hundred gets out
+of syncpoint) would otherwise pay one round trip a message.  ``get_many`` moves up to
+``count`` committed heads of the put list to the manager's get list in one request, in
+priority and put-time order, exactly as that many gets would, one after another with
+nothing in between; out of syncpoint without a recovery log the same request deletes
+them too.  From there each message is what one get made of it (:func:`getting.took`):
+kept in the unit of work, or expired to the expiry list.  A unit's own uncommitted puts
+are candidates where a get would take them (Example 1): the batch stops at the first
+that would come next, returns it, and goes on.  The commit of the unit then deletes
+the batch with one bulk request (:func:`syncpoint.commit_queue`).
+
+Put many: ``put_many`` writes a batch of messages with one request (``write_entries``
+conditioned on the list authority the queue's definition was read under, as each put
+is), each as a put writes it, uncommitted.  In a unit of work they stay so until
+commit, which gives them their committed keys with one bulk request per queue; out of
+syncpoint one bulk move gives them their committed keys at once (two requests for the
+batch, where single puts take one each).  The batch is put whole or not at all: when
+the structure cannot take one of them (``Q_FULL`` at the queue's maximum depth, which
+the list limit holds exactly), the ones written are deleted before the error.
+
+With a recovery log every get is logged before the next change is made, and a get the
+log cannot record is undone alone: there ``get_many`` is that many gets and
+``put_many`` that many puts, each its own request (no fewer round trips, the same
+guarantees).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Sequence
+
+from sharedq.cf import (
+    UNCHANGED,
+    AuthorityMismatch,
+    BulkMove,
+    BulkWrite,
+    CFError,
+    EntryExists,
+    Head,
+    ListFull,
+)
+from sharedq.cf.api import MAX_TAKE_MANY
+from sharedq.mq import arguments, getting, keys, operations
+from sharedq.mq import messages as m
+from sharedq.mq.bulk import bulk_move
+from sharedq.mq.clock import stamp_seconds
+from sharedq.mq.core import ManagerCore
+from sharedq.mq.definitions import IndexType, QueueState
+from sharedq.mq.errors import MQReason, NoMessageAvailable, from_cf, mq_error
+from sharedq.mq.journal import ChangeKind
+from sharedq.mq.units import Trop, TropKind, UnitState
+from sharedq.seam.access import tolerating
+from sharedq.seam.notes import EntryMeaning
+
+#: Entries one bulk write carries (the backends' default bulk budget).
+PUT_CHUNK = 256
+
+
+def get_many(
+    core: ManagerCore,
+    queue: QueueState,
+    request: getting.GetRequest,
+    count: int,
+    wait: float | None,
+) -> list[m.Message]:
+    """Up to ``count`` messages; ``[]`` when none is available (after ``wait``)."""
+    if type(count) is not int or not 1 <= count <= MAX_TAKE_MANY:
+        raise mq_error(MQReason.BAD_ARGUMENT, f"count {count!r} must be 1..{MAX_TAKE_MANY}")
+    if request.uow is not None:
+        core.check_unit(request.uow)
+    wait = arguments.check_wait(wait)
+    getting.check_get_allowed(queue)
+    out = _batch(core, queue, request, count)
+    if out or not wait:
+        return out
+    try:
+        first = operations.get(core, queue, request, wait)
+    except NoMessageAvailable:
+        return []
+    return [first, *(_batch(core, queue, request, count - 1) if count > 1 else [])]
+
+
+def _batch(
+    core: ManagerCore, queue: QueueState, request: getting.GetRequest, count: int
+) -> list[m.Message]:
+    acc = queue.acc
+    out: list[m.Message] = []
+    if acc.journaling:
+        while len(out) < count:
+            try:
+                out.append(operations.get(core, queue, request, None))
+            except NoMessageAvailable:
+                break
+        return out
+    uow = request.uow
+    fused = uow is None  # out of syncpoint: moved and deleted in the one request
+    try:
+        while len(out) < count:
+            trqs = uow.existing_trqs(queue) if uow is not None else None
+            best = trqs.best_key(False) if trqs is not None else keys.COMMITTED_COMPARATOR
+            wanted = count - len(out)
+            try:
+                done = acc.take_many(
+                    Head(queue.put_list, best),
+                    queue.get_list,
+                    wanted,
+                    delete=fused,
+                    expect_authority=queue.authority,
+                    kind=ChangeKind.GET,
+                    then=ChangeKind.SYNC_GET,
+                    queue=queue.name,
+                    uow=uow,
+                )
+            except AuthorityMismatch:
+                core.refresh(queue)
+                getting.check_get_allowed(queue)
+                continue
+            for moved, deleted in done:
+                entry = (deleted or moved).entry
+                message = getting.took(core, queue, request, entry, gone=deleted is not None)
+                if message is not None:
+                    out.append(message)
+            if len(done) == wanted:
+                continue  # all there were: unless some had expired, the batch is full
+            own = trqs.best(False) if trqs is not None else None
+            if own is None:
+                break
+            message = getting.own_get(core, queue, request, own)
+            if message is not None:
+                out.append(message)
+    except CFError as error:
+        raise from_cf(error, f"get from {queue.name}") from error
+    return out
+
+
+# -- put many ---------------------------------------------------------------------------
+
+
+class _Put:
+    """One message of a batch, as its put would write it."""
+
+    __slots__ = ("entry_id", "expires_at", "ident", "message", "secondary", "ukey", "write")
+
+    def __init__(
+        self,
+        write: BulkWrite,
+        ukey: bytes,
+        ident: bytes,
+        secondary: bytes | None,
+        expires_at: float | None,
+        message: m.Message,
+    ) -> None:
+        self.write = write
+        self.entry_id = write.entry_id or b""
+        self.ukey = ukey
+        self.ident = ident
+        self.secondary = secondary
+        self.expires_at = expires_at
+        self.message = message
+
+
+def put_many(
+    core: ManagerCore,
+    queue: QueueState,
+    bodies: Sequence[bytes],
+    *,
+    priority: int | None,
+    persistent: bool | None,
+    expiry: float | None,
+    uow: UnitState | None,
+) -> list[m.Message]:
+    """Put every body, whole batch or nothing; every argument checked before a write."""
+    if uow is not None:
+        core.check_unit(uow)
+    if isinstance(bodies, bytes | bytearray | memoryview | str) or not isinstance(bodies, Sequence):
+        raise mq_error(MQReason.BAD_ARGUMENT, "put_many takes a sequence of message bodies")
+    if not 1 <= len(bodies) <= MAX_TAKE_MANY:
+        raise mq_error(MQReason.BAD_ARGUMENT, f"put_many takes 1..{MAX_TAKE_MANY} bodies")
+    if queue.acc.journaling:
+        return [
+            operations.put(
+                core,
+                queue,
+                body,
+                priority=priority,
+                persistent=persistent,
+                msg_id=None,
+                correl_id=None,
+                expiry=expiry,
+                uow=uow,
+            )
+            for body in bodies
+        ]
+    checked = [_body(body) for body in bodies]
+    definition = queue.definition
+    if priority is None:
+        priority = definition.default_priority
+    elif type(priority) is not int or not 0 <= priority <= 9:
+        raise mq_error(MQReason.PRIORITY_ERROR, f"priority {priority!r} must be 0..9")
+    if persistent is None:
+        persistent = definition.default_persistent
+    elif not isinstance(persistent, bool):
+        raise mq_error(MQReason.PERSISTENCE_ERROR, f"persistent {persistent!r} is not a bool")
+    tenths = m.UNLIMITED if expiry is None else m.expiry_tenths(expiry)
+    for body in checked:
+        if definition.put_inhibited or len(body) > queue.max_body:
+            operations.check_put_allowed(queue, len(body))
+    puts = [
+        _prepare(core, queue, body, priority, persistent, tenths, expiry, uow) for body in checked
+    ]
+    try:
+        _write(core, queue, puts, uow, checked)
+        if uow is None:
+            _sync(queue, puts)
+    except CFError as error:
+        raise from_cf(error, f"put to {queue.name}") from error
+    if uow is not None:
+        trqs = uow.trqs_for(queue)
+        for put in puts:
+            trqs.add(
+                Trop(
+                    TropKind.PUT,
+                    put.entry_id,
+                    put.ukey,
+                    persistent,
+                    put.ident,
+                    put.secondary,
+                    put.expires_at,
+                    trqs,
+                )
+            )
+    return [put.message for put in puts]
+
+
+def _body(body: object) -> bytes:
+    if type(body) is bytes:
+        return body
+    if isinstance(body, bytes | bytearray | memoryview):
+        return bytes(body)
+    raise mq_error(MQReason.BAD_ARGUMENT, f"a message body is bytes, not {type(body)}")
+
+
+def _prepare(
+    core: ManagerCore,
+    queue: QueueState,
+    body: bytes,
+    priority: int,
+    persistent: bool,
+    tenths: int,
+    expiry: float | None,
+    uow: UnitState | None,
+) -> _Put:
+    """What a put writes for one body (operations.put, up to its request)."""
+    stamps = core.stamps
+    stamp = stamps.stamp()
+    stamp_bytes = stamp.to_bytes(8, "big")
+    ident = core.msg_id_prefix + stamp_bytes + core.msg_id_suffix
+    entry_id = core.entry_id_prefix + stamp_bytes + stamps.nonce
+    ukey = keys.uncommitted_key(priority, stamp, core.qm_id)
+    data = m.encode(
+        body, priority, persistent, ident, m.NO_ID, stamp, tenths, core.qm_id, core.name_bytes
+    )
+    adjunct = m.encode_adjunct(queue.put_list, ident, m.NO_ID)
+    uow_id = uow.uow_id if uow is not None else stamps.uow_id(stamp)
+    index = queue.index
+    secondary = (
+        ident if index is IndexType.MSG_ID else m.NO_ID if index is IndexType.CORREL_ID else None
+    )
+    write = BulkWrite(
+        queue.put_list,
+        ukey,
+        data,
+        adjunct,
+        None,
+        entry_id,
+        int.from_bytes(uow_id, "big"),
+    )
+    put_time = stamp_seconds(stamp)
+    expires_at = None if expiry is None else put_time + tenths / 10
+    message = m.Message(
+        body,
+        priority,
+        persistent,
+        ident,
+        m.NO_ID,
+        None if expiry is None else tenths / 10,
+        put_time,
+        core.name,
+        0,
+        len(body),
+        False,
+        entry_id,
+    )
+    return _Put(write, ukey, ident, secondary, expires_at, message)
+
+
+def _write(
+    core: ManagerCore,
+    queue: QueueState,
+    puts: list[_Put],
+    uow: UnitState | None,
+    bodies: list[bytes],
+) -> None:
+    """Write the batch uncommitted, a chunk a request; all of it, or none of it."""
+    acc = queue.acc
+    done = 0
+    try:
+        while done < len(puts):
+            chunk = puts[done : done + PUT_CHUNK]
+            try:
+                result = acc.write_entries(
+                    [put.write for put in chunk],
+                    expect_authority=queue.authority,
+                    kind=ChangeKind.PUT,
+                    uow=uow.uow_id if uow is not None else None,
+                    meanings=[
+                        EntryMeaning(
+                            put.entry_id, queue.name, bool(put.message.persistent), put.ident
+                        )
+                        for put in chunk
+                    ],
+                )
+            except AuthorityMismatch:
+                core.refresh(queue)  # the definition changed: check the batch again
+                for body in bodies:
+                    operations.check_put_allowed(queue, len(body))
+                continue
+            done += result.processed
+            if isinstance(result.error, EntryExists):
+                put = puts[done]
+                put.entry_id = core.stamps.entry_id()
+                put.write = put.write._replace(entry_id=put.entry_id)
+                put.message = dataclasses.replace(put.message, token=put.entry_id)
+            elif result.error is not None:
+                raise result.error
+    except Exception as error:  # not a dying process's BaseException: no clean-up then
+        _unwrite(queue, puts[:done])
+        if isinstance(error, ListFull):
+            raise mq_error(
+                MQReason.Q_FULL,
+                f"queue {queue.name} holds its maximum depth "
+                f"({queue.definition.max_depth} messages): none of the batch was put",
+            ) from error
+        raise
+
+
+def _unwrite(queue: QueueState, written: list[_Put]) -> None:
+    """Delete what a batch that failed wrote (uncommitted: nobody saw it)."""
+    if not written:
+        return
+    # Left behind if the structure refuses: uncommitted, recovery deletes them as it
+    # deletes any put a failed manager left.
+    with tolerating(), contextlib.suppress(CFError):
+        queue.acc.delete_entries(
+            [put.entry_id for put in written],
+            missing_ok=True,
+            kind=ChangeKind.BACKOUT_PUTS,
+            uow=None,
+            meanings=[
+                EntryMeaning(put.entry_id, queue.name, bool(put.message.persistent), put.ident)
+                for put in written
+            ],
+        )
+
+
+def _sync(queue: QueueState, puts: list[_Put]) -> None:
+    """Out of syncpoint: the batch takes its committed keys (sync last message)."""
+    bulk_move(
+        queue.acc,
+        [
+            BulkMove(
+                put.entry_id,
+                queue.put_list,
+                new_key=keys.committed_form(put.ukey),
+                new_secondary_key=UNCHANGED if put.secondary is None else put.secondary,
+                set_version=0,
+                from_list=queue.put_list,
+            )
+            for put in puts
+        ],
+        [
+            EntryMeaning(put.entry_id, queue.name, bool(put.message.persistent), put.ident)
+            for put in puts
+        ],
+        kind=ChangeKind.SYNC_PUT,
+        uow_id=None,
+    )
