@@ -196,15 +196,7 @@ def put_many(
         ]
     checked = [_body(body) for body in bodies]
     definition = queue.definition
-    if priority is None:
-        priority = definition.default_priority
-    elif type(priority) is not int or not 0 <= priority <= 9:
-        raise mq_error(MQReason.PRIORITY_ERROR, f"priority {priority!r} must be 0..9")
-    if persistent is None:
-        persistent = definition.default_persistent
-    elif not isinstance(persistent, bool):
-        raise mq_error(MQReason.PERSISTENCE_ERROR, f"persistent {persistent!r} is not a bool")
-    tenths = m.UNLIMITED if expiry is None else m.expiry_tenths(expiry)
+    priority, persistent, tenths = operations.put_options(definition, priority, persistent, expiry)
     for body in checked:
         if definition.put_inhibited or len(body) > queue.max_body:
             operations.check_put_allowed(queue, len(body))

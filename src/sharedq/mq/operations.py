@@ -51,7 +51,7 @@ from sharedq.mq import arguments, getting, keys, undo
 from sharedq.mq import messages as m
 from sharedq.mq.clock import stamp_seconds
 from sharedq.mq.core import ManagerCore
-from sharedq.mq.definitions import IndexType, QueueState
+from sharedq.mq.definitions import IndexType, QueueDefinition, QueueState
 from sharedq.mq.errors import JournalFailed, MQError, MQReason, from_cf, mq_error
 from sharedq.mq.journal import ChangeKind
 from sharedq.mq.units import Trop, TropKind, UnitState
@@ -81,6 +81,21 @@ def check_put_allowed(queue: QueueState, length: int) -> None:
         )
 
 
+def put_options(
+    definition: QueueDefinition, priority: int | None, persistent: bool | None, expiry: float | None
+) -> tuple[int, bool, int]:
+    """A put's priority, persistence and expiry (in tenths), checked, defaults applied."""
+    if priority is None:
+        priority = definition.default_priority
+    elif type(priority) is not int or not 0 <= priority <= 9:
+        raise mq_error(MQReason.PRIORITY_ERROR, f"priority {priority!r} must be 0..9")
+    if persistent is None:
+        persistent = definition.default_persistent
+    elif not isinstance(persistent, bool):
+        raise mq_error(MQReason.PERSISTENCE_ERROR, f"persistent {persistent!r} is not a bool")
+    return priority, persistent, m.UNLIMITED if expiry is None else m.expiry_tenths(expiry)
+
+
 def put(
     core: ManagerCore,
     queue: QueueState,
@@ -102,15 +117,7 @@ def put(
         else:
             raise mq_error(MQReason.BAD_ARGUMENT, f"a message body is bytes, not {type(body)}")
     definition = queue.definition
-    if priority is None:
-        priority = definition.default_priority
-    elif type(priority) is not int or not 0 <= priority <= 9:
-        raise mq_error(MQReason.PRIORITY_ERROR, f"priority {priority!r} must be 0..9")
-    if persistent is None:
-        persistent = definition.default_persistent
-    elif not isinstance(persistent, bool):
-        raise mq_error(MQReason.PERSISTENCE_ERROR, f"persistent {persistent!r} is not a bool")
-    tenths = m.UNLIMITED if expiry is None else m.expiry_tenths(expiry)
+    priority, persistent, tenths = put_options(definition, priority, persistent, expiry)
     given_msg_id = None if msg_id is None else m.check_id(msg_id, "msg_id", MQReason.MD_ERROR)
     correl = (
         m.NO_ID
