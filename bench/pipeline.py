@@ -1,9 +1,8 @@
 """Pipeline: the Spark ``recover`` job against the servers' in-process recovery.
 
-A structure's SRDS (10,000 messages) and its log after it (200,000 records with
-``--quick``, 1,000,000 without: the queue workload of ``bench/recovery.py``, 90 % of
-the messages put are read and then deleted, written by the log's own writer) are
-written once.  Then, in turns, the same recovery runs
+A structure's SRDS (10,000 messages) and its log after it (the queue workload of
+``bench/recovery.py``: 90 % of the messages put are read and then deleted, written by
+the log's own writer) are written; then, in turns, the same recovery runs
 
 * in process (``sharedq.pipeline.inprocess.recover_inprocess``: the SRDS verified and
   loaded, the log after it read and folded by ``replay``, onto a fresh memory facility,
@@ -11,14 +10,16 @@ written once.  Then, in turns, the same recovery runs
 * on Spark, ``local[2]`` (``sharedq.pipeline.jobs.recover.run``: the log and the SRDS
   read as DataFrames, folded, the entries and list controls written as Parquet).
 
-The JVM's start-up is measured once and reported apart (``jvm_startup_seconds``),
-and so is the first, cold run of each side (``spark_cold_seconds``: the JVM loads
-and compiles the job's classes then, as it does once in a long-running cluster);
-the timed rounds follow, in turns, and each side's best counts.  The Spark time is
-the whole job: the staging records decoded and handed over, the SRDS chosen, the
-plan built, the fold run and the tables written.  ``spark_recover_ratio_vs_inprocess``
-is in-process time / Spark work time (target >= 1.0 on two cores, on the full
-1,000,000 records; with ``--quick``'s 200,000 the job's fixed costs weigh more).
+Sizes: 1,000,000 records (5 rounds) and then 5,000,000 (2 rounds; figures suffixed
+``_5m``) by default, some five minutes in all; 200,000 with ``--quick``; one size of
+``--records N`` records.  The JVM's start-up is measured once and reported apart
+(``jvm_startup_seconds``), and so is the first, cold run of each size
+(``spark_cold_seconds``: the JVM loads and compiles the job's classes then, as it does
+once in a long-running cluster); the timed rounds follow, in turns, and each side's
+best counts.  The Spark time is the whole job: the staging records decoded and handed
+over, the SRDS chosen, the log checked, both passes of the fold and the tables
+written.  ``spark_recover_ratio_vs_inprocess`` is in-process time / Spark work time
+(target >= 1.5 on two cores at 1M; ``spark_recover_ratio_vs_inprocess_5m`` at 5M).
 The two results are checked equal (entry count, and the entries' ids, lists and
 positions) before anything is reported.
 """
@@ -34,6 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -45,6 +47,9 @@ from sharedq.pipeline.job import JobContext, JobResult
 from sharedq.pipeline.jobs import recover as recover_job
 from sharedq.pipeline.session import start_session
 from sharedq.pipeline.sources import find_pairs
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def _timed(fn: Callable[[], object]) -> tuple[float, object]:
@@ -59,92 +64,105 @@ def _timed(fn: Callable[[], object]) -> tuple[float, object]:
         gc.enable()
 
 
+def measure(
+    report: Report, spark: SparkSession, base: Path, n: int, rounds: int, suffix: str
+) -> None:
+    """Write a log of ``n`` records after an SRDS, then time both recoveries of it in turns."""
+    root = base / f"recovery{suffix}"
+    began = time.perf_counter()
+    image_seq = _write_log(root, n)
+    report.add(f"log_write_seconds{suffix}", time.perf_counter() - began, "s", "setup")
+    (pair,) = find_pairs(root / BENCH)
+    stream = LogStream.open_existing(pair.log)
+    sources = stream.sources()
+    records = sum(
+        1 for r in stream.records(structures={BENCH}, from_seq=image_seq + 1) if r.op != 127
+    )
+    report.add(f"records{suffix}", records, "records", f"after an SRDS of {IMAGE_MESSAGES:,}")
+    report.add(f"staging_records{suffix}", len(sources.staging), "records", "not in data sets")
+
+    def inprocess() -> InprocessRecovery:
+        return recover_inprocess(pair, BENCH)
+
+    outputs = iter(range(1_000))
+
+    def on_spark() -> JobResult:
+        ctx = JobContext.open(spark, pair.log.parent, base / f"out{suffix}{next(outputs)}")
+        try:
+            return recover_job.run(ctx, structure=BENCH)
+        finally:
+            ctx.release()
+
+    best = {"inprocess": float("inf"), "spark": float("inf")}
+    inprocess()
+    cold, _ = _timed(on_spark)
+    report.add(f"spark_cold_seconds{suffix}", cold, "s", "first run, not counted")
+    reference: InprocessRecovery | None = None
+    result: JobResult | None = None
+    for _ in range(rounds):
+        seconds, value = _timed(inprocess)
+        best["inprocess"] = min(best["inprocess"], seconds)
+        assert isinstance(value, InprocessRecovery)
+        reference = value
+        seconds, value = _timed(on_spark)
+        best["spark"] = min(best["spark"], seconds)
+        assert isinstance(value, JobResult)
+        result = value
+    assert reference is not None and result is not None
+    expected = sum(len(entries) for entries in reference.contents.lists.values())
+    assert result.figures["entries"] == expected, (result.figures, expected)
+    assert result.figures["records_applied"] == reference.records == records
+    got = {
+        (bytes(r.entry_id), r.list_number, r.position)
+        for r in spark.read.parquet(str(result.tables["entries"]))
+        .select("entry_id", "list_number", "position")
+        .collect()
+    }
+    want = {
+        (e.entry_id, number, position)
+        for number, entries in reference.contents.lists.items()
+        for position, e in enumerate(entries)
+    }
+    assert got == want, "the Spark job and in-process recovery disagree"
+    report.add(f"entries_out{suffix}", expected, "entries")
+    report.add(f"inprocess_seconds{suffix}", best["inprocess"], "s", f"best of {rounds}")
+    report.add(f"spark_work_seconds{suffix}", best["spark"], "s", f"best of {rounds}; no JVM start")
+    report.add(
+        f"spark_recover_ratio_vs_inprocess{suffix}",
+        best["inprocess"] / best["spark"],
+        "",
+        "in-process / Spark work; target >= 1.5 on two cores at 1M",
+    )
+    shutil.rmtree(root, ignore_errors=True)
+
+
 def main() -> None:
     def options(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--records", type=int, help="log records (default 1M, 200k)")
+        parser.add_argument(
+            "--records", type=int, help="one log of this many records (default: 1M and 5M)"
+        )
 
     args = parse_args(__doc__.splitlines()[0], options)
     quick = args.quick
-    n = args.records or (200_000 if quick else 1_000_000)
-    rounds = 2 if quick else 5
+    if args.records:
+        sizes = [(args.records, 2 if quick else 5, "")]
+    elif quick:
+        sizes = [(200_000, 2, "")]
+    else:
+        sizes = [(1_000_000, 5, ""), (5_000_000, 2, "_5m")]
     logging.getLogger("sharedq").setLevel(logging.ERROR)
     report = Report("sharedq pipeline: recover", quick)
     base = Path(tempfile.mkdtemp(prefix="sharedq-bench-pipeline-"))
     started = time.perf_counter()
     try:
-        root = base / "recovery"
-        began = time.perf_counter()
-        image_seq = _write_log(root, n)
-        report.add("log_write_seconds", time.perf_counter() - began, "s", "setup, not measured")
-        (pair,) = find_pairs(root / BENCH)
-        stream = LogStream.open_existing(pair.log)
-        sources = stream.sources()
-        records = sum(
-            1 for r in stream.records(structures={BENCH}, from_seq=image_seq + 1) if r.op != 127
-        )
-        report.add("records", records, "records", f"after an SRDS of {IMAGE_MESSAGES:,}")
-        report.add("staging_records", len(sources.staging), "records", "not yet in data sets")
-
         session = start_session(
             "local[2]",
             {"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"},
         )
-        spark = session.spark
         report.add("jvm_startup_seconds", session.startup_seconds, "s", "local[2], once")
-
-        def inprocess() -> InprocessRecovery:
-            return recover_inprocess(pair, BENCH)
-
-        outputs = iter(range(1_000))
-
-        def on_spark() -> JobResult:
-            ctx = JobContext.open(spark, pair.log.parent, base / f"out{next(outputs)}")
-            try:
-                return recover_job.run(ctx, structure=BENCH)
-            finally:
-                ctx.release()
-
-        best = {"inprocess": float("inf"), "spark": float("inf")}
-        inprocess()
-        cold, _ = _timed(on_spark)
-        report.add("spark_cold_seconds", cold, "s", "first run, not counted")
-        reference: InprocessRecovery | None = None
-        result: JobResult | None = None
-        for _ in range(rounds):
-            seconds, value = _timed(inprocess)
-            best["inprocess"] = min(best["inprocess"], seconds)
-            assert isinstance(value, InprocessRecovery)
-            reference = value
-            seconds, value = _timed(on_spark)
-            best["spark"] = min(best["spark"], seconds)
-            assert isinstance(value, JobResult)
-            result = value
-        assert reference is not None and result is not None
-        expected = sum(len(entries) for entries in reference.contents.lists.values())
-        assert result.figures["entries"] == expected, (result.figures, expected)
-        assert result.figures["records_applied"] == reference.records == records
-        got = {
-            (bytes(r.entry_id), r.list_number, r.position)
-            for r in spark.read.parquet(str(result.tables["entries"]))
-            .select("entry_id", "list_number", "position")
-            .collect()
-        }
-        want = {
-            (e.entry_id, number, position)
-            for number, entries in reference.contents.lists.items()
-            for position, e in enumerate(entries)
-        }
-        assert got == want, "the Spark job and in-process recovery disagree"
-        report.add("entries_out", expected, "entries")
-        report.add("inprocess_seconds", best["inprocess"], "s", f"best of {rounds}")
-        report.add("spark_work_seconds", best["spark"], "s", f"best of {rounds}; no JVM start")
-        report.add(
-            "spark_recover_ratio_vs_inprocess",
-            best["inprocess"] / best["spark"],
-            "",
-            "in-process / Spark work; target >= 1.0 on two cores",
-        )
-        spark.stop()
+        for n, rounds, suffix in sizes:
+            measure(report, session.spark, base, n, rounds, suffix)
+        session.spark.stop()
     finally:
         shutil.rmtree(base, ignore_errors=True)
     report.add("seconds", time.perf_counter() - started, "s")

@@ -80,3 +80,23 @@ def test_the_fold_equals_replay_for_every_kind_of_change(
         assert result.figures["records_applied"] == reference.records
         assert reference.records > 0 and len(want) > 0
         assert (result.figures["image_seq"][NAME] is not None) is from_image
+
+
+def test_the_fold_equals_replay_when_the_live_entries_are_too_many_to_broadcast(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``BROADCAST_LIVE_ENTRIES`` the second pass shuffles the log's records to meet
+    the live entries instead of sending the entries to every task: the same result."""
+    monkeypatch.setattr(job, "BROADCAST_LIVE_ENTRIES", 0)
+    root = tmp_path / "pair"
+    _write_pair(root, 13)
+    (pair,) = find_pairs(root)
+    reference = recover_inprocess(pair, NAME)
+    result = job.run(JobContext.open(spark, root, tmp_path / "out"), structure=NAME)
+    got = (
+        spark.read.parquet(str(result.tables["entries"]))
+        .orderBy("list_number", "position")
+        .collect()
+    )
+    want = sorted(entry_rows(NAME, reference.contents), key=lambda row: row[1:3])
+    assert [tuple(r) for r in got] == want and want

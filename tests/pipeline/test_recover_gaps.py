@@ -113,3 +113,31 @@ def test_after_recovery_past_an_accepted_loss_recover_equals_the_structure(
     mine = sorted((r.list_number, r.entry_id, r.data) for r in rows if r.entry_id in ids)
     theirs = sorted((n, e.entry_id, e.data) for n, entries in live.lists.items() for e in entries)
     assert mine == theirs and len(theirs) > 20
+
+
+def test_a_damaged_data_set_is_left_out_when_its_loss_is_accepted(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The check reads the data sets while the first pass runs: a damaged one fails
+    Spark's page checks there, and the job leaves it out and runs the pass again."""
+    root = tmp_path / "recovery"
+    _, qm = _group(root)
+    orders = qm.open("ORDERS")
+    for n in range(600):
+        orders.put(b"d%05d" % n + b"." * 2000, persistent=True)
+    assert qm.recovery_log is not None
+    datasets = sorted((root / APP / "log" / "datasets").glob("*.parquet"))
+    qm.close()
+    assert datasets, "the log offloaded nothing"
+    raw = bytearray(datasets[0].read_bytes())
+    middle = len(raw) // 2
+    raw[middle : middle + 64] = bytes(64)
+    datasets[0].write_bytes(bytes(raw))
+    with pytest.raises(PipelineError) as refused:
+        job.run(JobContext.open(spark, root, tmp_path / "out"), structure=APP)
+    assert refused.value.reason is PipelineReason.LOG_INCOMPLETE
+    result = job.run(
+        JobContext.open(spark, root, tmp_path / "accepted"), structure=APP, accept_loss=True
+    )
+    assert "LOST:" in result.summary and result.figures["log_lost"][APP] > 0
+    assert spark.read.parquet(str(result.tables["entries"])).count() == result.figures["entries"]

@@ -1,12 +1,12 @@
 """``sharedq pipeline recover``: a structure's image at the end of the log, or at a point.
 
 "What was on queue X at 10:42?": the newest valid SRDS at or before the point, plus the
-log after it, folded in one Spark job
+log after it, folded on Spark in two passes
 (:mod:`sharedq.pipeline.transforms.recover`).  The result equals, object for object,
 what the servers' own recovery computes from the same SRDS and records
 (:mod:`sharedq.pipeline.inprocess` decides which those are, for both).
 
-Before anything is computed, the job checks, as the servers' recovery does, that every
+Before any result is written, the job checks, as the servers' recovery does, that every
 record it needs is in the log (``sharedq.recovery.log_check``): a gap in a writer's
 records refuses it with ``LOG_INCOMPLETE``, naming writer, range and file, unless the
 loss was accepted (``sharedq recovery accept-loss``, or ``--accept-loss`` for this
@@ -20,6 +20,7 @@ list_number, position, entry_id, key, secondary_key, version, adjunct, data) and
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from functools import reduce
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Observation
+from pyspark.sql import functions as F
 
 from sharedq.log import LogStream
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
@@ -40,6 +42,11 @@ from sharedq.recovery import LogReport, PairLayout, log_check
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+#: Up to this many live entries (an entry id and a seq each, some 40 bytes) are sent
+#: to every task of the second pass, which then reads only their records; more, and
+#: the log's records are shuffled to meet them instead.
+BROADCAST_LIVE_ENTRIES = 2_000_000
 
 #: The ``lists`` table's schema, as Spark writes it (every column nullable).
 _LISTS_SCHEMA = pa.schema(
@@ -87,29 +94,32 @@ def run(
             target = by_time.get(name, 0) if target is None else min(target, by_time.get(name, 0))
         ctx.step(f"{name}: choosing the SRDS")
         image = choose_point(pair, name, target_seq=target, at_time_us=at_us)
-        after = image.seq if image.slot is not None else None
-        ctx.step(f"{name}: checking that the log holds every record needed")
-        report = _check_log(ctx, pair, name, image, accept_loss)
+        ctx.step(f"{name}: checking the log, finding the entries it leaves")
+        # The check reads every data set on the driver while the first pass runs on
+        # the executors; damage it finds is left out and the pass run again.
+        with ThreadPoolExecutor(1) as pool:
+            checking = pool.submit(_check_log, ctx, pair, name, image, accept_loss)
+            folded: tuple[_Plan, DataFrame] | None = None
+            try:
+                folded = _fold(ctx, log, pair, name, image, target, f"{len(plans)}")
+            except Exception:
+                # A damaged data set fails Spark's page checks: the check tells which.
+                if not checking.result().dropped:
+                    raise
+            report = checking.result()
         reports[name] = report
         if report.dropped:
             log = log_frame(ctx.spark, ctx.stage().without(report.dropped))
-        changes = T.select_changes(log, name, after_seq=after, upto_seq=target)
-        image_rows = (
-            T.image_entries(read_srds(ctx.spark, pair, image.slot), name)
-            if image.slot is not None
-            else None
-        )
-        # The records applied are counted while the fold reads them.
-        applied = Observation(f"sharedq_recover_{len(plans)}")
-        nets = T.net_changes(changes.observe(applied, *T.applied_metrics()), image_rows)
-        increments = T.version_increments(changes)
-        entries.append(T.recovered_entries(name, nets, increments, list_size=True))
-        plans.append(_Plan(name, image, target, changes, applied))
+            # (A fresh name: an Observation is used once.)
+            folded = _fold(ctx, log, pair, name, image, target, f"{len(plans)}_again")
+        assert folded is not None
+        plans.append(folded[0])
+        entries.append(folded[1])
     out = ctx.job_dir("recover")
     # The entries per list are counted while they are written.
     sizes = Observation("sharedq_recover_lists")
     entries_frame = _union(entries).observe(sizes, T.list_sizes_metric()).select(*T.ENTRY_COLUMNS)
-    ctx.step("folding the log, writing the entries")
+    ctx.step("folding the live entries' records, writing the entries")
     entries_path = write_table(entries_frame, out / "entries")
     counts = {plan.name: _Applied.of(plan.applied.get) for plan in plans}
     ctx.step("writing the list controls")
@@ -145,6 +155,44 @@ def run(
         tables={"entries": entries_path, "lists": lists_path},
         figures=figures,
     )
+
+
+def _fold(
+    ctx: JobContext,
+    log: DataFrame,
+    pair: PairInput,
+    name: str,
+    image: ImageChoice,
+    target: int | None,
+    tag: str,
+) -> tuple[_Plan, DataFrame]:
+    """One structure's recovery planned: its change records, its live entries found
+    (the first pass runs here, a job of its own) and its entries as a DataFrame.
+
+    The live entries (an id and a seq each) are kept by the executors
+    (``localCheckpoint``), so that the second pass, run when the entries are written,
+    reads them instead of folding the log again; they are sent whole to every task
+    of it when there are up to :data:`BROADCAST_LIVE_ENTRIES`.
+    """
+    after = image.seq if image.slot is not None else None
+    changes = T.select_changes(log, name, after_seq=after, upto_seq=target)
+    image_rows = (
+        T.image_entries(read_srds(ctx.spark, pair, image.slot), name)
+        if image.slot is not None
+        else None
+    )
+    # The records applied are counted while the first pass reads them.
+    applied = Observation(f"sharedq_recover_{tag}")
+    found = Observation(f"sharedq_recover_live_{tag}")
+    live = (
+        T.live_entries(changes.observe(applied, *T.applied_metrics()), image_rows)
+        .observe(found, F.count(F.lit(1)).alias("entries"))
+        .localCheckpoint(eager=True)
+    )
+    few = int(found.get["entries"]) <= BROADCAST_LIVE_ENTRIES
+    nets = T.net_changes(changes, image_rows, live, broadcast=few)
+    frame = T.recovered_entries(name, nets, list_size=True)
+    return _Plan(name, image, target, changes, applied), frame
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,18 @@ process (:mod:`sharedq.recovery.restore`: load the SRDS, then
 
 Each function takes and returns DataFrames; reading the log and the SRDS, choosing
 the image and writing are the job's (:mod:`sharedq.pipeline.jobs.recover`).  No Python
-UDF runs and nothing is collected: the fold is one aggregation per entry id (partial
-in each task before the shuffle, so that a consumed message's data never crosses it),
-with a small one beside it for the rare version increments, and one window per list.
-The fold and the placement are written in Spark SQL: one statement is analysed in
-one call, where the same plan built column by column took thousands of calls through
-Py4J, most of a second of driver time per run.
+UDF runs and nothing is collected.  The fold runs in two passes: the first
+(:func:`live_entries`) reads three narrow columns of every record and keeps
+fixed-width values only, so that Spark aggregates it in a hash table: which entries
+the log leaves, and since which write their records count; the second
+(:func:`net_changes`) reads the records of those entries only (a broadcast join where
+they are read) and folds them, one aggregation per entry id.  One aggregation over
+every record did both before: its structs of binary values made Spark sort every
+task's records, data and all, before aggregating them, most of the job's time; a
+queue's log is mostly consumed messages, which the first pass drops for a few numbers
+each.  One window per list places the entries.  The fold and the placement are written
+in Spark SQL: one statement is analysed in one call, where the same plan built column
+by column took thousands of calls through Py4J, most of a second of driver time per run.
 """
 
 from __future__ import annotations
@@ -142,16 +148,58 @@ def _records(changes: DataFrame, image: DataFrame | None) -> tuple[str, dict[str
     return _RECORDS + _IMAGE_RECORDS, {"changes": changes, "image": image}
 
 
-#: One aggregation per entry id.  Every "last record of a kind" is the ``max`` of a
-#: struct led by the seq; a delete counts as the last record of every kind and blanks
-#: the key, data and adjunct, so that the partial aggregation each task runs before
-#: the shuffle (a message's put, read and delete lie close in the log, in one task)
-#: reduces a consumed message to a few numbers: its data never crosses the shuffle.
-#: Version increments are folded apart (:data:`_INCREMENTS`).
+#: The first pass: which entries the log leaves in the structure, and since when their
+#: records count.  It reads three narrow columns of every record (no key, no data) and
+#: keeps fixed-width values only, so Spark aggregates it in a hash table, partially in
+#: each task before the shuffle.  An entry is live when its last record is not a
+#: delete; ``since`` is the seq of its last write (-1: the image's entry, not written
+#: again; null: neither, every record of it counts).  A write makes an entry anew, so
+#: no record before ``since`` decides anything of it.
+_LIVE = f"""
+SELECT entry_id, MAX(CASE WHEN op IN ({IMAGE}, {WRITE}) THEN seq END) AS since
+FROM (
+  SELECT entry_id, seq, op FROM {{changes}}
+  WHERE op IN ({WRITE}, {MOVE}, {DELETE}, {UPDATE}) AND entry_id IS NOT NULL
+  {{image_ids}}
+)
+GROUP BY entry_id
+HAVING MAX(seq * {_OP_SPAN} + op) % {_OP_SPAN} != {DELETE}
+"""
+_IMAGE_IDS = f"UNION ALL SELECT entry_id, -1L, CAST({IMAGE} AS TINYINT) FROM {{image}}"
+
+
+def live_entries(changes: DataFrame, image: DataFrame | None = None) -> DataFrame:
+    """The entries alive after the image and ``changes``: ``entry_id``, ``since``.
+
+    One row per entry whose last record (the image's entry counting as a record at
+    seq -1) is not a delete; ``since`` is the seq of its last write, -1 when that is the
+    image's entry, null when neither is among the records.  Consumed messages (most of
+    a queue's log) end here: the second pass reads the records of these entries only.
+    """
+    frames: dict[str, Any] = {"changes": changes}
+    image_ids = ""
+    if image is not None:
+        frames["image"] = image
+        image_ids = _IMAGE_IDS
+    return changes.sparkSession.sql(_LIVE.replace("{image_ids}", image_ids), **frames)
+
+
+#: The second pass: one aggregation per live entry over its records since its last
+#: write.  Every "last record of a kind" is the ``max`` of a struct led by the seq (a
+#: delete counts as the last record of every kind and blanks the key, data and
+#: adjunct: an entry deleted and written again); ``inc_seqs`` collects the seqs of the
+#: version increments (a move or update without a version that increments it: a
+#: backout's count) among them, those after the last version-setting record count.
+#: ``{live}`` joins the records to the live entries: broadcast when they are few
+#: (``{hint}``), so that the log's records are filtered where they are read and only
+#: the live entries' records reach the shuffle.
 _FOLD = f"""
-WITH flagged AS (
-  SELECT *, coalesce(set_secondary_key, false) AS skey_set, op = {DELETE} AS gone
-  FROM ({{records}})
+WITH kept AS (
+  SELECT {{hint}} r.* FROM ({{records}}) r
+  JOIN {{live}} l ON r.entry_id = l.entry_id AND r.seq >= coalesce(l.since, -2L)
+),
+flagged AS (
+  SELECT *, coalesce(set_secondary_key, false) AS skey_set, op = {DELETE} AS gone FROM kept
 )
 SELECT entry_id,
   CAST(MAX(seq * {_OP_SPAN} + op) % {_OP_SPAN} AS TINYINT) AS last_op,
@@ -170,45 +218,36 @@ SELECT entry_id,
       THEN struct(seq AS s, CASE WHEN NOT gone THEN coalesce(adjunct, X'') END AS v) END).v
     AS adjunct,
   MAX(CASE WHEN op IN ({IMAGE}, {WRITE}) OR (op IN ({MOVE}, {UPDATE}) AND version IS NOT NULL)
-      THEN struct(seq AS s, coalesce(version, 0L) AS v) END) AS ver
+      THEN struct(seq AS s, coalesce(version, 0L) AS v) END) AS ver,
+  collect_list(CASE WHEN op IN ({MOVE}, {UPDATE}) AND version IS NULL AND increment_version
+      THEN seq END) AS inc_seqs
 FROM flagged GROUP BY entry_id
 """
 
-#: Version increments (a move or update without a version that increments it: a
-#: backout's count) are rare.  Their seqs, collected per entry, are an aggregation of
-#: their own: in the fold, the one list-valued aggregate made every record of the log
-#: go through Spark's object aggregation, a fifth slower; here the scan skips every row
-#: group without an increment by its statistics.
-_INCREMENTS = f"""
-SELECT entry_id, collect_list(seq) AS inc_seqs
-FROM {{changes}}
-WHERE op IN ({MOVE}, {UPDATE}) AND version IS NULL AND increment_version AND entry_id IS NOT NULL
-GROUP BY entry_id
-"""
 
+def net_changes(
+    changes: DataFrame, image: DataFrame | None, live: DataFrame, *, broadcast: bool = True
+) -> DataFrame:
+    """Each live entry's net change over the image and ``changes``, one row per entry.
 
-def net_changes(changes: DataFrame, image: DataFrame | None = None) -> DataFrame:
-    """Each entry's net change over the image and ``changes``, one row per entry id.
-
-    ``image`` (:func:`image_entries`; ``None``: no image) enters as one pseudo-record
-    per entry (op :data:`IMAGE`, seq -1) in the same aggregation as the change records,
-    so that the image and the log meet in one shuffle, not a join.
+    ``live`` is :func:`live_entries` of the same image and changes, materialised by the
+    caller (so that this pass reads it instead of running the first pass again).
+    ``broadcast``: ship it to every task (the default), else shuffle the records to
+    meet it (for very many live entries).  ``image`` (:func:`image_entries`; ``None``:
+    no image) enters as one pseudo-record per entry (op :data:`IMAGE`, seq -1) among
+    the change records.
 
     Columns: ``entry_id``; ``last_op`` (of its last record; :data:`IMAGE` when only the
-    image has the entry; 3 when it is deleted, and then the other columns say nothing);
-    ``place`` (s, list_number, head) of its last write or move; ``img`` (list_number,
-    position) where the image has it; ``key``; ``secondary_key``; ``data``;
-    ``adjunct``; ``ver`` (s, v) of its last record that set the version.  ``place``,
-    ``img`` and ``ver`` are null when no record of the kind counts.
+    image has the entry); ``place`` (s, list_number, head) of its last write or move;
+    ``img`` (list_number, position) where the image has it; ``key``; ``secondary_key``;
+    ``data``; ``adjunct``; ``ver`` (s, v) of its last record that set the version;
+    ``inc_seqs``, the seqs of its version increments.  ``place``, ``img`` and ``ver``
+    are null when no record of the kind counts.
     """
     records, frames = _records(changes, image)
-    return changes.sparkSession.sql(_FOLD.replace("{records}", records), **frames)
-
-
-def version_increments(changes: DataFrame) -> DataFrame:
-    """Per entry with ``increment_version`` records among ``changes``: ``entry_id`` and
-    ``inc_seqs``, their seqs (those after the entry's last version-setting record count)."""
-    return changes.sparkSession.sql(_INCREMENTS, changes=changes)
+    hint = "/*+ BROADCAST(l) */" if broadcast else "/*+ SHUFFLE_HASH(l) */"
+    sql = _FOLD.replace("{records}", records).replace("{hint}", hint)
+    return changes.sparkSession.sql(sql, live=live, **frames)
 
 
 def _add_versions(version: str, increments: str) -> str:
@@ -230,9 +269,8 @@ def _add_versions(version: str, increments: str) -> str:
 #: first), the image's entries not placed again (in SRDS order), tail placements.
 _ENTRIES = f"""
 WITH counted AS (
-  SELECT n.*, coalesce(size(filter(i.inc_seqs, s -> s > coalesce(n.ver.s, -2L))), 0) AS incs
-  FROM {{nets}} n LEFT JOIN {{increments}} i ON n.entry_id = i.entry_id
-  WHERE n.last_op != {DELETE}
+  SELECT *, size(filter(inc_seqs, s -> s > coalesce(ver.s, -2L))) AS incs
+  FROM {{nets}} WHERE last_op != {DELETE}
 ),
 placed AS (
   SELECT coalesce(place.list_number, img.list_number) AS list_number, entry_id, key,
@@ -252,24 +290,16 @@ FROM placed
 """
 
 
-def recovered_entries(
-    structure: str, nets: DataFrame, increments: DataFrame, *, list_size: bool = False
-) -> DataFrame:
+def recovered_entries(structure: str, nets: DataFrame, *, list_size: bool = False) -> DataFrame:
     """The structure's entries after the image and the net changes, with their positions.
 
     One row per entry (:data:`ENTRY_COLUMNS`); ``position`` is 0-based within the list.
-    ``nets`` (:func:`net_changes`, with the image) holds a row for every entry the
-    image or the changes have, deleted ones included (``last_op`` :data:`DELETE`); ``increments``
-    (:func:`version_increments`) the version increments among the same changes.
-    ``list_size``: a last column, ``list_size``, the number of entries of the entry's
-    list.
+    ``nets`` (:func:`net_changes`) holds a row for every live entry.  ``list_size``: a
+    last column, ``list_size``, the number of entries of the entry's list.
     """
     sizes = ", COUNT(1) OVER (PARTITION BY list_number) AS list_size" if list_size else ""
     return nets.sparkSession.sql(
-        _ENTRIES.replace("{sizes}", sizes),
-        args={"structure": structure},
-        nets=nets,
-        increments=increments,
+        _ENTRIES.replace("{sizes}", sizes), args={"structure": structure}, nets=nets
     )
 
 
