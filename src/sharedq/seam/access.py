@@ -270,10 +270,6 @@ class StructureAccess:
         persistent: bool | None = None,
         msg_id: bytes | None = None,
     ) -> Change:
-        faults = self.faults
-        if faults is not None:
-            faults("write", self.name, True)
-
         def call(conn: ListStructure, locks: tuple[int, ...]) -> Change:
             return conn.write(
                 list_number,
@@ -290,12 +286,11 @@ class StructureAccess:
                 reserve=reserve,
             )
 
-        change = call(self.conn, ()) if self.gate is None else self._gated(call)
-        if self._journaling:
-            about = About(queue, uow_id_of(uow), persistent, msg_id)
-            self._changed(WriteNote(kind, self.name, change, position, ignore_limit, about))
-        if faults is not None:
-            faults("write", self.name, False)
+        with self._request("write"):
+            change = self._call(call)
+            if self._journaling:
+                about = About(queue, uow_id_of(uow), persistent, msg_id)
+                self._changed(WriteNote(kind, self.name, change, position, ignore_limit, about))
         return change
 
     def write_and_rekey(
@@ -357,9 +352,6 @@ class StructureAccess:
             )
             assert moved is not None
             return written, moved
-        faults = self.faults
-        if faults is not None:
-            faults("write_and_rekey", self.name, True)
 
         def call(conn: ListStructure, locks: tuple[int, ...]) -> tuple[Change, Change]:
             return conn.write_and_rekey(
@@ -377,9 +369,8 @@ class StructureAccess:
             )
 
         # No journal records here (see above): nothing to note.
-        pair = call(self.conn, ()) if self.gate is None else self._gated(call)
-        if faults is not None:
-            faults("write_and_rekey", self.name, False)
+        with self._request("write_and_rekey"):
+            pair = self._call(call)
         return pair
 
     def move(
@@ -401,10 +392,6 @@ class StructureAccess:
         persistent: bool | None = None,
         msg_id: bytes | None = None,
     ) -> Change | None:
-        faults = self.faults
-        if faults is not None:
-            faults("move", self.name, True)
-
         def call(conn: ListStructure, locks: tuple[int, ...]) -> Change | None:
             return conn.move(
                 locator,
@@ -420,17 +407,16 @@ class StructureAccess:
                 ignore_limit=ignore_limit,
             )
 
-        change = call(self.conn, ()) if self.gate is None else self._gated(call)
-        if change is not None and self._journaling:
-            if persistent is None and kind.learns_facts and self._facts is not None:
-                persistent, _, msg_id, _ = self._facts(change.entry.data)
-            about = About(queue, uow_id_of(uow), persistent, msg_id)
-            note = MoveNote(
-                kind, self.name, change, source_list(locator), position, ignore_limit, about
-            )
-            self._changed(note)
-        if faults is not None:
-            faults("move", self.name, False)
+        with self._request("move"):
+            change = self._call(call)
+            if change is not None and self._journaling:
+                if persistent is None and kind.learns_facts and self._facts is not None:
+                    persistent, _, msg_id, _ = self._facts(change.entry.data)
+                about = About(queue, uow_id_of(uow), persistent, msg_id)
+                note = MoveNote(
+                    kind, self.name, change, source_list(locator), position, ignore_limit, about
+                )
+                self._changed(note)
         return change
 
     def take(
@@ -456,9 +442,6 @@ class StructureAccess:
         should not ask for the delete unless it can undo it from the note (the entry is
         gone by then): the queue manager asks for it without one only.
         """
-        faults = self.faults
-        if faults is not None:
-            faults("take", self.name, True)
 
         def call(conn: ListStructure, locks: tuple[int, ...]) -> Taken:
             return conn.take(
@@ -470,19 +453,18 @@ class StructureAccess:
                 take_events=take_events,
             )
 
-        taken = call(self.conn, ()) if self.gate is None else self._gated(call)
-        moved = taken.moved
-        if moved is not None and self._journaling:
-            persistent = msg_id = None
-            if kind.learns_facts and self._facts is not None:
-                persistent, _, msg_id, _ = self._facts(moved.entry.data)
-            about = About(queue, uow_id_of(uow), persistent, msg_id)
-            where = source_list(locator)
-            self._changed(MoveNote(kind, self.name, moved, where, Position.TAIL, False, about))
-            if taken.deleted is not None:
-                self._changed(DeleteNote(then or kind, self.name, taken.deleted, about))
-        if faults is not None:
-            faults("take", self.name, False)
+        with self._request("take"):
+            taken = self._call(call)
+            moved = taken.moved
+            if moved is not None and self._journaling:
+                persistent = msg_id = None
+                if kind.learns_facts and self._facts is not None:
+                    persistent, _, msg_id, _ = self._facts(moved.entry.data)
+                about = About(queue, uow_id_of(uow), persistent, msg_id)
+                where = source_list(locator)
+                self._changed(MoveNote(kind, self.name, moved, where, Position.TAIL, False, about))
+                if taken.deleted is not None:
+                    self._changed(DeleteNote(then or kind, self.name, taken.deleted, about))
         return taken
 
     def take_many(
@@ -504,29 +486,26 @@ class StructureAccess:
         that entry, and the changes after it go unrecorded: the queue manager uses this
         without such a journal only.
         """
-        faults = self.faults
-        if faults is not None:
-            faults("take_many", self.name, True)
 
         def call(conn: ListStructure, locks: tuple[int, ...]) -> list[tuple[Change, Change | None]]:
             return conn.take_many(
                 head, to_list, count, delete=delete, expect_authority=expect_authority
             )
 
-        done = call(self.conn, ()) if self.gate is None else self._gated(call)
-        if done and self._journaling:
-            for moved, deleted in done:
-                persistent = msg_id = None
-                if kind.learns_facts and self._facts is not None:
-                    persistent, _, msg_id, _ = self._facts(moved.entry.data)
-                about = About(queue, uow_id_of(uow), persistent, msg_id)
-                self._changed(
-                    MoveNote(kind, self.name, moved, head.list_number, Position.TAIL, False, about)
-                )
-                if deleted is not None:
-                    self._changed(DeleteNote(then or kind, self.name, deleted, about))
-        if faults is not None:
-            faults("take_many", self.name, False)
+        with self._request("take_many"):
+            done = self._call(call)
+            if done and self._journaling:
+                for moved, deleted in done:
+                    persistent = msg_id = None
+                    if kind.learns_facts and self._facts is not None:
+                        persistent, _, msg_id, _ = self._facts(moved.entry.data)
+                    about = About(queue, uow_id_of(uow), persistent, msg_id)
+                    where = head.list_number
+                    self._changed(
+                        MoveNote(kind, self.name, moved, where, Position.TAIL, False, about)
+                    )
+                    if deleted is not None:
+                        self._changed(DeleteNote(then or kind, self.name, deleted, about))
         return done
 
     def delete(
@@ -544,9 +523,6 @@ class StructureAccess:
     ) -> Change | None:
         """``data_wanted=False``: the caller has no use for the entry's data, so the
         backend need not return it, unless the journal needs it."""
-        faults = self.faults
-        if faults is not None:
-            faults("delete", self.name, True)
         with_data = data_wanted or self._journaling
 
         def call(conn: ListStructure, locks: tuple[int, ...]) -> Change | None:
@@ -558,12 +534,11 @@ class StructureAccess:
                 with_data=with_data,
             )
 
-        change = call(self.conn, ()) if self.gate is None else self._gated(call)
-        if change is not None and self._journaling:
-            about = About(queue, uow_id_of(uow), persistent, msg_id)
-            self._changed(DeleteNote(kind, self.name, change, about))
-        if faults is not None:
-            faults("delete", self.name, False)
+        with self._request("delete"):
+            change = self._call(call)
+            if change is not None and self._journaling:
+                about = About(queue, uow_id_of(uow), persistent, msg_id)
+                self._changed(DeleteNote(kind, self.name, change, about))
         return change
 
     def update(
@@ -581,10 +556,6 @@ class StructureAccess:
         queue: str | None = None,
         uow: UowRef = None,
     ) -> Change | None:
-        faults = self.faults
-        if faults is not None:
-            faults("update", self.name, True)
-
         def call(conn: ListStructure, locks: tuple[int, ...]) -> Change | None:
             return conn.update(
                 locator,
@@ -598,20 +569,19 @@ class StructureAccess:
                 not_locked=locks,
             )
 
-        change = call(self.conn, ()) if self.gate is None else self._gated(call)
-        if change is not None and self._journaling:
-            note = UpdateNote(
-                kind,
-                self.name,
-                change,
-                not isinstance(data, Unchanged),
-                not isinstance(adjunct, Unchanged),
-                increment_authority,
-                About(queue, uow_id_of(uow)),
-            )
-            self._changed(note)
-        if faults is not None:
-            faults("update", self.name, False)
+        with self._request("update"):
+            change = self._call(call)
+            if change is not None and self._journaling:
+                note = UpdateNote(
+                    kind,
+                    self.name,
+                    change,
+                    not isinstance(data, Unchanged),
+                    not isinstance(adjunct, Unchanged),
+                    increment_authority,
+                    About(queue, uow_id_of(uow)),
+                )
+                self._changed(note)
         return change
 
     def set_list_controls(
@@ -624,10 +594,6 @@ class StructureAccess:
         kind: Meaning,
         queue: str | None = None,
     ) -> int:
-        faults = self.faults
-        if faults is not None:
-            faults("set_list_controls", self.name, True)
-
         def call(conn: ListStructure, locks: tuple[int, ...]) -> int:
             return conn.set_list_controls(
                 list_number,
@@ -637,15 +603,14 @@ class StructureAccess:
                 not_locked=locks,
             )
 
-        seq = call(self.conn, ()) if self.gate is None else self._gated(call)
-        if self._journaling:
-            about = About(queue)
-            note = ControlsNote(
-                kind, self.name, seq, list_number, limit, increment_authority, about
-            )
-            self._changed(note)
-        if faults is not None:
-            faults("set_list_controls", self.name, False)
+        with self._request("set_list_controls"):
+            seq = self._call(call)
+            if self._journaling:
+                about = About(queue)
+                note = ControlsNote(
+                    kind, self.name, seq, list_number, limit, increment_authority, about
+                )
+                self._changed(note)
         return seq
 
     def move_entries(
@@ -658,21 +623,16 @@ class StructureAccess:
         uow: bytes | None,
         meanings: Sequence[EntryMeaning],
     ) -> BulkResult:
-        faults = self.faults
-        if faults is not None:
-            faults("move_entries", self.name, True)
-
         def call(conn: ListStructure, locks: tuple[int, ...]) -> BulkResult:
             return conn.move_entries(
                 moves, ignore_limit=ignore_limit, missing_ok=missing_ok, not_locked=locks
             )
 
-        result = call(self.conn, ()) if self.gate is None else self._gated(call)
-        if result.seqs and self._journaling:
-            note = BulkMoveNote(kind, self.name, moves, result, ignore_limit, uow, meanings)
-            self._bulk_changed(note)
-        if faults is not None:
-            faults("move_entries", self.name, False)
+        with self._request("move_entries"):
+            result = self._call(call)
+            if result.seqs and self._journaling:
+                note = BulkMoveNote(kind, self.name, moves, result, ignore_limit, uow, meanings)
+                self._bulk_changed(note)
         return result
 
     def write_entries(
@@ -687,32 +647,28 @@ class StructureAccess:
         """A bulk write, each entry written noted as a ``write`` of its own (the records
         single writes would make); a failure to record one raises at that entry, and
         the entries after it go unrecorded."""
-        faults = self.faults
-        if faults is not None:
-            faults("write_entries", self.name, True)
 
         def call(conn: ListStructure, locks: tuple[int, ...]) -> BulkResult:
             return conn.write_entries(writes, not_locked=locks, expect_authority=expect_authority)
 
-        result = call(self.conn, ()) if self.gate is None else self._gated(call)
-        if result.seqs and self._journaling:
-            uow_id = uow_id_of(uow)
-            for write, seq, meaning in zip(writes, result.seqs, meanings, strict=False):
-                entry = ListEntry(
-                    write.entry_id or seq.to_bytes(12, "big"),
-                    write.list_number,
-                    write.key,
-                    write.data,
-                    write.adjunct,
-                    write.secondary_key,
-                    write.version,
-                    -(-len(write.data) // self._element_size()),
-                )
-                about = About(meaning.queue, uow_id, meaning.persistent, meaning.msg_id)
-                change = Change(seq, entry)
-                self._changed(WriteNote(kind, self.name, change, write.position, False, about))
-        if faults is not None:
-            faults("write_entries", self.name, False)
+        with self._request("write_entries"):
+            result = self._call(call)
+            if result.seqs and self._journaling:
+                uow_id = uow_id_of(uow)
+                for write, seq, meaning in zip(writes, result.seqs, meanings, strict=False):
+                    entry = ListEntry(
+                        write.entry_id or seq.to_bytes(12, "big"),
+                        write.list_number,
+                        write.key,
+                        write.data,
+                        write.adjunct,
+                        write.secondary_key,
+                        write.version,
+                        -(-len(write.data) // self._element_size()),
+                    )
+                    about = About(meaning.queue, uow_id, meaning.persistent, meaning.msg_id)
+                    change = Change(seq, entry)
+                    self._changed(WriteNote(kind, self.name, change, write.position, False, about))
         return result
 
     def delete_entries(
@@ -724,18 +680,14 @@ class StructureAccess:
         uow: bytes | None,
         meanings: Sequence[EntryMeaning],
     ) -> BulkResult:
-        faults = self.faults
-        if faults is not None:
-            faults("delete_entries", self.name, True)
-
         def call(conn: ListStructure, locks: tuple[int, ...]) -> BulkResult:
             return conn.delete_entries(entry_ids, missing_ok=missing_ok, not_locked=locks)
 
-        result = call(self.conn, ()) if self.gate is None else self._gated(call)
-        if result.seqs and self._journaling:
-            self._bulk_changed(BulkDeleteNote(kind, self.name, entry_ids, result, uow, meanings))
-        if faults is not None:
-            faults("delete_entries", self.name, False)
+        with self._request("delete_entries"):
+            result = self._call(call)
+            if result.seqs and self._journaling:
+                note = BulkDeleteNote(kind, self.name, entry_ids, result, uow, meanings)
+                self._bulk_changed(note)
         return result
 
     def _element_size(self) -> int:
@@ -770,6 +722,21 @@ class StructureAccess:
         tolerated.append(failure)
 
     # -- the quiesce gate and relocation ---------------------------------------------------
+
+    @contextmanager
+    def _request(self, request: str) -> Iterator[None]:
+        """A change request's two fault points: before it, and after it was made and
+        noted; a request that raised does not reach the second."""
+        faults = self.faults
+        if faults is not None:
+            faults(request, self.name, True)
+        yield
+        if faults is not None:
+            faults(request, self.name, False)
+
+    def _call(self, call: GatedChange[_T]) -> _T:
+        """A change, through the quiesce gate if there is one."""
+        return call(self.conn, ()) if self.gate is None else self._gated(call)
 
     def _gated(self, call: GatedChange[_T]) -> _T:
         """A change through the quiesce gate, made again on the structure's copy if the
