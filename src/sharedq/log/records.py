@@ -50,12 +50,13 @@ MAX_VERSION = 2**64 - 1
 class RecordType(IntEnum):
     """What a record means, with the codes of the redbook's Appendix B (Table 1).
 
-    ``UNLOCK``, ``CHANGE`` and ``COMMIT`` are sharedq's: Appendix B lists no unlock
-    record although unlock is a CQS request, no record for list-control or in-place
-    updates (the MQ queue manager's list header control entry), and no syncpoint
+    ``UNLOCK``, ``CHANGE``, ``COMMIT`` and ``DEPTH_EVENT`` are sharedq's: Appendix B
+    lists no unlock record although unlock is a CQS request, no record for list-control
+    or in-place updates (the MQ queue manager's list header control entry), no syncpoint
     record (a queue manager's commit decision between the two calls of commit, which
-    the patent's restart reads from the owner's log).  They take codes the table leaves
-    unused, next to their neighbours: 0C between move and delete, 0E and 0F after it.
+    the patent's restart reads from the owner's log), and no queue depth event (seed
+    004, an MQ notion).  They take codes the table leaves unused, next to their
+    neighbours: 0C between move and delete, 0E and 0F after it, 61 after statistics.
     """
 
     CONNECT = 0x03
@@ -74,6 +75,7 @@ class RecordType(IntEnum):
     REBUILD = 0x43
     OVERFLOW = 0x44
     STATISTICS = 0x60
+    DEPTH_EVENT = 0x61
 
     @property
     def carries_uow(self) -> bool:

@@ -24,7 +24,7 @@ recovery of a failed manager's units of work by its peers.  See
 
 from sharedq.clock import Clock, SystemClock
 from sharedq.mq.browse import Browser
-from sharedq.mq.definitions import DepthEvents, IndexType, QueueDefinition
+from sharedq.mq.definitions import DepthEvents, Disposition, IndexType, QueueDefinition
 from sharedq.mq.errors import (
     BackedOut,
     ConfigurationError,
@@ -74,6 +74,7 @@ __all__ = [
     "ConfigurationError",
     "ConnectionBroken",
     "DepthEvents",
+    "Disposition",
     "EntryMeaning",
     "InDoubtUnit",
     "IndexType",

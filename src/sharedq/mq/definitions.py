@@ -46,6 +46,17 @@ class IndexType(Enum):
     CORREL_ID = "correl-id"
 
 
+class Disposition(Enum):
+    """Where a queue lives (MQ's QSGDISP): shared by the group, or one manager's own.
+
+    ``SHARED`` queues are in a list structure every manager of the group reaches;
+    ``QMGR`` (nonshared) queues are reachable by the manager that defined them only.
+    """
+
+    SHARED = "shared"
+    QMGR = "qmgr"
+
+
 @dataclass(frozen=True)
 class DepthEvents:
     """Queue depth event settings (MQ's QDEPTHHI/QDEPTHLO/QDPMAXEV...), kept for later."""
@@ -76,6 +87,7 @@ class QueueDefinition:
     default_persistent: bool = False
     description: str = ""
     depth_events: DepthEvents = field(default_factory=DepthEvents)
+    disposition: Disposition = Disposition.SHARED
 
     def check(self) -> None:
         """``InvalidArgument`` unless every attribute is valid."""
@@ -85,6 +97,8 @@ class QueueDefinition:
             raise mq_error(bad, problem)
         if not _int_in(self.max_depth, 0, MAX_DEPTH_LIMIT):
             raise mq_error(bad, f"max_depth {self.max_depth!r} must be 0..{MAX_DEPTH_LIMIT}")
+        if not isinstance(self.disposition, Disposition):
+            raise mq_error(bad, f"disposition {self.disposition!r} must be a Disposition")
         if not isinstance(self.index, IndexType):
             raise mq_error(bad, f"index {self.index!r} must be an IndexType")
         if self.max_message_length is not None and not _int_in(self.max_message_length, 0, 1 << 20):
@@ -101,6 +115,7 @@ class QueueDefinition:
     def encode(self) -> bytes:
         value = asdict(self)
         value["index"] = self.index.value
+        value["disposition"] = self.disposition.value
         packed: bytes = msgpack.packb(value, use_bin_type=True)
         return packed
 
@@ -109,6 +124,7 @@ class QueueDefinition:
         value: dict[str, Any] = msgpack.unpackb(data, raw=False)
         value["index"] = IndexType(value["index"])
         value["depth_events"] = DepthEvents(**value["depth_events"])
+        value["disposition"] = Disposition(value.get("disposition", Disposition.SHARED.value))
         return cls(**value)
 
 
