@@ -96,10 +96,18 @@ class Change(NamedTuple):
 
     ``seq`` is the structure sequence number the change took.  ``entry`` is the entry
     after the change (write, move, update) or as it was before it (delete).
+
+    ``entries``: how many entries the list the request found the entry on holds after
+    the change: for a write the list written, for a move (and a take's move) the list
+    the entry left.  Every backend gives it for write, ``write_and_rekey``, move and
+    take's move, where it costs nothing (the request is on that list already), so that
+    a queue's depth comes back with the put or get that changed it (queue depth events)
+    and costs no request of its own; ``None`` elsewhere.
     """
 
     seq: int
     entry: ListEntry
+    entries: int | None = None
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,7 @@ class MemoryListStructure(ListStructure):
             s.insert(entry, ORDINAL_BASE + seq if position is _TAIL else ORDINAL_BASE - seq)
             if s.touched:
                 s.notify()
-            return _change((seq, entry))
+            return _change((seq, entry, len(lst.order)))
 
     def write_and_rekey(
         self,
@@ -229,7 +229,7 @@ class MemoryListStructure(ListStructure):
             s.insert(moved, ORDINAL_BASE + seq)
             if s.touched:
                 s.notify()
-            return written, _change((seq, moved))
+            return written, _change((seq, moved, written.entries))
 
     def read(self, locator: Locator) -> ListEntry | None:
         s = self._s
@@ -321,7 +321,7 @@ class MemoryListStructure(ListStructure):
             s.insert(moved, ORDINAL_BASE + seq if position is _TAIL else ORDINAL_BASE - seq)
             if s.touched:
                 s.notify()
-            return _change((seq, moved))
+            return _change((seq, moved, len(s.lists[entry.list_number].order)))
 
     def delete(
         self,
@@ -355,8 +355,8 @@ class MemoryListStructure(ListStructure):
             if s.touched:
                 s.notify()
             if not with_data and entry.data:
-                return _change((seq, _entry((*entry[:3], b"", *entry[4:]))))
-            return _change((seq, entry))
+                return _change((seq, _entry((*entry[:3], b"", *entry[4:])), None))
+            return _change((seq, entry, None))
 
     def take(
         self,

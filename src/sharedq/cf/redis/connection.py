@@ -75,6 +75,16 @@ _ZERO_VERSION = bytes(8)
 #: options() of a delete whose caller does not want the data back.
 _WITHOUT_DATA = codec.WITHOUT_DATA.to_bytes(2, "big")
 _change = partial(tuple.__new__, Change)
+
+
+def _counted(reply: Any) -> tuple[int, int | None]:
+    """A write's reply: its seq and the list's entry count (a resend's kept reply, the
+    seq alone, has no count)."""
+    if type(reply) is list:
+        return reply[0], reply[1]
+    return reply, None
+
+
 _entry = partial(tuple.__new__, ListEntry)
 
 
@@ -224,7 +234,7 @@ class RedisListStructure(ListStructure):
         else:
             args = [self._changer(), spec, data]
         function = scripts.WRITE_RESERVE if reserve else scripts.WRITE
-        seq: int = self._run(function, self._key, args)
+        seq, entries = _counted(self._run(function, self._key, args))
         entry: ListEntry = _entry(
             (
                 seq.to_bytes(12, "big") if entry_id is None else entry_id,
@@ -237,7 +247,7 @@ class RedisListStructure(ListStructure):
                 elements,
             )
         )
-        return _change((seq, entry))
+        return _change((seq, entry, entries))
 
     def _write_spec(
         self,
@@ -333,7 +343,7 @@ class RedisListStructure(ListStructure):
             args = [self._changer(), spec, data, rekey, *locks]
         else:
             args = [self._changer(), spec, data, rekey]
-        seq: int = self._run(scripts.WRITE_REKEY, self._key, args)
+        seq, entries = _counted(self._run(scripts.WRITE_REKEY, self._key, args))
         written: ListEntry = _entry(
             (
                 seq.to_bytes(12, "big") if entry_id is None else entry_id,
@@ -358,7 +368,7 @@ class RedisListStructure(ListStructure):
                 elements,
             )
         )
-        return _change((seq, written)), _change((seq + 1, moved))
+        return _change((seq, written, entries)), _change((seq + 1, moved, entries))
 
     def read(self, locator: Locator) -> ListEntry | None:
         reply = self._run(
@@ -418,7 +428,10 @@ class RedisListStructure(ListStructure):
         if not_locked:
             args.extend(v.check_locks(not_locked, self._lock_count))
         reply = self._run(scripts.MOVE, self._key, args)
-        return None if reply is None else _change((reply[0], entry_of(reply[1], reply[2])))
+        if reply is None:
+            return None
+        entries = reply[3] if len(reply) > 3 else None  # a resend's kept reply has none
+        return _change((reply[0], entry_of(reply[1], reply[2]), entries))
 
     def delete(
         self,
@@ -442,7 +455,7 @@ class RedisListStructure(ListStructure):
         if not_locked:
             args.extend(v.check_locks(not_locked, self._lock_count))
         reply = self._run(scripts.DELETE, self._key, args)
-        return None if reply is None else _change((reply[0], entry_of(reply[1], reply[2])))
+        return None if reply is None else _change((reply[0], entry_of(reply[1], reply[2]), None))
 
     def take(
         self,
@@ -474,7 +487,7 @@ class RedisListStructure(ListStructure):
                 monitor.token,
             ]
         args[2] = to_list.to_bytes(2, "big") + bytes((flags,)) + authority
-        raw, seq, record, data, deleted_seq, monitor_id, nonempty, monitor_seq = self._run(
+        raw, seq, record, data, deleted_seq, monitor_id, nonempty, monitor_seq, left = self._run(
             scripts.TAKE, self._key, args
         )
         events = [codec.event_of(event) for event in raw]
@@ -488,8 +501,8 @@ class RedisListStructure(ListStructure):
             )
             return Taken(events, None, None, registration)
         entry = entry_of(record, data)
-        deleted = _change((deleted_seq, entry)) if deleted_seq else None
-        return Taken(events, _change((seq, entry)), deleted, None)
+        deleted = _change((deleted_seq, entry, None)) if deleted_seq else None
+        return Taken(events, _change((seq, entry, left)), deleted, None)
 
     def take_many(
         self,
@@ -518,11 +531,19 @@ class RedisListStructure(ListStructure):
             [self._changer(), pack_locator(head, self._list_count), spec],
         )
         done: list[tuple[Change, Change | None]] = []
-        for at in range(0, len(reply), 4):
+        taken = len(reply) // 4
+        # Each take left one entry more than the next: the last left what the reply ends
+        # with (a move within the head's own list leaves its count as it was).
+        left = reply[-1] if len(reply) % 4 else None
+        for at in range(0, taken * 4, 4):
             seq, record, data, deleted_seq = reply[at : at + 4]
             entry = entry_of(record, data)
-            deleted = _change((deleted_seq, entry)) if deleted_seq else None
-            done.append((_change((seq, entry)), deleted))
+            deleted = _change((deleted_seq, entry, None)) if deleted_seq else None
+            if left is not None and to_list != head.list_number:
+                entries = left + taken - 1 - at // 4
+            else:
+                entries = left
+            done.append((_change((seq, entry, entries)), deleted))
         return done
 
     def update(
@@ -568,7 +589,7 @@ class RedisListStructure(ListStructure):
                 *locks,
             ],
         )
-        return None if reply is None else _change((reply[0], entry_of(reply[1], reply[2])))
+        return None if reply is None else _change((reply[0], entry_of(reply[1], reply[2]), None))
 
     # -- bulk requests ----------------------------------------------------------------
 

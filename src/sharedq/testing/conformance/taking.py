@@ -299,3 +299,26 @@ def wait_for_event_with_nothing_queued_returns_after_its_timeout(struct: ListStr
     struct.wait_for_event(0.01)
     struct.wait_for_event(0.0)
     assert struct.events_nowait() == []
+
+
+@check
+def writes_moves_and_takes_say_how_many_entries_their_list_holds(struct: ListStructure) -> None:
+    """``Change.entries``: the count of the list written to, or left, after the change.
+
+    A queue manager reads a queue's depth from the put or get that changed it (queue
+    depth events), so every backend gives it for write, ``write_and_rekey``, move and
+    take, and it equals what ``list_info`` says at that instant.
+    """
+    for n in range(3):
+        assert struct.write(0, COMMITTED, b"m%d" % n).entries == n + 1
+    written, rekeyed = struct.write_and_rekey(0, UNCOMMITTED, b"r", new_key=COMMITTED)
+    assert written.entries == rekeyed.entries == 4 == struct.list_info(0).entries
+    moved = struct.move(Head(0), 1)
+    assert moved is not None and moved.entries == 3 == struct.list_info(0).entries
+    within = struct.move(Head(0), 0, new_key=COMMITTED)
+    assert within is not None and within.entries == 3
+    taken = struct.take(Head(0, COMMITTED_COMPARATOR, Compare.LE), 1)
+    assert taken.moved is not None and taken.moved.entries == 2
+    gone = struct.take(Head(0), 1, delete=True)
+    assert gone.moved is not None and gone.moved.entries == 1 == struct.list_info(0).entries
+    assert struct.write(2, COMMITTED, b"alone").entries == 1

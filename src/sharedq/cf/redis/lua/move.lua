@@ -52,4 +52,5 @@ else
   redis.call('HSET', M, 'c', packed_counters(c), kept_change(seq, moved, data))
 end
 notify(seq)
-return {seq, moved, data}
+-- The source list's entry count too (a retried request's kept reply has three items).
+return {seq, moved, data, redis.call('ZCARD', list_key(from))}

@@ -8,7 +8,8 @@
 -- 4 register a monitor if nothing is found, 8 expect authority (its value(8) follows).
 -- ARGV[4..9] with flag 4: the monitor's list, low key, high key, secondary key ('':
 -- the key range), notify_empty ('1'), token (as monitor.lua's ARGV[2..7]).
--- Reply: {events, seq, record, data, delete seq, monitor id, nonempty, monitor seq}: seq
+-- Reply: {events, seq, record, data, delete seq, monitor id, nonempty, monitor seq,
+-- entries left on the list the entry was taken from}: seq
 -- 0 when nothing was moved, delete seq 0 when nothing was deleted, monitor id 0 when
 -- none was registered.
 -- allow-oom: a move (a get), a delete, an EMC and events taken, as their own files are.
@@ -69,9 +70,9 @@ if watch then
   c[SEQ], c[EMCS] = c[SEQ] + 1, c[EMCS] + 1
   l[LIST_MONITORS] = l[LIST_MONITORS] + 1
   redis.call('HSET', M, 'c', packed_counters(c), 'mid', id, 'L' .. list, packed_controls(l))
-  return record({events, 0, '', '', 0, id, m.nonempty and 1 or 0, c[SEQ]})
+  return record({events, 0, '', '', 0, id, m.nonempty and 1 or 0, c[SEQ], 0})
 end
-if not r then return record({events, 0, '', '', 0, 0, 0, 0}) end
+if not r then return record({events, 0, '', '', 0, 0, 0, 0, 0}) end
 local seq, moved, data, deleted = take_entry(r, to, delete, c, source, target)
 if to ~= from then
   redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source),
@@ -81,4 +82,5 @@ elseif delete then
 else
   redis.call('HSET', M, 'c', packed_counters(c))
 end
-return record({events, seq, moved, data, deleted, 0, 0, 0})
+return record({events, seq, moved, data, deleted, 0, 0, 0,
+  redis.call('ZCARD', list_key(from))})

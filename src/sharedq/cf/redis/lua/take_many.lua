@@ -4,7 +4,8 @@
 -- order, until count are done or the head does not qualify (api.py, take_many).
 -- ARGV[2]: packed locator (a head).  ARGV[3]: target list(2), flags(1): 1 delete,
 -- 8 expect authority; count(2); then the authority(8) if flag 8.
--- Reply: {seq, record, data, delete seq (0: none), ...} per entry taken.
+-- Reply: {seq, record, data, delete seq (0: none), ...} per entry taken, then (when
+-- any was) the entries left on the head's list.
 -- allow-oom: moves (gets) and deletes, as move.lua and delete.lua.
 local done = recorded()
 if done then return done end
@@ -51,4 +52,6 @@ if to ~= from then
 else
   redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source))
 end
+-- Then the entries left on the head's list (each entry's count follows from it).
+reply[#reply + 1] = redis.call('ZCARD', list_key(from))
 return record(reply)

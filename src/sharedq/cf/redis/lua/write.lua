@@ -3,6 +3,7 @@
 -- authority) elements(1) expected authority(8) adjunct length(1) secondary key
 -- length(1) entry id length(1, 0: generate one), then adjunct, secondary key, id.
 -- ARGV[3]: data (in the record when small, else in D).  ARGV[4..]: lock numbers.
+-- Reply: {seq, entries on the list after the write}.
 local done = recorded()
 if done then return done end
 local spec = ARGV[2]
@@ -22,4 +23,5 @@ l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
 redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l), kept_seq(seq))
 place(r, l[LIST_MONITORS] > 0)
 notify(seq)
-return seq
+-- The list's entry count too (ZCARD: O(1)); a retried request's kept reply is the seq.
+return {seq, redis.call('ZCARD', list_key(list))}

@@ -2,6 +2,7 @@
 -- move.lua by id, in one call (two seqs, consecutive), with nothing in between.
 -- ARGV[2], ARGV[3]: as write's.  ARGV[4]: the move's options (see options(): a new key,
 -- and a version to set and a secondary key if given).  ARGV[5..]: lock numbers.
+-- Reply: {seq of the write, entries on the list after it}.
 local done = recorded()
 if done then return done end
 local spec = ARGV[2]
@@ -44,4 +45,4 @@ if l[LIST_MONITORS] > 0 then
 else
   place(moved, false)
 end
-return seq
+return {seq, redis.call('ZCARD', list_key(list))}
