@@ -14,7 +14,8 @@ STRUCTURE = "HS"
 #: The log's first instant: a whole second, so that intervals start on it.
 T0 = 1_800_000_000 * 1_000_000
 
-_TYPES = {
+#: The record type and op of each message kind.
+RECORD_TYPES = {
     "put": (RecordType.PUT, ChangeOp.WRITE),
     "sync-put": (RecordType.MOVE, ChangeOp.MOVE),
     "commit-puts": (RecordType.MOVE, ChangeOp.MOVE),
@@ -117,7 +118,7 @@ def write_handmade_log(root: Path) -> Path:
     for seq, (ms, writer, kind, n, queue, uow) in enumerate(SCRIPT, start=1):
         clock.advance_s((ms - at_ms) / 1000)  # the script's times only go forward
         at_ms = ms
-        record_type, op = _TYPES[kind]
+        record_type, op = RECORD_TYPES[kind]
         writers[writer].append(
             record_type,
             op=op,

@@ -20,7 +20,7 @@ from sharedq.pipeline.jobs import report
 from tests.pipeline.conftest import GroupLog
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-JOBS = ("recover", "print", "track", "stats", "capacity")
+JOBS = ("recover", "print", "track", "stats", "capacity", "events")
 
 
 def assert_png(path: Path) -> None:
@@ -186,12 +186,12 @@ def test_the_report_runs_every_job_and_writes_one_page(
     page_path = Path(figures["report.html"])
     assert page_path == ctx.output / "report.html"
     page = page_path.read_text()
-    for name in ("depth", "latency", "work", "usage"):
+    for name in ("depth", "latency", "work", "usage", "events"):
         path = Path(figures["report.charts"][name])
         assert_png(path)
         assert f'data-file="{name}.png"' in page
         assert f'href="charts/{name}.png"' in page
-    assert len(re.findall(r'<img src="data:image/png;base64,', page)) == 4
+    assert len(re.findall(r'<img src="data:image/png;base64,', page)) == 5
     for job in JOBS:
         assert f'<h2 id="{job}">' in page
         summary = (ctx.output / job / "summary.txt").read_text().strip()

@@ -22,7 +22,7 @@ from rich.console import Console
 from sharedq.cli.names import named_path, queue_name, server_name, structure_name
 from sharedq.pipeline.errors import PipelineError, PipelineReason, pipeline_error
 from sharedq.pipeline.job import JobContext, JobResult
-from sharedq.pipeline.jobs import capacity, print_log, recover, report, stats, track
+from sharedq.pipeline.jobs import capacity, events, print_log, recover, report, stats, track
 from sharedq.pipeline.session import check_master, parse_conf, start_session
 from sharedq.pipeline.sizing import DEFAULT_HEADROOM, check_headroom
 from sharedq.pipeline.sources import find_pairs
@@ -345,6 +345,24 @@ def capacity_job(ctx: JobContext, headroom: float = DEFAULT_HEADROOM) -> JobResu
 capacity_command = job_command("capacity", capacity_job, headroom_option)
 
 
+events_command = job_command(
+    "events",
+    events.run,
+    click.option(
+        "--no-srds",
+        is_flag=True,
+        help="do not read the SRDS image the log starts from (opening depth from the log only)",
+    ),
+    click.option(
+        "--limit",
+        default=20,
+        show_default=True,
+        type=click.IntRange(min=0),
+        help="event groups shown",
+    ),
+)
+
+
 def report_job(
     ctx: JobContext, headroom: float = DEFAULT_HEADROOM, interval: float | None = None
 ) -> JobResult:
@@ -373,6 +391,7 @@ JOB_COMMANDS = (
     track_command,
     stats_command,
     capacity_command,
+    events_command,
     report_command,
 )
 for _command in JOB_COMMANDS:

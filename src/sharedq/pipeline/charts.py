@@ -13,7 +13,9 @@ Column contracts (written by the ``stats``, ``track`` and ``capacity`` jobs):
 - latency: ``put_to_get_ms, put_to_commit_ms`` (``track/messages``), or, without the
   messages, the percentiles of ``track/latency`` (``scope, name, get_p50_ms, ...``);
 - work: ``server, puts, gets, commits, backouts`` (``stats/servers``);
-- usage: ``structure, time, entries, elements`` (``capacity/usage``).
+- usage: ``structure, time, entries, elements`` (``capacity/usage``);
+- events: ``queue, time, depth`` (``events/depth``) and ``queue, time, event,
+  coordinator, log_depth`` (``events/groups``).
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
 
 #: Queues drawn one line each in the depth chart; the others are summed as "others".
 MAX_DEPTH_LINES = 8
+#: Marker and colour of each depth event type in the events chart.
+EVENT_MARKERS = {"high": ("^", "tab:red"), "low": ("v", "tab:blue"), "full": ("X", "black")}
+#: Events up to this many are labelled with their coordinator.
+MAX_EVENT_LABELS = 24
 _SIZE = (8.0, 4.2)
 _DPI = 100
 
@@ -205,5 +211,54 @@ def usage_chart(usage: pd.DataFrame, path: str | Path) -> Path:
         )
     time_axis(axes)
     axes.set_ylabel("in use")
+    axes.legend(fontsize="small", loc="upper left")
+    return _save(figure, path)
+
+
+def events_chart(depth: pd.DataFrame, groups: pd.DataFrame, path: str | Path) -> Path:
+    """Committed depth of each queue that had depth events, with every event marked
+    (High ▲, Low ▼, Full ✕) where it happened on the line, labelled with its coordinator.
+
+    Why: a High followed soon by a Low is a queue that a burst filled and the
+    consumers drained; High after High with no Low between cannot happen (the event
+    toggles itself off), so the markers also check the toggling.  One marker per
+    event (CorrelId), however many managers issued a message for it.
+    """
+    figure, axes = _figure()
+    axes.set_title("Queue depth events")
+    if len(groups) == 0:
+        _no_data(axes, "depth events")
+        return _save(figure, path)
+    marks = groups.assign(time=_times(groups["time"]), queue=groups["queue"].astype(str))
+    queues = sorted(marks["queue"].unique().tolist())[:MAX_DEPTH_LINES]
+    lines = depth.assign(queue=depth["queue"].astype(str)) if len(depth) else depth
+    for queue in queues:
+        rows = lines[lines["queue"] == queue] if len(lines) else lines
+        if len(rows):
+            rows = rows.assign(time=_times(rows["time"])).sort_values(["time"])
+            axes.step(rows["time"], rows["depth"], where="post", label=queue)
+    for event, (marker, colour) in EVENT_MARKERS.items():
+        chosen = marks[(marks["event"] == event) & marks["queue"].isin(queues)]
+        if len(chosen):
+            axes.scatter(
+                chosen["time"],
+                chosen["log_depth"].fillna(0).astype(float),
+                marker=marker,
+                color=colour,
+                s=60,
+                zorder=3,
+                label=f"{event} event",
+            )
+    if len(marks) <= MAX_EVENT_LABELS:
+        for row in marks[marks["queue"].isin(queues)].itertuples():
+            axes.annotate(
+                str(row.coordinator or "?"),
+                (row.time, float(row.log_depth or 0)),
+                textcoords="offset points",
+                xytext=(4, 6),
+                fontsize="x-small",
+            )
+    time_axis(axes)
+    axes.set_ylabel("committed messages on the queue")
     axes.legend(fontsize="small", loc="upper left")
     return _save(figure, path)

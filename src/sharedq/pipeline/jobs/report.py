@@ -2,7 +2,7 @@
 
 The jobs share one :class:`~sharedq.pipeline.job.JobContext`, whose log DataFrame is
 read once and cached, so the report costs one read of the log (and one JVM start)
-instead of five.  Each job writes its own tables under the output directory as it
+instead of six.  Each job writes its own tables under the output directory as it
 would alone; the report adds ``charts/*.png`` and ``report.html``.  A job that fails
 does not stop the others: its error goes into the page and the summary, and the
 report's figures list it under ``report.failed``.
@@ -35,6 +35,7 @@ JOBS: tuple[tuple[str, str], ...] = (
     ("track", "track"),
     ("stats", "stats"),
     ("capacity", "capacity"),
+    ("events", "events"),
 )
 #: Records the short print shows.
 PRINT_LIMIT = 20
@@ -154,9 +155,12 @@ def run_all(
         "latency": "put-to-get and put-to-commit times of every message (track/messages)",
         "work": "puts, gets, commits and backouts per server (stats/servers)",
         "usage": "list entries and data elements in use (capacity/usage)",
+        "events": "queue depth events (High, Low, Full) on their queues' committed depth,"
+        " labelled with the coordinator (events/groups, events/depth)",
     }
+    titles = {"work": "Work per server", "events": "Depth events"}
     chart_list = [
-        Chart(name.capitalize() if name != "work" else "Work per server", path, captions[name])
+        Chart(titles.get(name, name.capitalize()), path, captions[name])
         for name, path in report.charts.items()
     ]
     source = ", ".join(str(p.log.parent) for p in ctx.pairs)
@@ -187,12 +191,13 @@ def _parquet_files(path: Path) -> list[Path]:
 def draw_charts(
     results: dict[str, JobResult], directory: Path, jobs: Collection[str] | None = None
 ) -> dict[str, Path]:
-    """The report's PNGs from the jobs' tables: depth, latency, work, usage.
+    """The report's PNGs from the jobs' tables: depth, latency, work, usage, events.
 
     A chart whose job failed says "no data"; one whose job is not in ``jobs`` (default:
     all) is not drawn.
     """
     stats, track, cap = results.get("stats"), results.get("track"), results.get("capacity")
+    events = results.get("events")
     draw: dict[str, tuple[str, Callable[[], Path]]] = {
         "depth": (
             "stats",
@@ -223,6 +228,14 @@ def draw_charts(
                 directory / "usage.png",
             ),
         ),
+        "events": (
+            "events",
+            lambda: charts.events_chart(
+                _table(events, "depth", ["queue", "time", "depth"]),
+                _table(events, "groups", ["queue", "time", "event", "coordinator", "log_depth"]),
+                directory / "events.png",
+            ),
+        ),
     }
     return {name: chart() for name, (job, chart) in draw.items() if jobs is None or job in jobs}
 
@@ -247,7 +260,7 @@ def run(
     interval: float | None = None,
     **_: Any,
 ) -> JobResult:
-    """Run every job (recover, print, track, stats, capacity) on one reading of the log,
+    """Run every job (recover, print, track, stats, capacity, events) on one reading of the log,
     draw the charts and write OUTPUT/report.html."""
     report = run_all(ctx, headroom=headroom, interval=interval)
     figures = report.figures()

@@ -46,6 +46,39 @@ def interval_start(time: Column, seconds: float) -> Column:
     return F.timestamp_micros(F.floor(F.unix_micros(time) / F.lit(step)) * F.lit(step))
 
 
+def depth_changes(events: DataFrame, messages: DataFrame) -> DataFrame:
+    """``events`` with ``own_unit_put`` and ``depth_change``: what each change does to
+    its queue's committed depth (+1, -1 or 0).
+
+    The one rule for the depth, shared by ``stats`` (per interval) and ``events`` (at
+    each change): a committed put or a requeue adds one; a committed removal (get,
+    expiry, move to the cold queue) takes one away, unless the message was put and
+    gotten in one unit of work (it never took its committed key, so was never counted).
+    ``messages`` come from ``message_lives`` (its ``own_unit``).
+    """
+    from pyspark.sql import functions as F
+
+    units = messages.select("structure", "entry_id", "own_unit")
+    keyed = events.join(units, ["structure", "entry_id"], "left")
+    own_unit_put = F.col("kind").isin(*GET_COMMITS) & F.coalesce(F.col("own_unit"), F.lit(False))
+    was_visible = ~own_unit_put
+    delta = (
+        F.when(F.col("kind").isin(*PUT_COMMITS, REQUEUE), F.lit(1))
+        .when(F.col("kind").isin(*GET_COMMITS, EXPIRE, COLD_QUEUE) & was_visible, F.lit(-1))
+        .otherwise(F.lit(0))
+    )
+    return keyed.withColumn("own_unit_put", own_unit_put).withColumn("depth_change", delta)
+
+
+def opening_depths(messages: DataFrame) -> DataFrame:
+    """Per queue, the committed messages on it when the log starts: ``opening_depth``."""
+    from pyspark.sql import functions as F
+
+    return messages.groupBy("structure", "queue").agg(
+        _count(F.col("opening")).alias("opening_depth")
+    )
+
+
 def queue_intervals(events: DataFrame, messages: DataFrame, seconds: float = 1.0) -> DataFrame:
     """One row per queue and interval: ``puts, gets, backouts, depth`` and the flows.
 
@@ -57,17 +90,8 @@ def queue_intervals(events: DataFrame, messages: DataFrame, seconds: float = 1.0
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    units = messages.select("structure", "entry_id", "own_unit")
-    keyed = events.join(units, ["structure", "entry_id"], "left")
-    # A committed removal lowers the depth only for a message that was visible: not
-    # one put and gotten in the same unit of work (it never took its committed key).
-    own_unit_put = F.col("kind").isin(*GET_COMMITS) & F.coalesce(F.col("own_unit"), F.lit(False))
-    was_visible = ~own_unit_put
-    delta = (
-        F.when(F.col("kind").isin(*PUT_COMMITS, REQUEUE), F.lit(1))
-        .when(F.col("kind").isin(*GET_COMMITS, EXPIRE, COLD_QUEUE) & was_visible, F.lit(-1))
-        .otherwise(F.lit(0))
-    )
+    keyed = depth_changes(events, messages)
+    own_unit_put = F.col("own_unit_put")
     bucketed = keyed.withColumn("interval_start", interval_start(F.col("time"), seconds))
     counted = bucketed.groupBy("structure", "queue", "interval_start").agg(
         _count(F.col("kind") == PUT).alias("puts"),
@@ -75,7 +99,7 @@ def queue_intervals(events: DataFrame, messages: DataFrame, seconds: float = 1.0
         _count(F.col("kind").isin(BACKOUT_PUTS, BACKOUT_GETS)).alias("backouts"),
         (_count(F.col("kind").isin(*PUT_COMMITS)) + _count(own_unit_put)).alias("committed_puts"),
         _count(F.col("kind").isin(*GET_COMMITS)).alias("committed_gets"),
-        F.sum(delta).cast("long").alias("depth_change"),
+        F.sum("depth_change").cast("long").alias("depth_change"),
     )
     step = round(seconds * 1_000_000)
     span = bucketed.agg(
@@ -87,9 +111,7 @@ def queue_intervals(events: DataFrame, messages: DataFrame, seconds: float = 1.0
         ).alias("micros")
     ).select(F.timestamp_micros("micros").alias("interval_start"))
     queues = messages.select("structure", "queue").where(F.col("queue").isNotNull()).distinct()
-    opening = messages.groupBy("structure", "queue").agg(
-        _count(F.col("opening")).alias("opening_depth")
-    )
+    opening = opening_depths(messages)
     full = (
         queues.crossJoin(grid)
         .join(counted, ["structure", "queue", "interval_start"], "left")
