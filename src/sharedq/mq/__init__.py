@@ -48,6 +48,7 @@ from sharedq.mq.errors import (
     UnknownQueue,
     UowError,
 )
+from sharedq.mq.event_messages import EVENT_QUEUE, DepthEvent, read_depth_event
 from sharedq.mq.journal import ChangeKind
 from sharedq.mq.logjournal import LogJournal
 from sharedq.mq.manager import InDoubtUnit, QueueManager
@@ -62,6 +63,7 @@ from sharedq.mq.uow import UnitOfWork, UowState
 from sharedq.seam.notes import BulkNote, ChangeNote, EntryMeaning, Journal
 
 __all__ = [
+    "EVENT_QUEUE",
     "ID_LENGTH",
     "NO_ID",
     "BackedOut",
@@ -73,6 +75,7 @@ __all__ = [
     "ColdMessage",
     "ConfigurationError",
     "ConnectionBroken",
+    "DepthEvent",
     "DepthEvents",
     "Disposition",
     "EntryMeaning",
@@ -107,5 +110,6 @@ __all__ = [
     "UnknownQueue",
     "UowError",
     "UowState",
+    "read_depth_event",
     "structure_params",
 ]

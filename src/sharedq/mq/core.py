@@ -11,14 +11,17 @@ face built on it; the parts never see the manager, only this.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sharedq.cf import CFError, CouplingFacility
 from sharedq.clock import Clock
 from sharedq.mq import directory
 from sharedq.mq.clock import Stamps
-from sharedq.mq.definitions import QueueState
+from sharedq.mq.definitions import PendingEvent, QueueState
 from sharedq.mq.errors import MQReason, from_cf, mq_error, translated
+from sharedq.mq.event_messages import CorrelIds
+from sharedq.mq.event_stats import EventStats
 from sharedq.mq.security import Guard
 from sharedq.mq.units import UnitState
 from sharedq.mq.waiting import EventDispatcher
@@ -47,6 +50,8 @@ class ManagerCore:
     msg_id_suffix: bytes = field(init=False)
     #: An entry id is the manager id, the stamp and the nonce.
     entry_id_prefix: bytes = field(init=False)
+    #: The CorrelIds of the depth events it coordinates.
+    correl_ids: CorrelIds = field(init=False)
     lock: threading.RLock = field(init=False, default_factory=threading.RLock)
     closed: bool = False
     #: The administrative structure, and the list holding this manager's descriptors.
@@ -62,6 +67,11 @@ class ManagerCore:
     #: Units of work in progress, by owning thread; units restart recovered, by id.
     active: dict[int, UnitState] = field(init=False, default_factory=dict)
     recovered: dict[bytes, UnitState] = field(init=False, default_factory=dict)
+    #: MQ's PERFMEV: whether this manager issues queue depth event messages.
+    performance_events: bool = False
+    #: What a depth event this manager coordinates is handed to (its message and its
+    #: broadcast: ``sharedq.mq.event_broadcast``); ``None``: only toggled.
+    event_sink: Callable[[QueueState, PendingEvent], None] | None = None
 
     def __post_init__(self) -> None:
         self.stamps = Stamps(self.clock, self.qm_id)
@@ -69,6 +79,7 @@ class ManagerCore:
         self.msg_id_prefix = b"CSQ " + self.name_bytes[:4].ljust(4)
         self.msg_id_suffix = bytes((self.qm_id,)) + self.stamps.nonce + b"\x00" * 4
         self.entry_id_prefix = bytes((self.qm_id,))
+        self.correl_ids = CorrelIds(self.qm_id, self.stamps.nonce)
 
     def check_open(self) -> None:
         if self.closed:
@@ -117,6 +128,7 @@ class ManagerCore:
                 lists.expiry_list,
                 self.entry_limits[entry.structure],
             )
+            state.stats = EventStats(self.clock.now_s())
             self.queues[name] = state
             return state
 

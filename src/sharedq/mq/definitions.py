@@ -11,8 +11,9 @@ what it finds, so put-inhibiting a queue on one manager is honoured by all.
 
 The queue's list limit is its maximum depth plus one, for the LHQC (p[258]).
 
-Depth-event settings (``DepthEvents``) are kept in the definition for a later issue;
-nothing acts on them yet.
+Depth-event settings (``DepthEvents``) are attributes like the others; a depth event
+toggles them with the same protocol (:mod:`sharedq.mq.depth_events`), and records the
+event it has yet to broadcast in the LHQC too (``pending_event``), in the same request.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from sharedq import names
 from sharedq.cf import AuthorityMismatch, ById, CFError, NoSuchEntry
 from sharedq.mq import directory, keys
 from sharedq.mq.errors import JournalFailed, MQReason, mq_error
+from sharedq.mq.event_stats import EventStats
 from sharedq.mq.journal import ChangeKind
 from sharedq.seam.access import StructureAccess, tolerating
 
@@ -36,6 +38,8 @@ from sharedq.seam.access import StructureAccess, tolerating
 MAX_DEPTH_LIMIT = 999_999_999
 #: MQ's default MAXDEPTH for a local queue.
 DEFAULT_MAX_DEPTH = 5000
+#: Fields of a definition that define_queue and alter_queue do not take.
+NOT_ATTRIBUTES = frozenset({"name", "structure", "pending_event"})
 
 
 class IndexType(Enum):
@@ -59,13 +63,34 @@ class Disposition(Enum):
 
 @dataclass(frozen=True)
 class DepthEvents:
-    """Queue depth event settings (MQ's QDEPTHHI/QDEPTHLO/QDPMAXEV...), kept for later."""
+    """Queue depth event settings: MQ's QDEPTHHI, QDEPTHLO (percentages of max depth),
+    QDPHIEV, QDPLOEV and QDPMAXEV.
+
+    Every event is disabled by default, as in MQ (spec QD-1); the limits default to
+    MQ's 80 and 20 per cent.  A depth event toggles the flags (docs/depth-events.md).
+    """
 
     high_limit: int = 80
     low_limit: int = 20
     high_enabled: bool = False
     low_enabled: bool = False
-    full_enabled: bool = True
+    full_enabled: bool = False
+
+
+@dataclass(frozen=True)
+class PendingEvent:
+    """A depth event toggled on a shared queue and not yet broadcast (kept in the LHQC).
+
+    The coordinator writes it in the same compare-and-swap that toggles the queue and
+    clears it once every active manager was asked; a coordinator that died in between
+    leaves it for the manager that recovers it to finish (docs/depth-events.md).
+    """
+
+    correl_id: bytes
+    event: str
+    coordinator: str
+    at_s: float
+    depth: int
 
 
 @dataclass(frozen=True)
@@ -88,6 +113,8 @@ class QueueDefinition:
     description: str = ""
     depth_events: DepthEvents = field(default_factory=DepthEvents)
     disposition: Disposition = Disposition.SHARED
+    #: Not an attribute: the depth event in progress (see :class:`PendingEvent`).
+    pending_event: PendingEvent | None = None
 
     def check(self) -> None:
         """``InvalidArgument`` unless every attribute is valid."""
@@ -106,8 +133,13 @@ class QueueDefinition:
         if not _int_in(self.default_priority, 0, 9):
             raise mq_error(MQReason.PRIORITY_ERROR, "default_priority must be 0..9")
         events = self.depth_events
+        if not isinstance(events, DepthEvents):
+            raise mq_error(bad, f"depth_events {events!r} must be a DepthEvents")
         if not (_int_in(events.high_limit, 0, 100) and _int_in(events.low_limit, 0, 100)):
             raise mq_error(bad, "depth event limits are percentages, 0..100")
+        for flag in (events.high_enabled, events.low_enabled, events.full_enabled):
+            if not isinstance(flag, bool):
+                raise mq_error(bad, f"depth event switch {flag!r} is not a bool")
         for flag in (self.put_inhibited, self.get_inhibited, self.default_persistent):
             if not isinstance(flag, bool):
                 raise mq_error(bad, f"{flag!r} is not a bool")
@@ -124,6 +156,8 @@ class QueueDefinition:
         value: dict[str, Any] = msgpack.unpackb(data, raw=False)
         value["index"] = IndexType(value["index"])
         value["depth_events"] = DepthEvents(**value["depth_events"])
+        pending = value.get("pending_event")
+        value["pending_event"] = None if pending is None else PendingEvent(**pending)
         value["disposition"] = Disposition(value.get("disposition", Disposition.SHARED.value))
         return cls(**value)
 
@@ -152,6 +186,7 @@ class QueueState:
         "max_body",
         "name",
         "put_list",
+        "stats",
     )
 
     def __init__(
@@ -175,6 +210,8 @@ class QueueState:
         self.index = IndexType.NONE
         self.max_body = entry_body_limit
         self._entry_limit = entry_body_limit
+        #: This manager's statistics window on the queue (its opener sets the start).
+        self.stats = EventStats(0.0)
         self.refresh()
 
     def refresh(self) -> QueueDefinition:

@@ -22,16 +22,15 @@ from typing import Any
 from sharedq import names
 from sharedq.cf import CFError, CouplingFacility, StructureParams, UserState
 from sharedq.clock import SYSTEM_CLOCK, Clock
-from sharedq.mq import arguments, directory, peer_recovery, starting, syncpoint
+from sharedq.mq import arguments, directory, expiry_lists, peer_recovery, starting, syncpoint
 from sharedq.mq import descriptors as d
 from sharedq.mq import messages as m
-from sharedq.mq.bulk import bulk_delete
 from sharedq.mq.commands import RecoveryCommands
 from sharedq.mq.core import ManagerCore
-from sharedq.mq.definitions import QueueDefinition, define
+from sharedq.mq.definitions import NOT_ATTRIBUTES, QueueDefinition, define
 from sharedq.mq.errors import MQReason, mq_error, translated
+from sharedq.mq.event_broadcast import EventService
 from sharedq.mq.inspection import ManagerView
-from sharedq.mq.journal import ChangeKind
 from sharedq.mq.logjournal import PAYLOAD_KEY
 from sharedq.mq.messages import message_facts
 from sharedq.mq.peer_recovery import PeerRecoveryReport
@@ -43,8 +42,8 @@ from sharedq.mq.uow import UnitOfWork
 from sharedq.recovery.copy import CopyResult
 from sharedq.recovery.settings import RecoverySettings
 from sharedq.recovery.structure_checkpoint import CheckpointResult, Faults
-from sharedq.seam.access import FaultHook, StructureAccess, tolerating
-from sharedq.seam.notes import NO_JOURNAL, EntryMeaning, Journal
+from sharedq.seam.access import FaultHook, StructureAccess
+from sharedq.seam.notes import NO_JOURNAL, Journal
 from sharedq.seam.recovery_log import RecoveryLog
 from sharedq.security import Access, SecuritySettings
 
@@ -89,6 +88,8 @@ class QueueManager:
             manager takes (crash tests).
         security: who the manager acts for, and its profiles (docs/security.md);
             ``None``: security off.
+        performance_events: MQ's PERFMEV: issue queue depth event messages
+            (docs/depth-events.md); see :meth:`set_performance_events`.
     """
 
     def __init__(
@@ -106,12 +107,14 @@ class QueueManager:
         recovery: RecoverySettings | None = None,
         checkpoint_faults: Faults | None = None,
         security: SecuritySettings | None = None,
+        performance_events: bool = False,
     ) -> None:
         arguments.check_manager_name(name)
         structures = list(structures)  # read twice below: a generator would be empty
         for structure in (admin, *structures):
             arguments.check_structure_name(structure)
         arguments.check_seconds(restart_wait, "restart_wait")
+        arguments.check_bool(performance_events, "performance_events")
         if type(qm_id) is not int or not 1 <= qm_id <= MAX_QM_ID:
             raise mq_error(MQReason.Q_MGR_NAME_ERROR, f"qm_id {qm_id!r} must be 1..{MAX_QM_ID}")
         guard = Guard(security, name, admin)
@@ -138,6 +141,7 @@ class QueueManager:
         core = self._core = ManagerCore(
             name, qm_id, clock, journal or NO_JOURNAL, facility, faults, guard
         )
+        core.performance_events = performance_events
         self._commands = RecoveryCommands(core, self._log)
         try:
             with translated("connect"):
@@ -156,6 +160,8 @@ class QueueManager:
             self.restart_report = starting.restart(core, self._log, restart_wait)
             if self._log is not None:
                 self._log.after_restart()
+            self._events = EventService(core)
+            self._events.start()
         except Exception:
             self._disconnect_all()
             if self._log is not None:
@@ -205,6 +211,16 @@ class QueueManager:
         return self._core.closed
 
     @property
+    def performance_events(self) -> bool:
+        """PERFMEV: whether this manager issues depth event messages."""
+        return self._core.performance_events
+
+    def set_performance_events(self, on: bool) -> None:
+        """ALTER QMGR PERFMEV(ENABLED|DISABLED), from the next event on."""
+        with translated("set PERFMEV"):
+            self._events.set_enabled(arguments.check_bool(on, "on"))
+
+    @property
     def descriptor_list(self) -> int:
         """The administrative structure's list holding this manager's descriptors."""
         return self._core.descriptor_list
@@ -231,6 +247,7 @@ class QueueManager:
                 syncpoint.backout(core, uow)
         if self._log is not None:
             self._log.before_disconnect()
+        self._events.stop()
         core.closed = True
         self._disconnect_all()
         if self._log is not None:
@@ -289,7 +306,7 @@ class QueueManager:
         core.guard.define(name)
         target = structure or core.admin.name
         unknown = set(attributes) - {f.name for f in fields(QueueDefinition)}
-        if unknown or {"name", "structure"} & set(attributes):
+        if unknown or NOT_ATTRIBUTES & set(attributes):
             raise mq_error(MQReason.BAD_ARGUMENT, f"unknown queue attributes {sorted(unknown)}")
         arguments.check_name(names.QUEUE, name, "queue name", new=True)  # not SYSTEM.*
         definition = QueueDefinition(name, target, **attributes)
@@ -310,7 +327,7 @@ class QueueManager:
         """Change a queue's attributes for every manager (the LHQC protocol, p[119])."""
         self._core.check_open()
         self._core.guard.define(name, "alter")
-        if {"name", "structure"} & set(changes) or set(changes) - {
+        if NOT_ATTRIBUTES & set(changes) or set(changes) - {
             f.name for f in fields(QueueDefinition)
         }:
             raise mq_error(MQReason.BAD_ARGUMENT, f"cannot alter {sorted(changes)}")
@@ -456,6 +473,7 @@ class QueueManager:
                 return report
             for acc in core.structures.values():
                 peer_recovery.recover_structure(core, acc, ids[qmgr], qmgr, report, owner=False)
+            self._events.finish_for(qmgr)  # its depth events left pending
         return report
 
     def recover_failed(self) -> list[PeerRecoveryReport]:
@@ -478,37 +496,11 @@ class QueueManager:
 
     def expired_messages(self) -> list[m.Message]:
         """Messages this manager's gets found expired (its expiry lists, §5.15)."""
-        core = self._core
-        core.check_open()
-        found = []
-        with translated("read expiry lists"):
-            for name, acc in core.structures.items():
-                for entry in acc.scan(core.lists[name].expiry_list, b"\x00" * 16, b"\xff" * 16):
-                    found.append(m.to_message(entry.data, entry.version, b""))
-        return found
+        return expiry_lists.expired_messages(self._core)
 
     def purge_expired(self) -> int:
         """Delete the messages on this manager's expiry lists; returns how many."""
-        core = self._core
-        core.check_open()
-        count = 0
-        with translated("purge expiry lists"):
-            for name, acc in core.structures.items():
-                expiry = core.lists[name].expiry_list
-                entries = list(acc.scan(expiry, b"\x00" * 16, b"\xff" * 16))
-                meanings = [EntryMeaning(e.entry_id, None, *m.entry_facts(e.data)) for e in entries]
-                # Purged even if the log cannot say so: rebuilt from such a log, the
-                # structure has them on the expiry list again, to be purged again.
-                with tolerating():
-                    bulk_delete(
-                        acc,
-                        [e.entry_id for e in entries],
-                        meanings,
-                        kind=ChangeKind.PURGE,
-                        uow_id=None,
-                    )
-                count += len(entries)
-        return count
+        return expiry_lists.purge_expired(self._core)
 
     # -- recovery commands (the operator's; see sharedq.mq.commands) ---------------------------
 

@@ -47,7 +47,7 @@ from sharedq.cf import (
     NoSuchEntry,
     Registration,
 )
-from sharedq.mq import arguments, getting, keys, undo
+from sharedq.mq import arguments, depth_events, getting, keys, undo
 from sharedq.mq import messages as m
 from sharedq.mq.clock import stamp_seconds
 from sharedq.mq.core import ManagerCore
@@ -142,6 +142,7 @@ def put(
     uow_id = uow.uow_id if uow is not None else stamps.uow_id(stamp)
     version = int.from_bytes(uow_id, "big")
     acc = queue.acc
+    entries: int | None = None  # on the put list after the put: its depth, for events
     while True:
         index = queue.index
         secondary = (
@@ -149,7 +150,7 @@ def put(
         )
         try:
             if uow is not None:
-                acc.write(
+                entries = acc.write(
                     queue.put_list,
                     ukey,
                     data,
@@ -162,10 +163,10 @@ def put(
                     uow=uow_id,
                     persistent=persistent,
                     msg_id=ident,
-                )
+                ).entries
             else:
                 # Out of syncpoint: the write and sync last message in one request.
-                acc.write_and_rekey(
+                entries = acc.write_and_rekey(
                     queue.put_list,
                     ukey,
                     data,
@@ -182,7 +183,7 @@ def put(
                     new_key=keys.committed_form(ukey),
                     new_secondary_key=UNCHANGED if secondary is None else secondary,
                     set_version=0,
-                )
+                )[1].entries
             break
         except JournalFailed as failure:
             if not undo.unrecorded_put(queue, failure, entry_id, ukey, ident, secondary, uow):
@@ -194,6 +195,7 @@ def put(
         except EntryExists:
             entry_id = stamps.entry_id()
         except ListFull as error:
+            depth_events.queue_full(core, queue)
             raise mq_error(
                 MQReason.Q_FULL,
                 f"queue {queue.name} holds its maximum depth "
@@ -203,6 +205,7 @@ def put(
             # Out of syncpoint with a fault hook (two requests), the sync may be what
             # failed: the uncommitted entry stays; recovery deletes it (no put happened).
             raise from_cf(error, f"put to {queue.name}") from error
+    depth_events.after_put(core, queue, entries)
     if uow is not None:
         expires_at = None if expiry is None else stamp_seconds(stamp) + tenths / 10
         trqs = uow.trqs_for(queue)
@@ -304,6 +307,8 @@ def _attempt(
                     registration = registration or taken.registration
                     change = taken.deleted or taken.moved
                     gone = taken.deleted is not None
+                    if taken.moved is not None:
+                        depth_events.after_get(core, queue, taken.moved.entries)
                 else:
                     change = acc.move(
                         locator,
@@ -313,6 +318,8 @@ def _attempt(
                         queue=queue.name,
                         uow=uow,
                     )
+                    if change is not None:
+                        depth_events.after_get(core, queue, change.entries)
                 entry = None if change is None else change.entry
                 if entry is None and request.index_key is None:
                     own = trqs.best(request.if_persistent) if trqs is not None else None
@@ -363,7 +370,10 @@ def _take_by_id(
             )
         except (NoSuchEntry, ListMismatch):
             continue  # another manager took it first
-        return None if change is None else change.entry
+        if change is None:
+            return None
+        depth_events.after_get(core, queue, change.entries)
+        return change.entry
     return None
 
 
