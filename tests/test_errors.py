@@ -22,6 +22,7 @@ import pytest
 
 import sharedq
 import sharedq.cf
+import sharedq.cqs
 import sharedq.errors
 import sharedq.log
 import sharedq.mq
@@ -30,6 +31,7 @@ import sharedq.recovery
 import sharedq.security
 from sharedq.cf import CFError, CFReason, InvalidRequest
 from sharedq.cf.errors import cf_error
+from sharedq.cqs import CQSError, CQSReason, InvalidCQSRequest, cqs_error
 from sharedq.log import InvalidLogRequest, LogError, LogReason, log_error
 from sharedq.mq import MQError, MQReason
 from sharedq.mq.errors import mq_error
@@ -77,6 +79,7 @@ LAYERS = {
     "security": Layer(
         SecurityReason, SecurityError, InvalidSecurityRequest, security_error, sharedq.security
     ),
+    "cqs": Layer(CQSReason, CQSError, InvalidCQSRequest, cqs_error, sharedq.cqs),
 }
 
 _ROW = re.compile(r"^(\d{4})-(\d{4})\s+.*?``sharedq\.(\w+)``.*?\s(\d{4})\s*$")

@@ -26,6 +26,7 @@ codes      layer                                             BAD_ARGUMENT
 3500-3599  checkpoints and recovery (``sharedq.recovery``)   3501
 3600-3699  authorization profiles (``sharedq.security``)     3601
 4000-4099  Spark pipeline (``sharedq.pipeline``)             4001
+5000-5499  Common Queue Server (``sharedq.cqs``)             5001
 =========  ================================================  ============
 
 The queue manager's codes are IBM MQ's reason codes (MQRC) where MQ has one for the

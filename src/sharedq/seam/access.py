@@ -147,13 +147,27 @@ class HasUowId(Protocol):
     def uow_id(self) -> bytes: ...
 
 
-UowRef = bytes | HasUowId | None
+class FromEntry:
+    """A unit of work that only the moved entry knows: ``read`` takes the entry's data
+    and gives its id.  A Common Queue Server's read logs the unit of the message it
+    took, which it learns only from the move that took it (one round trip, not two)."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, read: Callable[[bytes], bytes | None]) -> None:
+        self.read = read
 
 
-def uow_id_of(uow: UowRef) -> bytes | None:
-    """The id of a unit of work given by id or by object."""
+UowRef = bytes | HasUowId | FromEntry | None
+
+
+def uow_id_of(uow: UowRef, data: bytes = b"") -> bytes | None:
+    """The id of a unit of work given by id or by object (or read from ``data``, the
+    entry a change left, for :class:`FromEntry`)."""
     if uow is None or isinstance(uow, bytes):
         return uow
+    if isinstance(uow, FromEntry):
+        return uow.read(data)
     return uow.uow_id
 
 
@@ -412,7 +426,7 @@ class StructureAccess:
             if change is not None and self._journaling:
                 if persistent is None and kind.learns_facts and self._facts is not None:
                     persistent, _, msg_id, _ = self._facts(change.entry.data)
-                about = About(queue, uow_id_of(uow), persistent, msg_id)
+                about = About(queue, uow_id_of(uow, change.entry.data), persistent, msg_id)
                 note = MoveNote(
                     kind, self.name, change, source_list(locator), position, ignore_limit, about
                 )

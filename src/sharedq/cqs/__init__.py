@@ -1,0 +1,63 @@
+"""The Common Queue Server (redbook chapters 2 and 3): ``docs/cqs.md``.
+
+A :class:`CQS` per client system serves the seed's requests on shared list structures:
+CQSCONN (:meth:`CQS.connect`), CQSREG/CQSDEREG, CQSPUT, CQSREAD, CQSBROWSE, CQSMOVE,
+CQSDEL, CQSUNLCK, CQSQUERY, CQSCHKPT and CQSDISC, with notification when a registered
+queue goes from empty to non-empty.
+"""
+
+from sharedq.cqs.errors import (
+    CapacityExceeded,
+    CQSError,
+    CQSJournalFailed,
+    CQSReason,
+    InvalidCQSRequest,
+    NotAuthorized,
+    NotLocked,
+    cqs_error,
+)
+from sharedq.cqs.layout import (
+    ELEMENT_SIZE,
+    HEADERS_PER_TYPE,
+    LIST_COUNT,
+    Kind,
+    Layout,
+    Private,
+    structure_params,
+)
+from sharedq.cqs.message import Message, QueueCounts
+from sharedq.cqs.names import EMHQ_TYPES, MSGQ_TYPES, QueueName, check_name, make_name
+from sharedq.cqs.pair import StructurePair
+from sharedq.cqs.server import CQS
+from sharedq.cqs.site import LockToken
+from sharedq.cqs.uow import TokenSource, Uow
+
+__all__ = [
+    "CQS",
+    "ELEMENT_SIZE",
+    "EMHQ_TYPES",
+    "HEADERS_PER_TYPE",
+    "LIST_COUNT",
+    "MSGQ_TYPES",
+    "CQSError",
+    "CQSJournalFailed",
+    "CQSReason",
+    "CapacityExceeded",
+    "InvalidCQSRequest",
+    "Kind",
+    "Layout",
+    "LockToken",
+    "Message",
+    "NotAuthorized",
+    "NotLocked",
+    "Private",
+    "QueueCounts",
+    "QueueName",
+    "StructurePair",
+    "TokenSource",
+    "Uow",
+    "check_name",
+    "cqs_error",
+    "make_name",
+    "structure_params",
+]

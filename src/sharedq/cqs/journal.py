@@ -1,0 +1,46 @@
+"""What each CQS change means to its recovery log (the seam's ``Meaning``).
+
+Record types are the redbook's Appendix B: put 07, read 08, move 0B, delete 0D; unlock
+is sharedq's 0C (Appendix B lists none, though CQSUNLCK changes the structure: a
+replay must repeat it, so it has a record of its own rather than hiding in a move).
+Each step of a request is one record: a move's two steps (to the move queue, then to
+its target) are two ``MOVE`` records; a delete's (to the delete queue, the staging
+parts, the message) are ``DELETE`` records, the first a move.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from sharedq.log import RecordType
+
+
+class Request(Enum):
+    """A CQS change: its tag in the log payload and its record type."""
+
+    PUT = ("put", RecordType.PUT)
+    STAGE = ("stage", RecordType.PUT)
+    READ = ("read", RecordType.READ)
+    MOVE = ("move", RecordType.MOVE)
+    UNLOCK = ("unlock", RecordType.UNLOCK)
+    DELETE = ("delete", RecordType.DELETE)
+
+    @property
+    def tag(self) -> str:
+        return self.value[0]
+
+    @property
+    def record_type(self) -> RecordType:
+        return self.value[1]
+
+    @property
+    def ends_operation(self) -> bool:
+        return self is not Request.STAGE
+
+    @property
+    def learns_facts(self) -> bool:
+        return True
+
+
+#: The key of the CQS's words in its log records' payloads.
+PAYLOAD_KEY = "cqs"

@@ -1,0 +1,71 @@
+"""Telling a client that a registered queue has work (redbook §2.6).
+
+Each registration is a sublist monitor on the queue's header with the queue's name as
+its token, one EMC per CQS and queue.  When the sublist goes from empty to non-empty
+the structure queues an event for every CQS registered on it; a :class:`Listener`
+thread per structure waits for this CQS's events (woken by the change itself: no
+polling) and hands each queue name to the client's callback and to
+:meth:`Listener.wait_for_work`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+
+from sharedq.cf import CFError, MonitorState
+from sharedq.cqs.layout import Kind
+from sharedq.seam.access import StructureAccess
+
+logger = logging.getLogger("sharedq.cqs")
+
+#: Called with the structure kind and the name of a queue that has work.
+WorkCallback = Callable[[Kind, bytes], None]
+#: How long a listener's wait lasts before it looks whether it is to stop, seconds.
+_STOP_CHECK_S = 0.25
+
+
+class Listener:
+    """Waits for one structure's events for one CQS (a daemon thread)."""
+
+    def __init__(
+        self,
+        acc: StructureAccess,
+        kind: Kind,
+        callback: WorkCallback | None,
+        work: queue.SimpleQueue[tuple[Kind, bytes]],
+    ) -> None:
+        self._acc = acc
+        self._kind = kind
+        self._callback = callback
+        self._work = work
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, name=f"cqs-listener-{acc.name}", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                events = self._acc.wait_events(_STOP_CHECK_S)
+            except CFError as error:
+                if not self._stop.is_set():
+                    logger.warning("%s: event wait failed: %s", self._acc.name, error)
+                return
+            for event in events:
+                if event.state is not MonitorState.NONEMPTY:
+                    continue
+                self._work.put((self._kind, event.token))
+                if self._callback is not None:
+                    try:
+                        self._callback(self._kind, event.token)
+                    except Exception:  # a client's callback must not stop the listener
+                        logger.exception("work callback failed for %r", event.token)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join()

@@ -1,0 +1,283 @@
+"""The CQS requests that change a structure, each as the list requests it makes.
+
+Every function takes the :class:`~sharedq.cqs.site.Site` of the structure and makes its
+requests through the site's :class:`~sharedq.seam.access.StructureAccess`, so each
+step is logged (with a recovery log) before the next is made.  A request of several
+steps goes through a private queue (staging, move, delete) so that a server that
+stops between two steps leaves every message whole on exactly one queue:
+
+* put: parts 2..n to a staging queue under a generated name, then part 1 (naming the
+  staging queue in its prefix) to the ready queue: no reader sees part of a message;
+* move: to the move queue keyed by the target's name, then to the target;
+* delete: to the delete queue, then the staging parts, then part 1.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+
+from sharedq.cf import ById, ByKey, CFError, Change, ListEntry, NoSuchEntry, Position
+from sharedq.cf.errors import ListMismatch
+from sharedq.cqs.errors import CQSReason, cqs_error, from_cf
+from sharedq.cqs.journal import Request
+from sharedq.cqs.layout import Private
+from sharedq.cqs.message import Message
+from sharedq.cqs.messages import PREFIX_LENGTH, Prefix, unpack
+from sharedq.cqs.names import STAGING_TYPE, make_name, text
+from sharedq.cqs.site import LockToken, Site
+from sharedq.cqs.uow import Uow
+from sharedq.seam.access import FromEntry, tolerating
+
+
+def _uow_in(data: bytes) -> bytes | None:
+    return data[8:40] if len(data) >= PREFIX_LENGTH else None
+
+
+#: The unit of work of a moved message, read from its prefix.
+OWN_UOW = FromEntry(_uow_in)
+
+
+@contextmanager
+def translated(what: str) -> Iterator[None]:
+    """List-structure errors a request did not expect, as CQS errors."""
+    try:
+        yield
+    except CFError as error:
+        raise from_cf(error, what) from error
+
+
+def staging_name(site: Site, queue: bytes) -> bytes:
+    """A unique staging queue name for one multi-part message (redbook §2.5): the
+    staging type of the queue's type, 8 random base32 characters (40 bits), the
+    client's system id, so that names of different systems never meet."""
+    qtype = STAGING_TYPE.get(queue[0], queue[0])
+    if qtype not in site.layout.types:
+        qtype = queue[0]
+    unique = base64.b32encode(os.urandom(5)).decode("ascii")
+    return make_name(qtype, unique, site.system)
+
+
+def put(
+    site: Site, queue: bytes, parts: list[bytes], uow: bytes, *, recoverable: bool, local: bool
+) -> Change:
+    """CQSPUT: the message to the queue's ready sublist, or with ``local`` straight to
+    the lock queue as this CQS's (nobody is told).  Returns part 1's write."""
+    acc, now = site.acc, site.clock.now_us()
+    staging: bytes | None = None
+    written: list[tuple[int, bytes]] = []
+    with translated(f"put to {text(queue)}"):
+        try:
+            if len(parts) > 1:
+                staging = staging_name(site, queue)
+                header = site.layout.header(staging)
+                for index, part in enumerate(parts[1:], start=1):
+                    data = Prefix(recoverable, index, len(parts), now, uow, None).pack(part)
+                    change = acc.write(
+                        header,
+                        staging,
+                        data,
+                        kind=Request.STAGE,
+                        queue=text(staging),
+                        uow=uow,
+                        persistent=recoverable,
+                    )
+                    written.append((header, change.entry.entry_id))
+            data = Prefix(recoverable, 0, len(parts), now, uow, staging).pack(parts[0])
+            if local:
+                return acc.write(
+                    Private.LOCK.header(queue),
+                    queue,
+                    data,
+                    secondary_key=site.owner,
+                    kind=Request.PUT,
+                    queue=text(queue),
+                    uow=uow,
+                    persistent=recoverable,
+                )
+            return acc.write(
+                site.layout.header(queue),
+                queue,
+                data,
+                kind=Request.PUT,
+                queue=text(queue),
+                uow=uow,
+                persistent=recoverable,
+            )
+        except CFError:
+            _drop_staged(site, written, uow, recoverable)
+            raise
+
+
+def _drop_staged(site: Site, written: list[tuple[int, bytes]], uow: bytes, rec: bool) -> None:
+    """A put that failed takes back the parts it staged (part 1 never went out)."""
+    with tolerating():
+        for header, entry_id in written:
+            # A failing structure may refuse this too: recovery of the log has the rest.
+            with suppress(CFError):
+                site.acc.delete(
+                    ById(entry_id, header), kind=Request.DELETE, uow=uow, persistent=rec
+                )
+
+
+def read(site: Site, queue: bytes) -> Message | None:
+    """CQSREAD: the first message of the queue, moved to the lock queue as this CQS's.
+
+    One atomic move: of several readers the first wins, the others find the sublist
+    empty and get ``None``.  Parts 2..n are read from the staging queue (they need no
+    lock: only the locked part 1 leads to them)."""
+    with translated(f"read {text(queue)}"):
+        change = site.acc.move(
+            ByKey(site.layout.header(queue), queue),
+            Private.LOCK.header(queue),
+            new_secondary_key=site.owner,
+            kind=Request.READ,
+            queue=text(queue),
+            uow=OWN_UOW,
+        )
+        if change is None:
+            return None
+        token = LockToken(site.kind, queue, change.entry.entry_id)
+        return whole(site, change.entry, token)
+
+
+def whole(site: Site, entry: ListEntry, token: LockToken | None) -> Message:
+    """Part 1 and its staging parts, as one message."""
+    prefix, body = unpack(entry.data)
+    parts = [body]
+    if prefix.staging is not None:
+        header = site.layout.header(prefix.staging)
+        for part in site.acc.scan(header, prefix.staging, prefix.staging):
+            parts.append(unpack(part.data)[1])
+    return Message(
+        entry.key,
+        tuple(parts),
+        Uow.from_bytes(prefix.uow),
+        prefix.put_us,
+        prefix.recoverable,
+        entry.entry_id,
+        token,
+    )
+
+
+def browse(site: Site, queue: bytes, limit: int | None) -> list[Message]:
+    """CQSBROWSE: the queue's messages in order, whole, left where they are."""
+    found: list[Message] = []
+    with translated(f"browse {text(queue)}"):
+        for entry in site.acc.scan(site.layout.header(queue), queue, queue):
+            if limit is not None and len(found) >= limit:
+                break
+            found.append(whole(site, entry, None))
+    return found
+
+
+def locked_entry(site: Site, token: LockToken, *, force: bool) -> ListEntry:
+    """The entry a lock token names, checked to be this CQS's unless ``force``."""
+    with translated("find a locked message"):
+        try:
+            entry = site.acc.read(ById(token.entry_id, Private.LOCK.header(token.queue)))
+        except (NoSuchEntry, ListMismatch):
+            entry = None
+    if entry is None:
+        raise cqs_error(
+            CQSReason.NOT_LOCKED,
+            f"no message {token.entry_id.hex()} of {text(token.queue)} on the lock queue",
+        )
+    if not force and entry.secondary_key != site.owner:
+        holder = (entry.secondary_key or b"").decode("ascii", "replace")
+        raise cqs_error(
+            CQSReason.NOT_LOCKED_BY_YOU,
+            f"message {token.entry_id.hex()} of {text(token.queue)} is locked by {holder}",
+        )
+    return entry
+
+
+def unlock(
+    site: Site, token: LockToken, *, to_queue: bytes | None, first: bool, force: bool
+) -> Change:
+    """CQSUNLCK: a locked message back to its ready queue (first or last), or to
+    another queue; ``force`` takes a failed client's lock."""
+    locked_entry(site, token, force=force)
+    target = to_queue or token.queue
+    with translated(f"unlock to {text(target)}"):
+        change = site.acc.move(
+            ById(token.entry_id, Private.LOCK.header(token.queue)),
+            site.layout.header(target),
+            new_key=target,
+            new_secondary_key=None,
+            position=Position.HEAD if first else Position.TAIL,
+            kind=Request.UNLOCK,
+            queue=text(target),
+            uow=OWN_UOW,
+        )
+    assert change is not None  # ById finds it or raises
+    return change
+
+
+def move(site: Site, source: ById, source_queue: bytes, target: bytes) -> Change:
+    """CQSMOVE: the message to ``target`` through the move queue (two logged steps; a
+    message found on the move queue belongs on the queue its key names)."""
+    via = Private.MOVE.header(target)
+    with translated(f"move {text(source_queue)} to {text(target)}"):
+        staged = site.acc.move(
+            source,
+            via,
+            new_key=target,
+            new_secondary_key=None,
+            kind=Request.MOVE,
+            queue=text(source_queue),
+            uow=OWN_UOW,
+        )
+        assert staged is not None
+        done = site.acc.move(
+            ById(staged.entry.entry_id, via),
+            site.layout.header(target),
+            kind=Request.MOVE,
+            queue=text(target),
+            uow=OWN_UOW,
+        )
+    assert done is not None
+    return done
+
+
+def delete(site: Site, token: LockToken) -> Change:
+    """CQSDEL: a locked message and its staging parts, through the delete queue."""
+    locked_entry(site, token, force=False)
+    queue = token.queue
+    via = Private.DELETE.header(queue)
+    with translated(f"delete from {text(queue)}"):
+        staged = site.acc.move(
+            ById(token.entry_id, Private.LOCK.header(queue)),
+            via,
+            new_secondary_key=None,
+            kind=Request.DELETE,
+            queue=text(queue),
+            uow=OWN_UOW,
+        )
+        assert staged is not None
+        prefix, _ = unpack(staged.entry.data)
+        if prefix.staging is not None:
+            header = site.layout.header(prefix.staging)
+            for part in list(
+                site.acc.scan(header, prefix.staging, prefix.staging, with_data=False)
+            ):
+                site.acc.delete(
+                    ById(part.entry_id, header),
+                    data_wanted=False,
+                    kind=Request.DELETE,
+                    queue=text(prefix.staging),
+                    uow=prefix.uow,
+                    persistent=prefix.recoverable,
+                )
+        gone = site.acc.delete(
+            ById(staged.entry.entry_id, via),
+            data_wanted=False,
+            kind=Request.DELETE,
+            queue=text(queue),
+            uow=prefix.uow,
+            persistent=prefix.recoverable,
+        )
+    assert gone is not None
+    return gone

@@ -1,0 +1,470 @@
+"""The Common Queue Server: one per client system, up to 32 on one set of structures.
+
+A :class:`CQS` serves one client (an IMS, or any subsystem) on the MSGQ structure pair
+and, when the client has Fast Path, the EMHQ pair.  It runs in the client's process or
+in one of its own; the structures are shared through the coupling facility (memory, or
+Redis across processes and hosts).  Each request is a method named after the seed's
+(redbook §2.7); ``docs/cqs.md`` describes each.  Requests are safe from several threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import queue as queues
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+from sharedq import names
+from sharedq.cf import CFError, CouplingFacility, MonitorSpec, StructureStats
+from sharedq.cf.errors import ListMismatch, NoSuchEntry
+from sharedq.cf.types import ById, ByKey
+from sharedq.clock import SYSTEM_CLOCK, Clock
+from sharedq.cqs import requests
+from sharedq.cqs.client import CQSClient
+from sharedq.cqs.errors import CQSError, CQSJournalFailed, CQSReason, cqs_error, from_cf
+from sharedq.cqs.journal import PAYLOAD_KEY
+from sharedq.cqs.layout import Kind, Layout, Private
+from sharedq.cqs.message import Message, QueueCounts
+from sharedq.cqs.messages import PART_BYTES, facts, split, unpack
+from sharedq.cqs.names import check_name, text
+from sharedq.cqs.notify import Listener, WorkCallback
+from sharedq.cqs.pair import StructurePair
+from sharedq.cqs.site import LockToken, Site
+from sharedq.cqs.uow import TokenSource, Uow, check_uow
+from sharedq.log import RecordType
+from sharedq.recovery.settings import RecoverySettings
+from sharedq.seam.access import FaultHook, StructureAccess
+from sharedq.seam.notes import NO_JOURNAL, Note
+from sharedq.seam.recovery_log import RecoveryLog
+from sharedq.security import CQSSTR, SECURITY_OFF, Access, SecuritySettings
+
+logger = logging.getLogger("sharedq.cqs")
+
+
+def _journal_failed(error: Exception, note: Note) -> CQSJournalFailed:
+    failure = cqs_error(CQSReason.JOURNAL_FAILED, f"the log could not record a change: {error}")
+    assert isinstance(failure, CQSJournalFailed)
+    return failure
+
+
+class CQS:
+    """A Common Queue Server for one client system.
+
+    Args:
+        facility: where the structures are.
+        name: the server's name (its structure user name and log writer name).
+        system: the client's system id (its IMSID), 1 to 4 characters: it goes into
+            the units of work it makes and into generated staging queue names.
+        msgq: the MSGQ structure pair (or its primary's name).
+        emhq: the EMHQ pair, for a client with Fast Path.
+        recovery: recovery settings: log, checkpoints, structure recovery.
+        security: whose profiles say who may connect (``CQSSTR.<primary>``).
+        on_work: called with ``(kind, queue name)`` when a registered queue gets work.
+        clock: time for put stamps and unit-of-work tokens.
+        faults: a fault hook around every structure request (crash tests).
+    """
+
+    def __init__(
+        self,
+        facility: CouplingFacility,
+        name: str,
+        *,
+        system: str,
+        msgq: StructurePair | str,
+        emhq: StructurePair | str | None = None,
+        recovery: RecoverySettings | None = None,
+        security: SecuritySettings | None = None,
+        on_work: WorkCallback | None = None,
+        clock: Clock | None = None,
+        faults: FaultHook | None = None,
+    ) -> None:
+        problem = names.SERVER.problem(name, kind="CQS name")
+        if problem is not None or len(name) > 32:
+            raise cqs_error(CQSReason.BAD_ARGUMENT, problem or f"CQS name {name!r}: 32 at most")
+        if not isinstance(system, str) or not 1 <= len(system) <= 4 or not system.isalnum():
+            raise cqs_error(CQSReason.BAD_ARGUMENT, f"system id {system!r}: 1 to 4 letters/digits")
+        self.name = name
+        self.system = system
+        self.pairs: dict[Kind, StructurePair] = {Kind.MSGQ: _pair(msgq, Kind.MSGQ)}
+        if emhq is not None:
+            self.pairs[Kind.EMHQ] = _pair(emhq, Kind.EMHQ)
+        if len({p.primary for p in self.pairs.values()}) != len(self.pairs):
+            raise cqs_error(CQSReason.BAD_ARGUMENT, "the MSGQ and EMHQ pairs share a structure")
+        self._facility = facility
+        self._recovery = recovery
+        self._security = SECURITY_OFF if security is None else security.security()
+        self._on_work = on_work
+        self.clock = clock or (recovery.clock if recovery is not None else SYSTEM_CLOCK)
+        self.tokens = TokenSource(self.clock)
+        self._faults = faults
+        self._log: RecoveryLog | None = None
+        self._sites: dict[Kind, Site] = {}
+        self._registered: dict[tuple[Kind, bytes], int] = {}
+        self._listeners: dict[Kind, Listener] = {}
+        self._work: queues.SimpleQueue[tuple[Kind, bytes]] = queues.SimpleQueue()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        state = "connected" if self._sites else "not connected"
+        return f"<CQS {self.name} system={self.system} {state} pairs={self.structures}>"
+
+    @property
+    def structures(self) -> list[str]:
+        return [p.primary for p in self.pairs.values()]
+
+    @property
+    def recovery_log(self) -> RecoveryLog | None:
+        return self._log
+
+    # -- CQSCONN / CQSDISC -----------------------------------------------------------------
+
+    def connect(self) -> CQS:
+        """CQSCONN: check authority, recover the structures if need be, connect.
+
+        The user needs UPDATE on ``CQSSTR.<primary>`` of each pair (the profile covers
+        the pair as one unit); no profile means unprotected.  Refused with
+        ``NOT_AUTHORIZED`` before anything is touched.
+        """
+        if self._sites:
+            raise cqs_error(CQSReason.ALREADY_CONNECTED, f"{self.name} is connected")
+        for pair in self.pairs.values():
+            self._authorize(pair)
+        primaries = self.structures
+        if self._recovery is not None:
+            self._log = RecoveryLog(
+                self.name,
+                self._facility,
+                self._recovery,
+                primaries,
+                CQSClient(self.name, self.system),
+                payload_key=PAYLOAD_KEY,
+                facts=facts,
+            )
+        try:
+            for kind, pair in self.pairs.items():
+                self._sites[kind] = self._connect_one(kind, pair)
+            if self._log is not None:
+                self._log.decide_restart()
+                self._log.after_restart()
+                for primary in primaries:
+                    self._log_event(primary, RecordType.CONNECT)
+        except CFError as error:
+            self._drop()
+            raise from_cf(error, f"{self.name} connect") from error
+        except BaseException:
+            self._drop()
+            raise
+        return self
+
+    def _authorize(self, pair: StructurePair) -> None:
+        if self._security.off:
+            return
+        decision = self._security.decide(CQSSTR, [pair.profile], Access.UPDATE)
+        if not decision.allowed:
+            detail = f"{self.name} may not connect to {pair.primary}: {decision.explain()}"
+            logger.warning("%s", detail)
+            raise cqs_error(
+                CQSReason.NOT_AUTHORIZED, detail, user=decision.user, profile=pair.profile
+            )
+
+    def _connect_one(self, kind: Kind, pair: StructurePair) -> Site:
+        if self._log is not None:
+            self._log.prepare(pair.primary)
+        conn = self._facility.connect(pair.primary, self.name)
+        journal = NO_JOURNAL if self._log is None else self._log.journal
+        acc = StructureAccess(conn, len(self._sites), journal, _journal_failed, self._faults, facts)
+        if self._log is not None:
+            self._log.attach(acc)
+        owner = self.name.encode("ascii")
+        return Site(acc, Layout(kind), owner, self.system, self.clock, self.tokens)
+
+    def _log_event(self, structure: str, record_type: RecordType, **extra: object) -> None:
+        assert self._log is not None
+        writer = self._log.journal.writer_for(structure)
+        payload = {PAYLOAD_KEY: record_type.name.lower(), "system": self.system, **extra}
+        writer.log_event(record_type, payload=payload, structure=structure, commit=True)
+
+    def disconnect(self) -> None:
+        """CQSDISC: stop listening, log statistics and the disconnect, checkpoint
+        (system checkpoints at shutdown), disconnect.  The locks held stay on the lock
+        queue.  Idempotent."""
+        if not self._sites:
+            return
+        if self._log is not None:
+            for kind, site in self._sites.items():
+                try:
+                    stats = site.acc.conn.statistics()
+                    self._log_event(
+                        site.acc.name,
+                        RecordType.STATISTICS,
+                        entries=stats.entries,
+                        elements=stats.elements,
+                        emcs=stats.emcs,
+                    )
+                    self._log_event(site.acc.name, RecordType.DISCONNECT)
+                except (CFError, OSError) as error:
+                    logger.warning("%s: disconnect records for %s: %s", self.name, kind, error)
+            self._log.before_disconnect()
+        self._drop()
+
+    def _drop(self) -> None:
+        for listener in self._listeners.values():
+            listener.stop()
+        self._listeners.clear()
+        for site in self._sites.values():
+            with contextlib.suppress(CFError):
+                site.acc.disconnect()
+        self._sites.clear()
+        self._registered.clear()
+        if self._log is not None:
+            self._log.close()
+
+    def __enter__(self) -> CQS:
+        return self if self._sites else self.connect()
+
+    def __exit__(self, *exc: object) -> None:
+        self.disconnect()
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _site(self, kind: Kind) -> Site:
+        site = self._sites.get(kind)
+        if site is None:
+            if not isinstance(kind, Kind):
+                raise cqs_error(CQSReason.BAD_ARGUMENT, f"kind {kind!r}: Kind.MSGQ or Kind.EMHQ")
+            what = "connected" if self._sites else "connected (call connect first)"
+            raise cqs_error(CQSReason.NOT_CONNECTED, f"{self.name} is not {what} to {kind.name}")
+        return site
+
+    def _queue(self, site: Site, queue: object) -> bytes:
+        return check_name(queue, site.layout.types)
+
+    def _token(self, token: object) -> tuple[Site, LockToken]:
+        if not isinstance(token, LockToken):
+            raise cqs_error(CQSReason.BAD_TOKEN, f"{token!r} is not a lock token")
+        return self._site(token.kind), token
+
+    # -- CQSREG / CQSDEREG ------------------------------------------------------------------
+
+    def register(self, queue: object, *, kind: Kind = Kind.MSGQ) -> bool:
+        """CQSREG: be told when ``queue`` goes from empty to non-empty.
+
+        One EMC per CQS and queue (registering again changes nothing); refused with
+        ``EMC_FULL`` when the structure's EMC area is used up.  Returns whether the
+        queue has messages now (the client may read at once: no event comes for them).
+        """
+        site = self._site(kind)
+        name = self._queue(site, queue)
+        with self._lock:
+            if (kind, name) in self._registered:
+                with requests.translated(f"register {text(name)}"):
+                    return site.acc.read(ByKey(site.layout.header(name), name)) is not None
+            spec = MonitorSpec(site.layout.header(name), name, name, token=name)
+            with requests.translated(f"register {text(name)}"):
+                registration = site.acc.register_monitor(spec)
+            self._registered[(kind, name)] = registration.monitor_id
+            if kind not in self._listeners:
+                self._listeners[kind] = Listener(site.acc, kind, self._on_work, self._work)
+        return registration.nonempty
+
+    def deregister(self, queue: object, *, kind: Kind = Kind.MSGQ) -> None:
+        """CQSDEREG: no longer be told of ``queue``; frees its EMC."""
+        site = self._site(kind)
+        name = self._queue(site, queue)
+        with self._lock:
+            monitor = self._registered.pop((kind, name), None)
+        if monitor is None:
+            raise cqs_error(CQSReason.NOT_REGISTERED, f"{self.name} is not registered on {name!r}")
+        with requests.translated(f"deregister {text(name)}"):
+            site.acc.stop_monitor(monitor)
+
+    def registered(self) -> list[tuple[Kind, bytes]]:
+        """The queues this CQS is registered on."""
+        with self._lock:
+            return sorted(self._registered, key=lambda k: (k[0].name, k[1]))
+
+    def wait_for_work(self, timeout: float | None = None) -> tuple[Kind, bytes] | None:
+        """The next registered queue that went from empty to non-empty, waiting up to
+        ``timeout`` seconds (``None``: no limit); ``None`` when none came."""
+        try:
+            return self._work.get(timeout=timeout)
+        except queues.Empty:
+            return None
+
+    # -- CQSPUT, CQSREAD, CQSBROWSE -----------------------------------------------------------
+
+    def new_uow(self) -> Uow:
+        """A unit of work for a message entering the system at this client now."""
+        return Uow.new(self.system, self.tokens)
+
+    def put(
+        self,
+        queue: object,
+        body: bytes | Sequence[bytes],
+        *,
+        kind: Kind = Kind.MSGQ,
+        uow: Uow | bytes | None = None,
+        recoverable: bool = True,
+        local: bool = False,
+    ) -> LockToken | bytes:
+        """CQSPUT: put a message (one part, or parts 2..n through a staging queue).
+
+        ``uow``: the message's unit of work (a new one if not given).  ``recoverable``:
+        logged, and kept by structure checkpoints.  ``local``: straight to the lock
+        queue as this CQS's (local processing: no one is told); returns its lock
+        token.  Otherwise returns the entry id of part 1.
+        """
+        site = self._site(kind)
+        name = self._queue(site, queue)
+        parts = split(body) if isinstance(body, bytes) else list(body)
+        if not parts or any(not isinstance(p, bytes) or len(p) > PART_BYTES for p in parts):
+            raise cqs_error(
+                CQSReason.MESSAGE_TOO_LARGE
+                if parts and all(isinstance(p, bytes) for p in parts)
+                else CQSReason.BAD_ARGUMENT,
+                f"a message is bytes or parts of bytes, each at most {PART_BYTES}",
+            )
+        if len(parts) > 0xFFFF:
+            raise cqs_error(CQSReason.MESSAGE_TOO_LARGE, f"{len(parts)} parts")
+        if type(recoverable) is not bool or type(local) is not bool:
+            raise cqs_error(CQSReason.BAD_ARGUMENT, "recoverable and local are True or False")
+        uow_bytes = bytes(self.new_uow()) if uow is None else check_uow(uow)
+        change = requests.put(site, name, parts, uow_bytes, recoverable=recoverable, local=local)
+        if local:
+            return LockToken(kind, name, change.entry.entry_id)
+        return change.entry.entry_id
+
+    def read(self, queue: object, *, kind: Kind = Kind.MSGQ) -> Message | None:
+        """CQSREAD: take the queue's first message onto the lock queue; ``None`` when
+        the queue is empty (another reader was first: not an error)."""
+        site = self._site(kind)
+        return requests.read(site, self._queue(site, queue))
+
+    def browse(
+        self, queue: object, *, kind: Kind = Kind.MSGQ, limit: int | None = None
+    ) -> list[Message]:
+        """CQSBROWSE: the queue's messages, whole, in order, without taking them."""
+        site = self._site(kind)
+        if limit is not None and (type(limit) is not int or limit < 0):
+            raise cqs_error(CQSReason.BAD_ARGUMENT, f"limit {limit!r}")
+        return requests.browse(site, self._queue(site, queue), limit)
+
+    def browse_locked(self, token: LockToken) -> Message:
+        """CQSBROWSE of a message this CQS holds locked (its whole contents)."""
+        site, token = self._token(token)
+        entry = requests.locked_entry(site, token, force=False)
+        return requests.whole(site, entry, token)
+
+    # -- CQSMOVE, CQSDEL, CQSUNLCK ----------------------------------------------------------------
+
+    def move(
+        self, source: LockToken | object, to_queue: object, *, kind: Kind = Kind.MSGQ
+    ) -> bytes | None:
+        """CQSMOVE: a message to another queue, through the move queue.
+
+        ``source``: a lock token (that locked message) or a queue name (its first
+        message; ``None`` when it is empty).  Returns the moved entry's id.
+        """
+        if isinstance(source, LockToken):
+            site, token = self._token(source)
+            target = self._queue(site, to_queue)
+            requests.locked_entry(site, token, force=False)
+            locator = ById(token.entry_id, Private.LOCK.header(token.queue))
+            change = requests.move(site, locator, token.queue, target)
+            return change.entry.entry_id
+        site = self._site(kind)
+        name, target = self._queue(site, source), self._queue(site, to_queue)
+        with requests.translated(f"move from {text(name)}"):
+            first = site.acc.read(ByKey(site.layout.header(name), name))
+        while first is not None:
+            try:
+                change = requests.move(
+                    site, ById(first.entry_id, site.layout.header(name)), name, target
+                )
+                return change.entry.entry_id
+            except CQSError as error:  # another reader took it first: try the next
+                if not isinstance(error.__cause__, NoSuchEntry | ListMismatch):
+                    raise
+            with requests.translated(f"move from {text(name)}"):
+                first = site.acc.read(ByKey(site.layout.header(name), name))
+        return None
+
+    def delete(self, token: LockToken) -> None:
+        """CQSDEL: delete a message this CQS holds locked, with its staging parts."""
+        site, token = self._token(token)
+        requests.delete(site, token)
+
+    def unlock(
+        self,
+        token: LockToken,
+        *,
+        first: bool = True,
+        to_queue: object = None,
+        force: bool = False,
+    ) -> None:
+        """CQSUNLCK: a locked message back to its queue (``first``: at the head, the
+        default, or the tail), or to ``to_queue``; ``force``: a lock of another
+        (failed) client's CQS."""
+        site, token = self._token(token)
+        target = None if to_queue is None else self._queue(site, to_queue)
+        requests.unlock(site, token, to_queue=target, first=bool(first), force=bool(force))
+
+    def locks(self, *, kind: Kind = Kind.MSGQ, owner: str | None = None) -> list[LockToken]:
+        """The messages on the lock queue held by ``owner`` (this CQS by default)."""
+        site = self._site(kind)
+        who = (owner or self.name).encode("ascii")
+        found = []
+        with requests.translated("list locks"):
+            for header in Private.LOCK.headers():
+                for entry in site.acc.scan(header, b"\x00" * 16, b"\xff" * 16, with_data=False):
+                    if entry.secondary_key == who:
+                        found.append(LockToken(kind, entry.key, entry.entry_id))
+        return found
+
+    # -- CQSQUERY, CQSCHKPT ----------------------------------------------------------------------
+
+    def query(self, queues: Iterable[object], *, kind: Kind = Kind.MSGQ) -> list[QueueCounts]:
+        """CQSQUERY: per queue, messages ready and locked, and the oldest one's age."""
+        site = self._site(kind)
+        now = self.clock.now_us()
+        counts = []
+        for queue in queues:
+            name = self._queue(site, queue)
+            header = site.layout.header(name)
+            with requests.translated(f"query {text(name)}"):
+                ready = sum(1 for _ in site.acc.scan(header, name, name, with_data=False))
+                lock = Private.LOCK.header(name)
+                locked = sum(1 for _ in site.acc.scan(lock, name, name, with_data=False))
+                head = site.acc.read(ByKey(header, name))
+            age = None if head is None else max(0, now - unpack(head.data)[0].put_us) / 1e6
+            counts.append(QueueCounts(name, ready, locked, age))
+        return counts
+
+    def statistics(self, *, kind: Kind = Kind.MSGQ) -> StructureStats:
+        """CQSQUERY of the structure: its entries, elements and EMCs in use and at most."""
+        site = self._site(kind)
+        with requests.translated("statistics"):
+            return site.acc.conn.statistics()
+
+    def checkpoint(self, scope: Literal["system", "structure"] = "system") -> None:
+        """CQSCHKPT: a system checkpoint (this CQS's restart point in the log) or a
+        structure checkpoint (each structure copied to its SRDS); needs recovery."""
+        if self._log is None:
+            raise cqs_error(CQSReason.BAD_ARGUMENT, f"{self.name} has no recovery settings")
+        if scope == "system":
+            self._log.system_checkpoint("request")
+        elif scope == "structure":
+            for primary in self.structures:
+                self._log.structure_checkpoint(primary, "request")
+        else:
+            raise cqs_error(CQSReason.BAD_ARGUMENT, f"scope {scope!r}: system or structure")
+
+
+def _pair(pair: StructurePair | str, kind: Kind) -> StructurePair:
+    if isinstance(pair, str):
+        return StructurePair(pair, kind=kind)
+    if not isinstance(pair, StructurePair) or pair.kind is not kind:
+        raise cqs_error(CQSReason.BAD_ARGUMENT, f"{pair!r} is not a {kind.name} structure pair")
+    return pair
