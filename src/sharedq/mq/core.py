@@ -58,6 +58,9 @@ class ManagerCore:
     admin: StructureAccess = field(init=False)
     descriptor_list: int = field(init=False, default=0)
     structures: dict[str, StructureAccess] = field(init=False, default_factory=dict)
+    #: Its own structure, whose directory holds its nonshared queues (also in
+    #: ``structures``; see :mod:`sharedq.mq.private_queues`).
+    private: StructureAccess | None = field(init=False, default=None)
     list_counts: dict[str, int] = field(init=False, default_factory=dict)
     #: The largest message body each structure takes (its entry size less the header).
     entry_limits: dict[str, int] = field(init=False, default_factory=dict)
@@ -110,6 +113,8 @@ class ManagerCore:
             if state is not None:
                 return state
             entry = directory.queue_entry(self.admin, name) if isinstance(name, str) else None
+            if entry is None and self.private is not None and isinstance(name, str):
+                entry = directory.queue_entry(self.private, name)  # a nonshared queue
             if entry is None:
                 raise mq_error(MQReason.UNKNOWN_OBJECT_NAME, f"no shared queue named {name!r}")
             acc = self.structures.get(entry.structure)

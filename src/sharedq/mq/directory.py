@@ -24,7 +24,13 @@ group's directory:
 ``I`` id    manager ``id``'s name;  ``N`` hash(name): that name's manager id
 ``S`` n     structure number ``n``'s name;  ``T`` hash(name): its number
 ``Q`` hash  a shared queue: its name, structure and put list
+``D`` h id  queue name ``h`` is held by manager ``id``'s nonshared queue (``id``
+            0: by a shared queue), so that a name is shared or nonshared, never
+            both (:func:`hold_queue_name`)
 ==========  ====================================================================
+
+A manager's own structure for its nonshared queues (:mod:`sharedq.mq.private_queues`)
+has a control list too, and its ``Q`` entries are that manager's nonshared queues.
 
 Names appear hashed in ids and in full in the data, which is checked.  Data is
 msgpack.
@@ -313,6 +319,41 @@ def add_queue_entry(acc: StructureAccess, entry: QueueEntry) -> bool:
 def queue_entries(acc: StructureAccess) -> list[QueueEntry]:
     found = [QueueEntry(v["name"], v["structure"], v["list"]) for _, v in _scan(acc, b"Q")]
     return sorted(found)
+
+
+#: The holder of a queue name that a shared queue holds (manager ids are 1..254).
+SHARED_HOLDER = 0
+
+
+def _name_hold_id(name: str, holder: int) -> bytes:
+    return keys.control_id(b"D", keys.name_hash(name)[:9] + bytes((holder,)))
+
+
+def hold_queue_name(acc: StructureAccess, name: str, holder: int) -> bool:
+    """Record that ``holder`` (a manager id, or :data:`SHARED_HOLDER`) has a queue
+    named ``name``; ``False`` if it was recorded already."""
+    return _write_control(
+        acc, _name_hold_id(name, holder), {"name": name, "by": holder}, queue=name
+    )
+
+
+def queue_name_holders(acc: StructureAccess, name: str) -> set[int]:
+    """Who holds queue name ``name``: manager ids, and :data:`SHARED_HOLDER`."""
+    prefix = _name_hold_id(name, 0)[:11]
+    found = acc.scan(CONTROL_LIST, prefix + b"\x00" * 5, prefix + b"\xff" * 5)
+    return {v["by"] for v in (_unpack(e.data) for e in found) if v["name"] == name}
+
+
+def queue_names_held(acc: StructureAccess, holder: int) -> list[str]:
+    """The queue names ``holder`` holds."""
+    return sorted(v["name"] for _, v in _scan(acc, b"D") if v["by"] == holder)
+
+
+def release_queue_name(acc: StructureAccess, name: str, holder: int) -> None:
+    """Forget that ``holder`` holds ``name`` (nothing if it did not)."""
+    entry_id = _name_hold_id(name, holder)
+    if acc.read(_at(entry_id)) is not None:
+        acc.delete(_at(entry_id), kind=ChangeKind.CONTROL, queue=name)
 
 
 # -- recovery claims --------------------------------------------------------------------

@@ -19,21 +19,29 @@ from dataclasses import dataclass, fields
 from types import TracebackType
 from typing import Any
 
-from sharedq import names
 from sharedq.cf import CFError, CouplingFacility, StructureParams, UserState
 from sharedq.clock import SYSTEM_CLOCK, Clock
-from sharedq.mq import arguments, directory, expiry_lists, peer_recovery, starting, syncpoint
+from sharedq.mq import (
+    arguments,
+    defining,
+    directory,
+    expiry_lists,
+    peer_recovery,
+    starting,
+    syncpoint,
+)
 from sharedq.mq import descriptors as d
 from sharedq.mq import messages as m
 from sharedq.mq.commands import RecoveryCommands
 from sharedq.mq.core import ManagerCore
-from sharedq.mq.definitions import NOT_ATTRIBUTES, QueueDefinition, define
+from sharedq.mq.definitions import NOT_ATTRIBUTES, QueueDefinition
 from sharedq.mq.errors import MQReason, mq_error, translated
 from sharedq.mq.event_broadcast import EventService
 from sharedq.mq.inspection import ManagerView
 from sharedq.mq.logjournal import PAYLOAD_KEY
 from sharedq.mq.messages import message_facts
 from sharedq.mq.peer_recovery import PeerRecoveryReport
+from sharedq.mq.private_queues import PrivateStore, is_private, private_structure_name
 from sharedq.mq.queue import Queue
 from sharedq.mq.recovery_client import ManagerClient
 from sharedq.mq.security import Guard, OpenFor
@@ -120,6 +128,7 @@ class QueueManager:
         guard = Guard(security, name, admin)
         guard.connect(admin, *structures)
         self._log: RecoveryLog | None = None
+        private = PrivateStore(qm_id)  # its nonshared queues' structure
         if recovery is not None:
             if journal is not None:
                 raise mq_error(
@@ -134,6 +143,7 @@ class QueueManager:
                 payload_key=PAYLOAD_KEY,
                 facts=message_facts,
                 faults=checkpoint_faults,
+                own=private.own,
             )
             journal = self._log.journal
         if clock is None:
@@ -157,6 +167,7 @@ class QueueManager:
                         acc = starting.connect(core, self._log, other)
                         acc.number = directory.structure_number(core.admin, other)
                         starting.claim_lists(core, acc, admin=False)
+                private.connect(core, self._log)
             self.restart_report = starting.restart(core, self._log, restart_wait)
             if self._log is not None:
                 self._log.after_restart()
@@ -204,7 +215,13 @@ class QueueManager:
 
     @property
     def structures(self) -> list[str]:
-        return sorted(self._core.structures)
+        """The group's structures it is connected to (not its own: :attr:`private`)."""
+        return sorted(s for s in self._core.structures if not is_private(s))
+
+    @property
+    def private(self) -> str:
+        """Its own structure, holding its nonshared queues (``sharedq.mq.private_queues``)."""
+        return private_structure_name(self.qm_id)
 
     @property
     def closed(self) -> bool:
@@ -288,40 +305,18 @@ class QueueManager:
     # -- queues -----------------------------------------------------------------------------
 
     def define_queue(
-        self,
-        name: str,
-        *,
-        structure: str | None = None,
-        **attributes: Any,
+        self, name: str, *, structure: str | None = None, **attributes: Any
     ) -> QueueDefinition:
-        """Define a shared queue in ``structure`` (default: the administrative one).
+        """Define a queue: shared, in ``structure`` (default: the administrative one),
+        or with ``disposition=Disposition.QMGR`` this manager's own (docs/queue-manager.md).
 
         ``attributes`` are :class:`QueueDefinition` fields: ``max_depth``, ``index``,
         ``max_message_length``, ``put_inhibited``, ``get_inhibited``,
         ``default_priority``, ``default_persistent``, ``description``,
-        ``depth_events``.  ``QueueExists`` (2100) if the name is taken.
+        ``depth_events``, ``disposition``.  ``QueueExists`` (2100) if the name is taken
+        (shared and nonshared names never coincide).
         """
-        core = self._core
-        core.check_open()
-        core.guard.define(name)
-        target = structure or core.admin.name
-        unknown = set(attributes) - {f.name for f in fields(QueueDefinition)}
-        if unknown or NOT_ATTRIBUTES & set(attributes):
-            raise mq_error(MQReason.BAD_ARGUMENT, f"unknown queue attributes {sorted(unknown)}")
-        arguments.check_name(names.QUEUE, name, "queue name", new=True)  # not SYSTEM.*
-        definition = QueueDefinition(name, target, **attributes)
-        definition.check()
-        acc = core.structures.get(target)
-        if acc is None:
-            raise mq_error(
-                MQReason.CF_NOT_AVAILABLE, f"{core.name} is not connected to structure {target}"
-            )
-        with translated(f"define {name}"):
-            if directory.queue_entry(core.admin, name) is not None:
-                raise mq_error(MQReason.OBJECT_ALREADY_EXISTS, f"queue {name} exists already")
-            if not define(core.admin, acc, definition, core.list_counts[target]):
-                raise mq_error(MQReason.OBJECT_ALREADY_EXISTS, f"queue {name} exists already")
-        return definition
+        return defining.define_queue(self._core, name, structure, attributes)
 
     def alter_queue(self, name: str, **changes: Any) -> QueueDefinition:
         """Change a queue's attributes for every manager (the LHQC protocol, p[119])."""
@@ -351,10 +346,8 @@ class QueueManager:
             return state.refresh()
 
     def queue_names(self) -> list[str]:
-        """Every shared queue of the group."""
-        self._core.check_open()
-        with translated("list queues"):
-            return [entry.name for entry in directory.queue_entries(self._core.admin)]
+        """Every shared queue of the group, and this manager's nonshared queues."""
+        return defining.queue_names(self._core)
 
     def open(self, name: str, intent: OpenFor = OpenFor.ALL) -> Queue:
         """Open a shared queue by name; ``UnknownQueue`` (2085) if not defined.

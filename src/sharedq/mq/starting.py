@@ -11,6 +11,7 @@ in doubt, rebuilt in memory to be resolved.
 
 from __future__ import annotations
 
+from sharedq.cf import CouplingFacility
 from sharedq.cf.types import MAX_ELEMENTS_PER_ENTRY, MAX_ENTRY_BYTES
 from sharedq.mq import descriptors as d
 from sharedq.mq import directory, peer_recovery
@@ -24,11 +25,20 @@ from sharedq.seam.access import StructureAccess
 from sharedq.seam.recovery_log import RecoveryLog
 
 
-def connect(core: ManagerCore, log: RecoveryLog | None, structure: str) -> StructureAccess:
-    """Connect to a structure (recovering it first when it needs it)."""
+def connect(
+    core: ManagerCore,
+    log: RecoveryLog | None,
+    structure: str,
+    facility: CouplingFacility | None = None,
+) -> StructureAccess:
+    """Connect to a structure (recovering it first when it needs it).
+
+    ``facility``: where it is, if not in the group's facility (the manager's own
+    structure for its nonshared queues: :mod:`sharedq.mq.private_queues`).
+    """
     if log is not None:
         log.prepare(structure)
-    conn = core.facility.connect(structure, core.name)
+    conn = (facility or core.facility).connect(structure, core.name)
     acc = StructureAccess(conn, 0, core.journal, journal_failed, core.faults, m.message_facts)
     if log is not None:
         log.attach(acc)

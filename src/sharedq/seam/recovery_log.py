@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from sharedq.cf import CFError, CouplingFacility, ListEntry
@@ -60,6 +60,9 @@ class RecoveryLog:
         payload_key: the key of the server's words in its log records' payloads.
         facts: reads a message's facts from an entry's data (for the log records).
         faults: called at each point of a structure checkpoint (crash tests).
+        own: structures only this server uses, each in a facility of its own (a
+            queue manager's structure for its nonshared queues): each is a pair of
+            its own too, logged and checkpointed like the others.
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class RecoveryLog:
         payload_key: str,
         facts: FactsOf,
         faults: Faults | None = None,
+        own: Mapping[str, CouplingFacility] | None = None,
     ) -> None:
         self.server = server
         self.settings = settings
@@ -80,6 +84,10 @@ class RecoveryLog:
         self.pairs: dict[str, PairRecovery] = {}
         for name in dict.fromkeys(structures):
             self.pairs[name] = PairRecovery(facility, settings, [name], server, self, faults=faults)
+        for name, own_facility in (own or {}).items():
+            self.pairs[name] = PairRecovery(
+                own_facility, settings, [name], server, self, faults=faults
+            )
         self.journal = LogJournal(
             server,
             {s: p.stream for s, p in self.pairs.items()},
