@@ -47,7 +47,8 @@ def _event(
 
 
 #: (ms after T0, writer, queue, what): what is ("kind", message number, uow) for a
-#: message change, or (CorrelId number, payload) for a DEPTH_EVENT record.
+#: message change, or (CorrelId number, payload[, seq]) for a DEPTH_EVENT record (its
+#: seq: the last written, unless given).
 SCRIPT: list[tuple[int, str, str, tuple[Any, ...]]] = [
     (0, "QM1", "Q1", ("put", 1, "s1")),
     (1, "QM1", "Q1", ("sync-put", 1, "s1")),
@@ -73,7 +74,8 @@ SCRIPT: list[tuple[int, str, str, tuple[Any, ...]]] = [
     (131, "QM2", "Q1", ("sync-get", 4, "b4")),
     (132, "QM2", "Q1", (2, _event("low", "coordinator", False, 2, 0, 4))),
     (133, "QM1", "Q1", (2, _event("low", "peer", True, 2, 2, 0))),
-    (134, "QM3", "Q1", (2, _event("low", "peer", True, 2))),
+    # QM3 answers from far behind: the last seq it saw is its last change's, long ago
+    (134, "QM3", "Q1", (2, _event("low", "peer", True, 2), 3)),
     (200, "QM3", "Q2", (3, _event("full", "coordinator", True, 10, 3, 1))),
 ]
 #: The last record's time (a shutdown), ms after T0.
@@ -168,10 +170,10 @@ def write_events_log(root: Path) -> Path:
                 payload={"mq": kind},
             )
         else:
-            number, payload = what
+            number, payload, *stale = what
             writers[writer].append(
                 RecordType.DEPTH_EVENT,
-                seq=seq,
+                seq=stale[0] if stale else seq,
                 queue=queue.encode(),
                 correl_id=correl_id(number),
                 payload=payload,

@@ -10,10 +10,23 @@ import pytest
 from click.testing import CliRunner
 from pyspark.sql import SparkSession
 
+from sharedq.cf.memory import MemoryFacility
+from sharedq.clock import retry_until
+from sharedq.log import LogStream, RecordType
+from sharedq.mq import (
+    EVENT_QUEUE,
+    DepthEvent,
+    DepthEvents,
+    QueueManager,
+    read_depth_event,
+    structure_params,
+)
 from sharedq.pipeline import charts
 from sharedq.pipeline.job import JobContext, JobResult
 from sharedq.pipeline.jobs import events, report
+from sharedq.pipeline.sources import find_pairs
 from sharedq.pipeline.transforms.events import EVENT_COLUMNS, GROUP_COLUMNS, decode_payload
+from sharedq.recovery import RecoverySettings
 from tests.pipeline import depth_events_log as handmade
 from tests.pipeline.handmade import T0
 
@@ -161,3 +174,87 @@ def test_the_events_command(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "... and 2 more (events/groups)" in result.output
     assert (tmp_path / "out" / "events" / "summary.txt").is_file()
+
+
+# -- a log the system wrote ----------------------------------------------------------------
+
+E2E_QUEUE = "BURSTS"
+#: High at 16 of 20 messages (80 %), Low back at 4 (20 %).
+E2E_EVENTS = DepthEvents(high_limit=80, low_limit=20, high_enabled=True, low_enabled=True)
+
+
+def _event_messages(qm: QueueManager, n: int) -> list[DepthEvent]:
+    """The next ``n`` messages on the event queue (each waited for: a peer issues its
+    own when the broadcast reaches it)."""
+    queue = qm.open(EVENT_QUEUE)
+    return [read_depth_event(queue.get(wait=30)) for _ in range(n)]
+
+
+def _depth_event_records(log_dir: Path) -> int:
+    return sum(
+        1 for r in LogStream.open_existing(log_dir).records() if r.type == RecordType.DEPTH_EVENT
+    )
+
+
+def test_events_of_a_group_that_crossed_high_then_low(spark: SparkSession, tmp_path: Path) -> None:
+    # Given three managers with a recovery log, PERFMEV enabled, and a queue with
+    # High and Low events enabled
+    facility = MemoryFacility()
+    for name in ("EADMIN", "EAPP"):
+        facility.create(structure_params(name, queues=4, managers=4, messages=2_000))
+    settings = RecoverySettings(tmp_path / "recovery", poll_seconds=0.05)
+    managers = [
+        QueueManager(
+            facility,
+            f"QM{n}",
+            n,
+            admin="EADMIN",
+            structures=["EAPP"],
+            recovery=settings,
+            performance_events=True,
+        )
+        for n in (1, 2, 3)
+    ]
+    qm1, qm2, _ = managers
+    qm1.define_queue(
+        E2E_QUEUE, structure="EAPP", max_depth=20, default_persistent=True, depth_events=E2E_EVENTS
+    )
+    log_dir = next(p.log for p in find_pairs(settings.root) if p.name == "EAPP")
+    try:
+        # When QM1 puts 16 messages (High) and QM2 gets 12 of them (Low)
+        for i in range(16):
+            qm1.open(E2E_QUEUE).put(f"m{i}".encode())
+        high = _event_messages(qm1, 3)
+        for _ in range(12):
+            qm2.open(E2E_QUEUE).get()
+        low = _event_messages(qm1, 3)
+        # every message issued is logged (a peer logs just after it puts its message)
+        assert retry_until(
+            lambda: _depth_event_records(log_dir) == 6, timeout_s=30, first_pause_s=0.01
+        )
+    finally:
+        for qm in managers:
+            qm.close()
+    assert {(e.event, e.coordinator) for e in high} == {("high", "QM1")}
+    assert {(e.event, e.coordinator) for e in low} == {("low", "QM2")}
+
+    # Then the job finds two events of three messages each, at the depths they crossed
+    result = events.run(JobContext.open(spark, settings.root, tmp_path / "out"))
+    groups = {g["event"]: g for g in result.figures["event_groups"]}
+    assert sorted(groups) == ["high", "low"]
+    assert groups["high"]["correl_id"] == high[0].correl_id.hex()
+    assert groups["low"]["correl_id"] == low[0].correl_id.hex()
+    # Low fires at the get that takes the message off the put list; its delete, which
+    # lowers the committed depth, is logged after the event: the log says 5 there
+    for kind, coordinator, depth, log_depth in (("high", "QM1", 16, 16), ("low", "QM2", 4, 5)):
+        group = groups[kind]
+        assert group["queue"] == E2E_QUEUE
+        assert group["coordinator"] == coordinator
+        assert (group["messages"], group["managers"]) == (3, ["QM1", "QM2", "QM3"])
+        assert (group["depth"], group["log_depth"]) == (depth, log_depth)
+    # the statistics of the High messages: QM1 put 16, the others nothing yet
+    assert (groups["high"]["enqueues"], groups["high"]["dequeues"]) == (16, 0)
+    assert (groups["low"]["enqueues"], groups["low"]["dequeues"]) == (0, 12)
+    depth = spark.read.parquet(str(tmp_path / "out" / "events" / "depth"))
+    series = [r.depth for r in depth.where(f"queue = '{E2E_QUEUE}'").orderBy("seq").collect()]
+    assert series == [*range(1, 17), *range(15, 3, -1)]

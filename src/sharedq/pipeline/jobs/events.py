@@ -20,6 +20,7 @@ from sharedq.pipeline.transforms.events import (
     depth_at_changes,
     depth_event_records,
     depth_series,
+    event_anchors,
     event_groups,
     event_rows,
 )
@@ -43,7 +44,7 @@ def run(ctx: JobContext, *, no_srds: bool = False, limit: int = 20, **_: Any) ->
     messages = message_lives(changes, opening)
     records = depth_event_records(log).cache()
     at_changes = depth_at_changes(
-        depth_changes(changes, messages), opening_depths(messages), records
+        depth_changes(changes, messages), opening_depths(messages), event_anchors(records)
     ).cache()
     tables = {"depth": write_table(depth_series(at_changes), out / "depth")}
     ctx.step("marking the depth events")

@@ -15,7 +15,10 @@ Depth here is the committed depth of the ``stats`` job (one rule:
 :func:`sharedq.pipeline.transforms.statistics.depth_changes`), followed change by
 change; the depth a manager saw when it detected the event (its put list's entries,
 uncommitted puts included) is the record's own ``depth``.  Both are kept, since they
-differ by the units of work in flight.
+differ by the units of work in flight, and by a message gotten out of syncpoint
+between its get (off the put list: the manager's depth drops) and its delete (the
+committed depth drops).  An event's place in the log is its coordinator's record
+(:func:`event_anchors`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import msgpack
 from sharedq.log import RecordType
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 #: The payload's keys and their Spark types, in the order of the decoded struct.
 PAYLOAD_FIELDS: tuple[tuple[str, str], ...] = (
@@ -132,15 +135,50 @@ def depth_event_records(log: DataFrame) -> DataFrame:
     )
 
 
-def depth_at_changes(changes: DataFrame, opening: DataFrame, records: DataFrame) -> DataFrame:
-    """Each queue's committed depth after every change and at every depth event record.
+def _event_key() -> Column:
+    """What ties a record to its event: its CorrelId (else the record alone)."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.col("correl_id"), F.concat_ws(":", "writer", F.col("lsn").cast("string")))
+
+
+def event_anchors(records: DataFrame) -> DataFrame:
+    """One record per event, the one that places it in the log: its coordinator's
+    record, else (a coordinator that died before logging) its first in the log's order.
+
+    A record that is not a change carries the last seq its writer saw: the
+    coordinator's is the change that crossed (or the toggle just after it), a peer's
+    may be much older, since the peer answers whatever it was doing.  So an event's
+    depth in the log is taken at its anchor, for every record of the event.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    first = Window.partitionBy("event_key").orderBy(
+        F.when(F.col("role") == COORDINATOR, F.lit(0)).otherwise(F.lit(1)),
+        "seq",
+        "op",
+        "writer",
+        "lsn",
+    )
+    return (
+        records.withColumn("event_key", _event_key())
+        .withColumn("rank", F.row_number().over(first))
+        .where(F.col("rank") == 1)
+        .drop("rank")
+    )
+
+
+def depth_at_changes(changes: DataFrame, opening: DataFrame, anchors: DataFrame) -> DataFrame:
+    """Each queue's committed depth after every change and at every event's anchor.
 
     ``changes`` come from ``depth_changes`` (``structure, queue, seq, op, writer, lsn,
-    time, depth_change``), ``opening`` from ``opening_depths``, ``records`` from
-    :func:`depth_event_records`.  The rows of both are put in the log's order
-    (``seq, op, writer, lsn``: an event record, op none, sorts after the change whose
-    seq it carries) and the changes summed from the opening depth.  Columns:
-    ``structure, queue, seq, op, writer, lsn, time, depth_change, is_event, depth``.
+    time, depth_change``), ``opening`` from ``opening_depths``, ``anchors`` from
+    :func:`event_anchors`.  The rows of both are put in the log's order (``seq, op,
+    writer, lsn``: an event record, op none, sorts after the change whose seq it
+    carries) and the changes summed from the opening depth.  Columns: ``structure,
+    queue, seq, op, writer, lsn, time, depth_change, event_key`` (null for a change),
+    ``depth``.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -152,15 +190,15 @@ def depth_at_changes(changes: DataFrame, opening: DataFrame, records: DataFrame)
         *position,
         "time",
         F.col("depth_change").cast("long").alias("depth_change"),
-        F.lit(False).alias("is_event"),
+        F.lit(None).cast("string").alias("event_key"),
     )
-    marks = records.select(
+    marks = anchors.select(
         "structure",
         "queue",
         *position,
         "time",
         F.lit(0).cast("long").alias("depth_change"),
-        F.lit(True).alias("is_event"),
+        "event_key",
     )
     running = (
         Window.partitionBy("structure", "queue")
@@ -185,25 +223,23 @@ def depth_series(at_changes: DataFrame) -> DataFrame:
     (``structure, queue, seq, time, depth``)."""
     from pyspark.sql import functions as F
 
-    return at_changes.where(~F.col("is_event") & (F.col("depth_change") != 0)).select(
+    return at_changes.where(F.col("event_key").isNull() & (F.col("depth_change") != 0)).select(
         "structure", "queue", "seq", "time", "depth"
     )
 
 
 def event_rows(records: DataFrame, at_changes: DataFrame) -> DataFrame:
-    """The ``events`` table: every record with ``log_depth``, the queue's committed depth
-    in the log's order at that record (columns :data:`EVENT_COLUMNS`)."""
+    """The ``events`` table: every record with ``log_depth``, its queue's committed
+    depth in the log at its event's anchor (columns :data:`EVENT_COLUMNS`)."""
     from pyspark.sql import functions as F
 
-    marks = at_changes.where(F.col("is_event")).select(
-        "structure",
-        "queue",
-        "writer",
-        "lsn",
-        F.col("depth").alias("log_depth"),
+    marks = at_changes.where(F.col("event_key").isNotNull()).select(
+        "event_key", F.col("depth").alias("log_depth")
     )
-    return records.join(marks, ["structure", "queue", "writer", "lsn"], "left").select(
-        *EVENT_COLUMNS
+    return (
+        records.withColumn("event_key", _event_key())
+        .join(marks, "event_key", "left")
+        .select(*EVENT_COLUMNS)
     )
 
 
