@@ -13,6 +13,7 @@ from typing import Any
 from sharedq.cf import ListEntry
 from sharedq.cqs.layout import Private
 from sharedq.cqs.messages import PREFIX_LENGTH, unpack
+from sharedq.recovery import StructureContents
 from sharedq.recovery.structure_checkpoint import Classifier
 
 
@@ -34,3 +35,11 @@ class CQSClient:
 
     def identity(self) -> dict[str, Any]:
         return {"cqs": self._name, "system": self._system}
+
+
+def recoverable_contents(found: StructureContents) -> StructureContents:
+    """A CQS structure's contents restricted to what structure recovery brings back:
+    the recoverable messages (what tests compare a recovered structure by)."""
+    classify = CQSClient("-", "-").classifier("-", ())
+    keep = {e.entry_id for entries in found.lists.values() for e in entries if classify(e)[0]}
+    return found.only(keep)

@@ -16,6 +16,8 @@ from sharedq.cf.types import MAX_ENTRY_BYTES
 
 _PREFIX = struct.Struct(">BBHHQ32s16s")
 PREFIX_LENGTH = _PREFIX.size
+#: Where the unit of work lies in the prefix (after format, flags, part, parts, time).
+UOW_OFFSET = struct.calcsize(">BBHHQ")
 FORMAT = 1
 RECOVERABLE = 0x01
 STAGED = 0x02
@@ -71,6 +73,11 @@ def facts(data: bytes) -> tuple[bool, int | None, bytes | None, bytes | None]:
     if len(data) < PREFIX_LENGTH:
         return True, None, None, None
     return bool(data[1] & RECOVERABLE), None, None, None
+
+
+def uow_in(data: bytes) -> bytes | None:
+    """The unit of work in an entry's prefix (``None``: not a message entry)."""
+    return data[UOW_OFFSET : UOW_OFFSET + 32] if len(data) >= PREFIX_LENGTH else None
 
 
 def split(body: bytes | list[bytes] | tuple[bytes, ...]) -> list[bytes]:

@@ -25,19 +25,14 @@ from sharedq.cqs.errors import CQSReason, cqs_error, from_cf
 from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import Private
 from sharedq.cqs.message import Message
-from sharedq.cqs.messages import PREFIX_LENGTH, Prefix, unpack
+from sharedq.cqs.messages import Prefix, unpack, uow_in
 from sharedq.cqs.names import STAGING_TYPE, make_name, text
 from sharedq.cqs.site import LockToken, Site
 from sharedq.cqs.uow import Uow
 from sharedq.seam.access import FromEntry, tolerating
 
-
-def _uow_in(data: bytes) -> bytes | None:
-    return data[8:40] if len(data) >= PREFIX_LENGTH else None
-
-
 #: The unit of work of a moved message, read from its prefix.
-OWN_UOW = FromEntry(_uow_in)
+OWN_UOW = FromEntry(uow_in)
 
 
 @contextmanager
