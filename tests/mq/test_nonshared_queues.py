@@ -60,6 +60,21 @@ def test_a_nonshared_queue_lives_in_its_managers_own_structure(make_qm: MakeMana
     assert qm.view().queue("LQ1").structure == private_structure_name(1)
 
 
+def test_a_manager_with_no_nonshared_queue_has_no_structure_of_its_own(
+    make_qm: MakeManager, tmp_path: Path
+) -> None:
+    """Made at the first nonshared queue: until then, nothing of it (no structure, no
+    log pair, no structure number)."""
+    qm = make_qm(1, recovery=RecoverySettings(root=tmp_path))
+    qm.define_queue("SQ1")
+    assert qm.private not in qm.view().structures
+    assert not (tmp_path / qm.private).exists()
+    qm.define_queue("LQ1", disposition=QMGR)
+    assert qm.private in qm.view().structures
+    assert (tmp_path / qm.private).is_dir()
+    assert qm.recovery_log is not None and qm.private in qm.recovery_log.pairs
+
+
 def test_put_get_and_units_of_work_work_as_on_a_shared_queue(make_qm: MakeManager) -> None:
     qm = make_qm(1)
     qm.define_queue("LQ1", disposition=QMGR)
@@ -235,6 +250,26 @@ def test_no_shared_queue_goes_in_a_managers_own_structure(make_qm: MakeManager) 
     with pytest.raises(InvalidArgument, match="own structure"):
         qm.define_queue("SQ1", structure=private_structure_name(1))
     assert qm.queue_names() == []
+
+
+def test_with_recovery_settings_a_close_and_a_restart_keep_persistent_messages(
+    make_qm: MakeManager, tmp_path: Path
+) -> None:
+    settings = RecoverySettings(root=tmp_path)
+    qm = make_qm(1, recovery=settings)
+    qm.define_queue("LQ1", disposition=QMGR, max_depth=50, description="mine")
+    queue = qm.open("LQ1")
+    queue.put_many([b"p1", b"p2", b"p3"], persistent=True)
+    queue.put(b"n1", persistent=False)
+    with qm.unit_of_work() as uow:
+        queue.get(uow=uow)  # p1, gone for good
+    qm.close()
+    again = make_qm(1, recovery=settings)
+    definition = again.queue_definition("LQ1")
+    assert (definition.max_depth, definition.description) == (50, "mine")
+    assert bodies(drain(again, "LQ1")) == [b"p2", b"p3"]
+    with pytest.raises(QueueExists):  # the name is still held
+        make_qm(2, recovery=settings).define_queue("LQ1")
 
 
 # -- recovery: a real SIGKILL ----------------------------------------------------------------

@@ -28,11 +28,16 @@ from sharedq.mq import arguments, directory, private_queues
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import NOT_ATTRIBUTES, Disposition, QueueDefinition, define
 from sharedq.mq.errors import MQReason, mq_error, translated
+from sharedq.mq.private_queues import PrivateStore
 from sharedq.seam.access import StructureAccess, tolerating
 
 
 def define_queue(
-    core: ManagerCore, name: str, structure: str | None, attributes: dict[str, Any]
+    core: ManagerCore,
+    private: PrivateStore,
+    name: str,
+    structure: str | None,
+    attributes: dict[str, Any],
 ) -> QueueDefinition:
     """Define a queue (see ``QueueManager.define_queue``)."""
     core.check_open()
@@ -52,10 +57,12 @@ def define_queue(
         raise mq_error(
             MQReason.BAD_ARGUMENT, f"{structure} is a manager's own structure: no shared queues"
         )
-    own = core.private
-    target = (own.name if own is not None else "") if nonshared else structure or core.admin.name
+    target = private.name if nonshared else structure or core.admin.name
     definition = QueueDefinition(name, target, **attributes)
     definition.check()  # a disposition that is no Disposition among the rest
+    if nonshared:
+        with translated(f"define {name}"):
+            private.ensure(core)
     acc = core.structures.get(target)
     if acc is None:
         raise mq_error(

@@ -128,7 +128,7 @@ class QueueManager:
         guard = Guard(security, name, admin)
         guard.connect(admin, *structures)
         self._log: RecoveryLog | None = None
-        private = PrivateStore(qm_id)  # its nonshared queues' structure
+        self._private = private = PrivateStore(qm_id, recovery)  # for nonshared queues
         if recovery is not None:
             if journal is not None:
                 raise mq_error(
@@ -167,7 +167,7 @@ class QueueManager:
                         acc = starting.connect(core, self._log, other)
                         acc.number = directory.structure_number(core.admin, other)
                         starting.claim_lists(core, acc, admin=False)
-                private.connect(core, self._log)
+                private.start(core, self._log)
             self.restart_report = starting.restart(core, self._log, restart_wait)
             if self._log is not None:
                 self._log.after_restart()
@@ -316,7 +316,7 @@ class QueueManager:
         ``depth_events``, ``disposition``.  ``QueueExists`` (2100) if the name is taken
         (shared and nonshared names never coincide).
         """
-        return defining.define_queue(self._core, name, structure, attributes)
+        return defining.define_queue(self._core, self._private, name, structure, attributes)
 
     def alter_queue(self, name: str, **changes: Any) -> QueueDefinition:
         """Change a queue's attributes for every manager (the LHQC protocol, p[119])."""

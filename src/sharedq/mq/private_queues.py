@@ -12,7 +12,9 @@ structure (:func:`sharedq.mq.starting.connect`, one
 manager (units of work, browse, get-wait, max depth, depth events) runs unchanged
 on it, and a unit of work may span shared and nonshared queues.
 
-Where its messages go when the manager stops:
+The structure is made at the manager's first nonshared queue: a manager that
+defines none has no structure of its own, and nothing in its start changes.  Where
+its messages go when the manager stops:
 
 * without recovery settings the structure lives as long as the manager object: a
   new incarnation starts with no nonshared queues (and a journal given to the
@@ -20,9 +22,9 @@ Where its messages go when the manager stops:
 * with recovery settings it is a structure pair of its own, logged to its own log
   stream and checkpointed to its own SRDSs under ``<root>/<structure name>/``, which
   only this manager writes.  A new incarnation (after a close, or a SIGKILL) finds
-  the structure missing from its new memory facility and rebuilds it from its SRDS
-  and log, as structure recovery rebuilds any lost structure: persistent messages
-  are back, nonpersistent ones are gone (as on MQ's page sets), and so are
+  that pair, makes the structure (empty) as it starts, and structure recovery
+  rebuilds it from its SRDS and log, as it rebuilds any lost structure: persistent
+  messages are back, nonpersistent ones are gone (as on MQ's page sets), and so are
   uncommitted changes, which restart backs out.
 
 The structure is named :func:`private_structure_name` (``@PRIVATE.<id>``) and is
@@ -36,6 +38,7 @@ from sharedq.cf import CouplingFacility, StructureParams, open_facility
 from sharedq.mq import directory, starting
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.sizing import structure_params
+from sharedq.recovery.settings import RecoverySettings
 from sharedq.seam.access import StructureAccess
 from sharedq.seam.notes import NO_JOURNAL
 from sharedq.seam.recovery_log import RecoveryLog
@@ -71,39 +74,72 @@ def default_params(qm_id: int) -> StructureParams:
 class PrivateStore:
     """A manager's own structure and its facility, which only it reaches.
 
-    Made before the manager's recovery log (which logs the structure as a pair of
-    its own: :attr:`own`), connected after the administrative structure, before
-    restart (which backs out what the previous incarnation left in it).
+    Made at the manager's first nonshared queue, so that a manager that has none
+    pays nothing for them (no structure, no requests, no log).  A manager whose
+    previous incarnation had some (its recovery root has the structure's pair) makes
+    it as it starts instead, before its recovery log (which logs the structure as a
+    pair of its own: :attr:`own`) and its restart (which backs out what that
+    incarnation left in it).
     """
 
-    def __init__(self, qm_id: int, params: StructureParams | None = None) -> None:
+    def __init__(self, qm_id: int, recovery: RecoverySettings | None) -> None:
         self.name = private_structure_name(qm_id)
-        self.facility = open_facility("memory://")  # a new one: nobody else's
-        self.facility.create(params or default_params(qm_id))
+        self.facility: CouplingFacility | None = None
+        self._log: RecoveryLog | None = None
+        if recovery is not None and (recovery.root / self.name).is_dir():
+            self.facility = self._create(qm_id)
 
     def __repr__(self) -> str:
-        return f"<PrivateStore {self.name}>"
+        return f"<PrivateStore {self.name} {'made' if self.facility else 'not made'}>"
+
+    def _create(self, qm_id: int) -> CouplingFacility:
+        facility = open_facility("memory://")  # a new one: nobody else's
+        facility.create(default_params(qm_id))
+        return facility
 
     @property
     def own(self) -> dict[str, CouplingFacility]:
-        """For ``RecoveryLog(own=...)``: the structure, and the facility it is in."""
-        return {self.name: self.facility}
+        """For ``RecoveryLog(own=...)``: the structure and its facility, if made at
+        start."""
+        return {} if self.facility is None else {self.name: self.facility}
 
-    def connect(self, core: ManagerCore, log: RecoveryLog | None) -> StructureAccess:
-        """Connect the manager to its own structure (rebuilt from its log if it has
-        one), claim its lists there, and let go of names its queues no longer hold."""
-        acc = starting.connect(core, log, self.name, self.facility)
-        if log is None:
+    def start(self, core: ManagerCore, log: RecoveryLog | None) -> None:
+        """At the manager's start, after the administrative structure: connect to the
+        structure if it was made (its log rebuilds it), and let go of the names of
+        nonshared queues that are no more."""
+        self._log = log
+        defined: set[str] = set()
+        if self.facility is not None:
+            acc = self._connect(core, self.facility)
+            defined = {entry.name for entry in directory.queue_entries(acc)}
+        for name in directory.queue_names_held(core.admin, core.qm_id):
+            if name not in defined:
+                # Its queue is gone (no recovery settings, or a structure started
+                # empty): the name is free for a shared queue again.
+                directory.release_queue_name(core.admin, name, core.qm_id)
+
+    def ensure(self, core: ManagerCore) -> StructureAccess:
+        """The manager's access to its own structure, made and connected the first
+        time (with a recovery log, a new pair of it)."""
+        with core.lock:
+            if core.private is not None:
+                return core.private
+            self.facility = self._create(core.qm_id)
+            log = self._log
+            if log is not None:
+                log.add_own(self.name, self.facility)
+            acc = self._connect(core, self.facility)
+            if log is not None:
+                log.started_own(self.name)
+            return acc
+
+    def _connect(self, core: ManagerCore, facility: CouplingFacility) -> StructureAccess:
+        acc = starting.connect(core, self._log, self.name, facility)
+        if self._log is None:
             # Nothing outlives the manager: a journal given instead of recovery
             # settings hears of the group's structures only.
             acc.journal = NO_JOURNAL
         acc.number = directory.structure_number(core.admin, self.name)
         starting.claim_lists(core, acc, admin=False)
         core.private = acc
-        defined = {entry.name for entry in directory.queue_entries(acc)}
-        for name in directory.queue_names_held(core.admin, core.qm_id):
-            if name not in defined:
-                # Its queue is gone (no recovery settings, or a structure started
-                # empty): the name is free for a shared queue again.
-                directory.release_queue_name(core.admin, name, core.qm_id)
         return acc

@@ -90,6 +90,12 @@ class LogJournal(Journal):
     def __repr__(self) -> str:
         return f"<LogJournal {self._name!r} structures={sorted(self._streams)}>"
 
+    def add_stream(self, structure: str, stream: LogStream) -> None:
+        """Log the changes to ``structure``, which the server uses from now on, to
+        ``stream`` (a structure of its own it creates as it runs)."""
+        with self._lock:  # a new dict: readers iterate the old one undisturbed
+            self._streams = {**self._streams, structure: stream}
+
     def writer_for(self, structure: str) -> LogWriter:
         """This server's writer on the stream of ``structure``, opened on first use."""
         stream = self._streams.get(structure)

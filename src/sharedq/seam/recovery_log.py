@@ -81,6 +81,7 @@ class RecoveryLog:
         self.server = server
         self.settings = settings
         self._client = client
+        self._faults = faults
         self.pairs: dict[str, PairRecovery] = {}
         for name in dict.fromkeys(structures):
             self.pairs[name] = PairRecovery(facility, settings, [name], server, self, faults=faults)
@@ -117,6 +118,23 @@ class RecoveryLog:
         acc.gate = pair.gate.run
         acc.relocate = lambda lost: pair.relocate(acc.name, lost)
         pair.attach(acc.name, acc.conn)
+
+    def add_own(self, structure: str, facility: CouplingFacility) -> None:
+        """A structure only this server uses, made as it runs (see ``own``): a pair of
+        its own from now on, prepared as the server connects to it, then
+        :meth:`started_own`."""
+        pair = PairRecovery(
+            facility, self.settings, [structure], self.server, self, faults=self._faults
+        )
+        self.journal.add_stream(structure, pair.stream)
+        self.pairs = {**self.pairs, structure: pair}  # a new dict, as for the journal
+
+    def started_own(self, structure: str) -> None:
+        """The server connected to a structure :meth:`add_own` added: what
+        :meth:`after_restart` does for a pair (nothing of it needs a restart)."""
+        pair = self.pairs[structure]
+        pair.system_checkpoint("restart")
+        pair.start()
 
     def rebuilt(self) -> list[str]:
         """The structures this server recovered or adopted as it connected."""
