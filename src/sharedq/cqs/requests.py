@@ -212,23 +212,33 @@ def unlock(
 
 
 def move(site: Site, source: ById, source_queue: bytes, target: bytes) -> Change:
-    """CQSMOVE: the message to ``target`` through the move queue (two logged steps; a
-    message found on the move queue belongs on the queue its key names)."""
+    """CQSMOVE: the message to ``target`` through the move queue, in two logged steps.
+
+    On the move queue the entry is keyed by its target and carries this CQS's name as
+    its secondary key: a CQS that stopped between the steps finishes its own moves when
+    it connects again (:func:`finish_move`)."""
     via = Private.MOVE.header(target)
     with translated(f"move {text(source_queue)} to {text(target)}"):
         staged = site.acc.move(
             source,
             via,
             new_key=target,
-            new_secondary_key=None,
+            new_secondary_key=site.owner,
             kind=Request.MOVE,
             queue=text(source_queue),
             uow=OWN_UOW,
         )
         assert staged is not None
+        return finish_move(site, staged.entry.entry_id, via, target)
+
+
+def finish_move(site: Site, entry_id: bytes, via: int, target: bytes) -> Change:
+    """A move's second step: from the move queue to the target's ready queue."""
+    with translated(f"move to {text(target)}"):
         done = site.acc.move(
-            ById(staged.entry.entry_id, via),
+            ById(entry_id, via),
             site.layout.header(target),
+            new_secondary_key=None,
             kind=Request.MOVE,
             queue=text(target),
             uow=OWN_UOW,
@@ -238,21 +248,29 @@ def move(site: Site, source: ById, source_queue: bytes, target: bytes) -> Change
 
 
 def delete(site: Site, token: LockToken) -> Change:
-    """CQSDEL: a locked message and its staging parts, through the delete queue."""
+    """CQSDEL: a locked message and its staging parts, through the delete queue.
+
+    On the delete queue the entry keeps this CQS's name as its secondary key: a CQS
+    that stopped before the last step finishes its own deletes when it connects again
+    (:func:`finish_delete`)."""
     locked_entry(site, token, force=False)
     queue = token.queue
-    via = Private.DELETE.header(queue)
     with translated(f"delete from {text(queue)}"):
         staged = site.acc.move(
             ById(token.entry_id, Private.LOCK.header(queue)),
-            via,
-            new_secondary_key=None,
+            Private.DELETE.header(queue),
             kind=Request.DELETE,
             queue=text(queue),
             uow=OWN_UOW,
         )
-        assert staged is not None
-        prefix, _ = unpack(staged.entry.data)
+    assert staged is not None
+    return finish_delete(site, staged.entry)
+
+
+def finish_delete(site: Site, entry: ListEntry) -> Change:
+    """A delete's last steps: the staged parts, then part 1 from the delete queue."""
+    prefix, _ = unpack(entry.data)
+    with translated(f"delete from {text(entry.key)}"):
         if prefix.staging is not None:
             header = site.layout.header(prefix.staging)
             for part in list(
@@ -267,10 +285,10 @@ def delete(site: Site, token: LockToken) -> Change:
                     persistent=prefix.recoverable,
                 )
         gone = site.acc.delete(
-            ById(staged.entry.entry_id, via),
+            ById(entry.entry_id, entry.list_number),
             data_wanted=False,
             kind=Request.DELETE,
-            queue=text(queue),
+            queue=text(entry.key),
             uow=prefix.uow,
             persistent=prefix.recoverable,
         )

@@ -31,6 +31,7 @@ from sharedq.cqs.messages import PART_BYTES, facts, split, unpack
 from sharedq.cqs.names import check_name, text
 from sharedq.cqs.notify import Listener, WorkCallback
 from sharedq.cqs.pair import StructurePair
+from sharedq.cqs.restart import Finished, finish_interrupted
 from sharedq.cqs.site import LockToken, Site
 from sharedq.cqs.uow import TokenSource, Uow, check_uow
 from sharedq.log import RecordType
@@ -105,6 +106,8 @@ class CQS:
         self._listeners: dict[Kind, Listener] = {}
         self._work: queues.SimpleQueue[tuple[Kind, bytes]] = queues.SimpleQueue()
         self._lock = threading.Lock()
+        #: What :meth:`connect` found interrupted and finished, per structure.
+        self.finished: dict[Kind, Finished] = {}
 
     def __repr__(self) -> str:
         state = "connected" if self._sites else "not connected"
@@ -150,6 +153,8 @@ class CQS:
                 self._log.after_restart()
                 for primary in primaries:
                     self._log_event(primary, RecordType.CONNECT)
+            for kind, site in self._sites.items():
+                self.finished[kind] = finish_interrupted(site)
         except CFError as error:
             self._drop()
             raise from_cf(error, f"{self.name} connect") from error
@@ -208,6 +213,22 @@ class CQS:
                     logger.warning("%s: disconnect records for %s: %s", self.name, kind, error)
             self._log.before_disconnect()
         self._drop()
+
+    def stop_dead(self) -> None:
+        """Stop as a process killed at this instant would: nothing more is written.
+
+        The connections stay as they are (a peer or an operator declares the user
+        failed; its locks and monitors stay, failed-persistent), the log's writers are
+        let go unclosed.  For tests and demos in one process: the CQS's next
+        incarnation connects under the same name and finishes what was left.
+        """
+        for listener in self._listeners.values():
+            listener.stop()
+        self._listeners.clear()
+        if self._log is not None:
+            self._log.abandon()
+        self._sites.clear()
+        self._registered.clear()
 
     def _drop(self) -> None:
         for listener in self._listeners.values():
