@@ -43,7 +43,7 @@ from sharedq.cf import (
     ListFull,
 )
 from sharedq.cf.api import MAX_TAKE_MANY
-from sharedq.mq import arguments, getting, keys, operations
+from sharedq.mq import arguments, depth_events, getting, keys, operations
 from sharedq.mq import messages as m
 from sharedq.mq.bulk import bulk_move
 from sharedq.mq.clock import stamp_seconds
@@ -119,6 +119,7 @@ def _batch(
                 getting.check_get_allowed(queue)
                 continue
             for moved, deleted in done:
+                depth_events.after_get(core, queue, moved.entries)
                 entry = (deleted or moved).entry
                 message = getting.took(core, queue, request, entry, gone=deleted is not None)
                 if message is not None:
@@ -207,6 +208,7 @@ def put_many(
         _write(core, queue, puts, uow, checked)
         if uow is None:
             _sync(queue, puts)
+        depth_events.after_batch(core, queue, len(puts), 0)
     except CFError as error:
         raise from_cf(error, f"put to {queue.name}") from error
     if uow is not None:
@@ -331,6 +333,7 @@ def _write(
     except Exception as error:  # not a dying process's BaseException: no clean-up then
         _unwrite(queue, puts[:done])
         if isinstance(error, ListFull):
+            depth_events.queue_full(core, queue)
             raise mq_error(
                 MQReason.Q_FULL,
                 f"queue {queue.name} holds its maximum depth "

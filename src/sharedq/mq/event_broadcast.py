@@ -43,13 +43,23 @@ from typing import Any
 
 import msgpack
 
-from sharedq.cf import AuthorityMismatch, ById, CFError, EntryExists, MonitorSpec, UserState
+from sharedq.cf import (
+    AuthorityMismatch,
+    ById,
+    CFError,
+    CFReason,
+    EntryExists,
+    ListStructure,
+    MonitorSpec,
+    UserState,
+)
+from sharedq.clock import retry_until
 from sharedq.log import RecordType
 from sharedq.log.changes import MessageInfo
 from sharedq.mq import directory, operations
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import Disposition, PendingEvent, QueueDefinition, QueueState, define
-from sharedq.mq.errors import JournalFailed, MQError, MQReason
+from sharedq.mq.errors import MQError, MQReason, mq_error
 from sharedq.mq.event_messages import (
     EVENT_QUEUE,
     EVENT_QUEUE_MAX_DEPTH,
@@ -69,8 +79,11 @@ USE_EVENTS = "events"
 SUBSCRIPTIONS = (b"\x00" * 16, b"\x00" + b"\xff" * 15)
 _SUBSCRIPTION_ID = b"\x00EVSUB" + b"\x00" * 5
 REQUESTS_NAME = "SYSTEM.DEPTH.EVENT.REQUESTS"
-#: How long the responder sleeps at a time before looking whether its manager closed.
-RESPONDER_WAIT = 30.0
+#: How long the responder sleeps in the structure at a time before it looks whether
+#: its manager closed (it looks at nothing else: requests wake it).
+RESPONDER_WAIT = 5.0
+#: The responder's user name on the administrative structure: the manager's, and this.
+RESPONDER_SUFFIX = "@EVENTS"
 #: How many answered CorrelIds a manager remembers.
 ANSWERED_KEPT = 4096
 
@@ -119,6 +132,7 @@ class EventService:
         self._idle: dict[str, EventStats] = {}
         self._started_s = core.clock.now_s()
         self._thread: threading.Thread | None = None
+        self._conn: ListStructure | None = None
         self._stopping = threading.Event()
         core.event_sink = self.coordinate
 
@@ -360,25 +374,28 @@ class EventService:
         core = self._core
         core.performance_events = on
         if not on:
-            self._stopping.set()
-            if self._list is not None:
-                self._delete(_subscription(core.qm_id)[1])
+            self.stop()
             return
         if self._list is None:
             self._list = request_list(core)
         assert self._list is not None
+        self._event_queue()  # defined now, so that a reader can open it at once
         key, entry_id = _subscription(core.qm_id)
         with contextlib.suppress(EntryExists), tolerating():
             core.admin.write(
                 self._list, key, core.name.encode(), entry_id=entry_id, kind=ChangeKind.CONTROL
             )
-        self._stopping.clear()
         if self._thread is None or not self._thread.is_alive():
+            # Its own connection, so that its events are its own: a get-wait of the
+            # manager takes the manager's events, and would take them from under it.
+            conn = self._connect()
             low, high = _range(core.qm_id)
-            registration = core.admin.register_monitor(MonitorSpec(self._list, low, high))
+            conn.register_monitor(MonitorSpec(self._list, low, high))
+            self._stopping = threading.Event()
+            self._conn = conn
             self._thread = threading.Thread(
                 target=self._respond,
-                args=(registration.monitor_id,),
+                args=(conn, self._stopping),
                 name=f"sharedq-events-{core.name}",
                 daemon=True,
             )
@@ -389,27 +406,53 @@ class EventService:
         with contextlib.suppress(CFError), tolerating():
             self._core.admin.delete(ById(entry_id, self._list), kind=ChangeKind.CONTROL)
 
-    def stop(self) -> None:
-        """The manager closes: the responder ends at its next wake-up."""
-        self._stopping.set()
-
-    def _respond(self, monitor_id: int) -> None:
+    def _connect(self) -> ListStructure:
+        """The responder's connection; a responder of this manager's previous
+        incarnation in this process may still be letting its own go."""
         core = self._core
-        admin = core.admin
-        dispatcher = core.dispatcher(admin)
+        user = core.name + RESPONDER_SUFFIX
+        found: list[ListStructure] = []
+
+        def attach() -> bool:
+            try:
+                found.append(core.facility.connect(core.admin.name, user))
+            except CFError as error:
+                if error.reason is not CFReason.USER_ACTIVE:
+                    raise
+                return False
+            return True
+
+        if not retry_until(attach, timeout_s=2 * RESPONDER_WAIT, first_pause_s=0.01):
+            raise mq_error(MQReason.UNEXPECTED_ERROR, f"{user} is connected to {core.admin.name}")
+        return found[0]
+
+    def stop(self) -> None:
+        """PERFMEV disabled, or the manager closes: no more requests come (the
+        subscription is deleted), and the responder ends."""
+        self._stopping.set()
+        if self._list is not None:
+            self._delete(_subscription(self._core.qm_id)[1])
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.disconnect()  # wakes the responder, which sees it is stopping
+
+    def _respond(self, conn: ListStructure, stopping: threading.Event) -> None:
+        """The responder: answer what is there, sleep until a request comes, again."""
+        core = self._core
         try:
-            while not (self._stopping.is_set() or core.closed):
-                dispatcher.clear(monitor_id)
+            while not (stopping.is_set() or core.closed):
                 while self._answer_requests():
                     pass
-                if dispatcher.wait(monitor_id, RESPONDER_WAIT):
-                    dispatcher.deliver(admin.wait_events(0))
-        except (CFError, MQError, JournalFailed) as error:
-            if not (self._stopping.is_set() or core.closed):
+                # Nothing there now: the next request is an event (its range goes
+                # from empty to non-empty).  A timeout only looks at ``stopping``.
+                while not (conn.wait_events(RESPONDER_WAIT) or stopping.is_set() or core.closed):
+                    pass
+        except Exception as error:
+            if not (stopping.is_set() or core.closed):
                 logger.warning("%s: depth event responder stopped: %s", core.name, error)
-        with contextlib.suppress(CFError, MQError):
-            admin.stop_monitor(monitor_id)
-            dispatcher.forget(monitor_id)
+        with contextlib.suppress(Exception):
+            conn.disconnect()
 
     def _answer_requests(self) -> bool:
         """Answer and delete the requests on our key range; ``False`` if there were none."""
