@@ -147,7 +147,9 @@ def _toggled_high(qm: QueueManager) -> bool:
     return (events.high_enabled, events.low_enabled, events.full_enabled) == (False, True, True)
 
 
-def test_qd_t3_three_processes_three_messages_one_correlid(observer: QueueManager, start: Start) -> None:
+def test_qd_t3_three_processes_three_messages_one_correlid(
+    observer: QueueManager, start: Start
+) -> None:
     qm1, qm2, qm3 = start(1), start(2), start(3)
     qm1.do("put SQ 30")
     qm3.do("put SQ 20")
@@ -190,7 +192,9 @@ def test_qd_t7_a_disabled_coordinator_broadcasts_all_the_same(
     assert _toggled_high(observer)
 
 
-def test_qd_t8_two_processes_putting_at_once_make_one_event(observer: QueueManager, start: Start) -> None:
+def test_qd_t8_two_processes_putting_at_once_make_one_event(
+    observer: QueueManager, start: Start
+) -> None:
     qm1, qm2, qm3 = start(1), start(2), start(3)
     for worker in (qm1, qm2):
         assert worker.process.stdin is not None
