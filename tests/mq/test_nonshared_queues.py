@@ -27,6 +27,7 @@ from sharedq.mq import (
     QueueExists,
     QueueManager,
     UnknownQueue,
+    directory,
     structure_params,
 )
 from sharedq.mq.errors import MQReason
@@ -200,6 +201,96 @@ def test_a_shared_queue_cannot_take_a_nonshared_queues_name(make_qm: MakeManager
             qm.define_queue("LQ1", structure=APP)
         assert "nonshared queue of QM1" in str(refused.value)
     assert qm2.queue_names() == []
+
+
+class PauseAtHold:
+    """A fault hook that stops its manager after (or just before) its next write to
+    the administrative structure (a definer's hold on a name), until the test lets it
+    go on."""
+
+    def __init__(self, *, before: bool = False) -> None:
+        self.before = before
+        self.armed = False
+        self.paused = threading.Event()
+        self.resume = threading.Event()
+
+    def __call__(self, request: str, structure: str, before: bool) -> None:
+        if self.armed and request == "write" and structure == ADMIN and before is self.before:
+            self.armed = False
+            self.paused.set()
+            assert self.resume.wait(30), "the test never let the definer go on"
+
+
+def _define_paused_at_hold(qm: QueueManager, hook: PauseAtHold, **attributes: object) -> list:
+    """Start defining LQ in a thread of its own; returns once it holds the name."""
+    outcome: list = []  # type: ignore[type-arg]
+
+    def define() -> None:
+        try:
+            outcome.append(qm.define_queue("LQ", **attributes))
+        except QueueExists as error:
+            outcome.append(error)
+
+    hook.armed = True
+    definer = threading.Thread(target=define)
+    definer.start()
+    assert hook.paused.wait(30)
+    outcome.append(definer)
+    return outcome
+
+
+@pytest.mark.parametrize("first", ["nonshared", "shared"])
+def test_defining_one_name_both_ways_at_once_never_makes_both(
+    make_qm: MakeManager, first: str
+) -> None:
+    """A definer holds the name, then looks for the other kind: whichever way the two
+    interleave, at most one queue named LQ exists after them.  Here the first definer
+    stops right after its hold, the second runs through and is refused (it sees the
+    hold), and the first then completes."""
+    hook = PauseAtHold()
+    qm1 = make_qm(1, faults=hook)
+    qm2 = make_qm(2)
+    qm1.define_queue("OTHER", disposition=QMGR)  # its own structure made beforehand
+    paused_way = {"disposition": QMGR} if first == "nonshared" else {"structure": APP}
+    other_way = {"structure": APP} if first == "nonshared" else {"disposition": QMGR}
+    outcome = _define_paused_at_hold(qm1, hook, **paused_way)
+    with pytest.raises(QueueExists):
+        qm2.define_queue("LQ", **other_way)
+    hook.resume.set()
+    outcome.pop().join()
+    (defined,) = outcome
+    assert not isinstance(defined, QueueExists)
+    disposition = QMGR if first == "nonshared" else Disposition.SHARED
+    assert defined.disposition is disposition
+    assert ("LQ" in qm2.queue_names()) is (first == "shared")
+    assert "LQ" in qm1.queue_names()
+
+
+@pytest.mark.parametrize("first", ["nonshared", "shared"])
+def test_a_definer_that_held_the_name_second_looks_again_and_is_refused(
+    make_qm: MakeManager, first: str
+) -> None:
+    """The other interleaving: the first definer found the name free and stops just
+    before its hold; the second defines the other kind meanwhile.  The first, once it
+    holds the name, looks again, finds the other and is refused, its hold let go."""
+    hook = PauseAtHold(before=True)
+    qm1 = make_qm(1, faults=hook)
+    qm2 = make_qm(2)
+    qm1.define_queue("OTHER", disposition=QMGR)
+    qm2.define_queue("OTHER2", disposition=QMGR)
+    paused_way = {"disposition": QMGR} if first == "nonshared" else {"structure": APP}
+    other_way = {"structure": APP} if first == "nonshared" else {"disposition": QMGR}
+    outcome = _define_paused_at_hold(qm1, hook, **paused_way)
+    qm2.define_queue("LQ", **other_way)
+    hook.resume.set()
+    outcome.pop().join()
+    (refused,) = outcome
+    assert isinstance(refused, QueueExists)
+    assert ("LQ" in qm1.queue_names()) is (first == "nonshared")  # QM2's shared LQ
+    assert "LQ" in qm2.queue_names()
+    # The refused definer's hold is gone: the name is held by the winner only.
+    holder = directory.SHARED_HOLDER if first == "nonshared" else 2
+    assert directory.queue_name_holders(qm2.admin, "LQ") == {holder}
 
 
 def test_a_nonshared_queue_cannot_be_defined_twice(make_qm: MakeManager) -> None:
