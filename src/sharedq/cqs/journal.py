@@ -5,7 +5,10 @@ is sharedq's 0C (Appendix B lists none, though CQSUNLCK changes the structure: a
 replay must repeat it, so it has a record of its own rather than hiding in a move).
 Each step of a request is one record: a move's two steps (to the move queue, then to
 its target) are two ``MOVE`` records; a delete's (to the delete queue, the staging
-parts, the message) are ``DELETE`` records, the first a move.
+parts, the message) are ``DELETE`` records, the first a move.  The log syncs once per
+request, after its last step (a server stopped before it finishes the request at its
+restart from what the structure holds; a structure lost meanwhile is rebuilt from the
+log as far as it was synced).
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ class Request(Enum):
     PUT = ("put", RecordType.PUT)
     STAGE = ("stage", RecordType.PUT)
     READ = ("read", RecordType.READ)
+    MOVE_STEP = ("move-step", RecordType.MOVE)
     MOVE = ("move", RecordType.MOVE)
     UNLOCK = ("unlock", RecordType.UNLOCK)
+    DELETE_STEP = ("delete-step", RecordType.DELETE)
     DELETE = ("delete", RecordType.DELETE)
 
     @property
@@ -35,12 +40,15 @@ class Request(Enum):
 
     @property
     def ends_operation(self) -> bool:
-        return self is not Request.STAGE
+        return self not in _STEPS
 
     @property
     def learns_facts(self) -> bool:
         return True
 
+
+#: The first steps of a request of several: the log syncs after the last one only.
+_STEPS = frozenset({Request.STAGE, Request.MOVE_STEP, Request.DELETE_STEP})
 
 #: The key of the CQS's words in its log records' payloads.
 PAYLOAD_KEY = "cqs"

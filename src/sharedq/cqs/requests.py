@@ -17,10 +17,10 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager, nullcontext, suppress
 
 from sharedq.cf import ById, ByKey, CFError, Change, ListEntry, NoSuchEntry, Position
-from sharedq.cf.errors import ListMismatch
+from sharedq.cf.errors import ListMismatch, VersionMismatch
 from sharedq.cqs.errors import CQSReason, cqs_error, from_cf
 from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import Private
@@ -87,6 +87,7 @@ def put(
                     queue,
                     data,
                     secondary_key=site.owner,
+                    version=site.lock_version,
                     kind=Request.PUT,
                     queue=text(queue),
                     uow=uow,
@@ -128,6 +129,7 @@ def read(site: Site, queue: bytes) -> Message | None:
             ByKey(site.layout.header(queue), queue),
             Private.LOCK.header(queue),
             new_secondary_key=site.owner,
+            set_version=site.lock_version,
             kind=Request.READ,
             queue=text(queue),
             uow=OWN_UOW,
@@ -189,20 +191,40 @@ def locked_entry(site: Site, token: LockToken, *, force: bool) -> ListEntry:
     return entry
 
 
+@contextmanager
+def holding(site: Site, token: LockToken, *, force: bool) -> Iterator[int | None]:
+    """A change of a locked message, conditioned on the lock being this CQS's (the
+    entry's version is its :attr:`~Site.lock_version`) unless ``force``: yields the
+    version to expect, and turns the conditions' failures into ``NOT_LOCKED`` (no such
+    message on the lock queue) and ``NOT_LOCKED_BY_YOU`` (another CQS's lock)."""
+    try:
+        yield None if force else site.lock_version
+    except (NoSuchEntry, ListMismatch):
+        raise cqs_error(
+            CQSReason.NOT_LOCKED,
+            f"no message {token.entry_id.hex()} of {text(token.queue)} on the lock queue",
+        ) from None
+    except VersionMismatch:
+        with suppress(CFError):
+            locked_entry(site, token, force=False)  # says whose it is
+        raise cqs_error(CQSReason.NOT_LOCKED_BY_YOU, f"{token} is not locked by this CQS") from None
+
+
 def unlock(
     site: Site, token: LockToken, *, to_queue: bytes | None, first: bool, force: bool
 ) -> Change:
     """CQSUNLCK: a locked message back to its ready queue (first or last), or to
     another queue; ``force`` takes a failed client's lock."""
-    locked_entry(site, token, force=force)
     target = to_queue or token.queue
-    with translated(f"unlock to {text(target)}"):
+    with translated(f"unlock to {text(target)}"), holding(site, token, force=force) as version:
         change = site.acc.move(
             ById(token.entry_id, Private.LOCK.header(token.queue)),
             site.layout.header(target),
             new_key=target,
             new_secondary_key=None,
+            set_version=0,
             position=Position.HEAD if first else Position.TAIL,
+            expect_version=version,
             kind=Request.UNLOCK,
             queue=text(target),
             uow=OWN_UOW,
@@ -211,25 +233,36 @@ def unlock(
     return change
 
 
-def move(site: Site, source: ById, source_queue: bytes, target: bytes) -> Change:
-    """CQSMOVE: the message to ``target`` through the move queue, in two logged steps.
+def move(
+    site: Site,
+    source: ById,
+    source_queue: bytes,
+    target: bytes,
+    *,
+    locked: LockToken | None = None,
+) -> Change:
+    """CQSMOVE: the message to ``target`` through the move queue, in two logged steps
+    (``locked``: the source is that lock of this CQS's).
 
     On the move queue the entry is keyed by its target and carries this CQS's name as
     its secondary key: a CQS that stopped between the steps finishes its own moves when
     it connects again (:func:`finish_move`)."""
     via = Private.MOVE.header(target)
     with translated(f"move {text(source_queue)} to {text(target)}"):
-        staged = site.acc.move(
-            source,
-            via,
-            new_key=target,
-            new_secondary_key=site.owner,
-            kind=Request.MOVE,
-            queue=text(source_queue),
-            uow=OWN_UOW,
-        )
+        guard = holding(site, locked, force=False) if locked is not None else nullcontext(None)
+        with guard as version:
+            staged = site.acc.move(
+                source,
+                via,
+                new_key=target,
+                new_secondary_key=site.owner,
+                expect_version=version,
+                kind=Request.MOVE_STEP,
+                queue=text(source_queue),
+                uow=OWN_UOW,
+            )
         assert staged is not None
-        return finish_move(site, staged.entry.entry_id, via, target)
+    return finish_move(site, staged.entry.entry_id, via, target)
 
 
 def finish_move(site: Site, entry_id: bytes, via: int, target: bytes) -> Change:
@@ -239,6 +272,7 @@ def finish_move(site: Site, entry_id: bytes, via: int, target: bytes) -> Change:
             ById(entry_id, via),
             site.layout.header(target),
             new_secondary_key=None,
+            set_version=0,
             kind=Request.MOVE,
             queue=text(target),
             uow=OWN_UOW,
@@ -253,13 +287,13 @@ def delete(site: Site, token: LockToken) -> Change:
     On the delete queue the entry keeps this CQS's name as its secondary key: a CQS
     that stopped before the last step finishes its own deletes when it connects again
     (:func:`finish_delete`)."""
-    locked_entry(site, token, force=False)
     queue = token.queue
-    with translated(f"delete from {text(queue)}"):
+    with translated(f"delete from {text(queue)}"), holding(site, token, force=False) as version:
         staged = site.acc.move(
             ById(token.entry_id, Private.LOCK.header(queue)),
             Private.DELETE.header(queue),
-            kind=Request.DELETE,
+            expect_version=version,
+            kind=Request.DELETE_STEP,
             queue=text(queue),
             uow=OWN_UOW,
         )

@@ -32,7 +32,7 @@ from sharedq.cqs.names import check_name, text
 from sharedq.cqs.notify import Listener, WorkCallback
 from sharedq.cqs.pair import StructurePair
 from sharedq.cqs.restart import Finished, finish_interrupted
-from sharedq.cqs.site import LockToken, Site
+from sharedq.cqs.site import LockToken, Site, lock_version
 from sharedq.cqs.uow import TokenSource, Uow, check_uow
 from sharedq.log import RecordType
 from sharedq.recovery.settings import RecoverySettings
@@ -183,7 +183,9 @@ class CQS:
         if self._log is not None:
             self._log.attach(acc)
         owner = self.name.encode("ascii")
-        return Site(acc, Layout(kind), owner, self.system, self.clock, self.tokens)
+        return Site(
+            acc, Layout(kind), owner, self.system, self.clock, self.tokens, lock_version(owner)
+        )
 
     def _log_event(self, structure: str, record_type: RecordType, **extra: object) -> None:
         assert self._log is not None
@@ -391,9 +393,8 @@ class CQS:
         if isinstance(source, LockToken):
             site, token = self._token(source)
             target = self._queue(site, to_queue)
-            requests.locked_entry(site, token, force=False)
             locator = ById(token.entry_id, Private.LOCK.header(token.queue))
-            change = requests.move(site, locator, token.queue, target)
+            change = requests.move(site, locator, token.queue, target, locked=token)
             return change.entry.entry_id
         site = self._site(kind)
         name, target = self._queue(site, source), self._queue(site, to_queue)

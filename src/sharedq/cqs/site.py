@@ -6,6 +6,7 @@ the server: everything a request needs is here, typed, and nothing else.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from sharedq.clock import Clock
@@ -21,6 +22,9 @@ class Site:
     ``owner``: the secondary key its locked messages carry on the lock queue (the
     CQS's name), so that a lock token can be checked to be this CQS's.
     ``system``: the client's system id (IMSID), for generated staging names.
+    ``lock_version``: the version its locked messages carry (:func:`lock_version`):
+    unlock, delete and move of a lock are conditioned on it, so that the check that
+    the lock is this CQS's and the change are one atomic request.
     """
 
     acc: StructureAccess
@@ -29,10 +33,17 @@ class Site:
     system: str
     clock: Clock
     tokens: TokenSource
+    lock_version: int
 
     @property
     def kind(self) -> Kind:
         return self.layout.kind
+
+
+def lock_version(owner: bytes) -> int:
+    """The version a CQS's locked messages carry: 8 bytes of a hash of its name (never
+    0, the version of a message not locked)."""
+    return int.from_bytes(hashlib.sha256(owner).digest()[:8], "big") or 1
 
 
 @dataclass(frozen=True, slots=True)

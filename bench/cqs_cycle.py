@@ -1,0 +1,188 @@
+"""Common Queue Server cycles per second, against raw Redis measured in the same run.
+
+The cycle is what a client of a CQS does per message: ``put`` (CQSPUT) of a 1 KiB
+body, ``read`` (CQSREAD: to the lock queue) and ``delete`` (CQSDEL: through the delete
+queue).  It is measured on the memory backend and on Redis (a private
+``redis-server``, or ``--redis URL``), with one CQS and with three (threads of this
+process, each its own CQS and connection, all on one queue), without a log and with a
+recovery log (``RecoverySettings`` in a temporary directory, records synced at each
+request's end), and with a multi-part variant: a 4 KiB body in eight 512-byte parts
+(seven staged, one on the ready queue).
+
+Baseline: ``LPUSH`` then ``RPOP`` of the same body through redis-py, on the facility's
+own client (same URL, one connection), in turns with the cycle.
+``redis_ratio_vs_lpush_rpop`` is the one-CQS unlogged Redis rate over it;
+``logged_ratio_vs_unlogged`` the logged rate over the unlogged, on Redis.
+``redis_round_trips_per_cycle`` counts the requests the client sends per cycle
+(``harness.RoundTrips``), in a pass of its own.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.harness import Report, RoundTrips, best_rates_in_turns, parse_args, redis_url
+from sharedq.cf import CouplingFacility, open_facility
+from sharedq.cf.redis import RedisFacility
+from sharedq.cqs import CQS, make_name, structure_params
+from sharedq.recovery import RecoverySettings
+
+MSGQ = "BENCHMSGQ"
+QUEUE = make_name(1, "BENCHTR")
+BODY = b"x" * 1024
+PARTS = [b"y" * 512] * 8
+#: Cycles per timed round (quick, full) and rounds.
+CYCLES = (100, 2_000)
+ROUNDS = (1, 4)
+
+
+def _options(parser: Any) -> None:
+    parser.add_argument("--redis", metavar="URL", help="measure on this Redis server")
+
+
+def cycler(cqs: CQS, body: bytes | list[bytes]) -> Callable[[int], None]:
+    def cycles(n: int) -> None:
+        put, read, delete = cqs.put, cqs.read, cqs.delete
+        for _ in range(n):
+            put(QUEUE, body)
+            message = read(QUEUE)
+            assert message is not None and message.token is not None
+            delete(message.token)
+
+    return cycles
+
+
+def fresh(facility: CouplingFacility) -> None:
+    if facility.exists(MSGQ):
+        facility.delete(MSGQ, force=True)
+    facility.create(structure_params(MSGQ, messages=2_000, message_bytes=4096))
+
+
+def group(
+    facility: CouplingFacility, count: int, root: Path | None
+) -> tuple[list[CQS], Callable[[], None]]:
+    fresh(facility)
+    settings = None if root is None else RecoverySettings(root, strchkpt=None)
+    cqss = [
+        CQS(facility, f"BENCHCQS{i}", system=f"IMS{i}", msgq=MSGQ, recovery=settings).connect()
+        for i in range(count)
+    ]
+
+    def close() -> None:
+        for cqs in cqss:
+            cqs.disconnect()
+
+    return cqss, close
+
+
+def together(cqss: list[CQS], body: bytes | list[bytes], n: int) -> Callable[[], None]:
+    """``n`` cycles of each CQS, all at once in threads of their own."""
+    loops = [cycler(c, body) for c in cqss]
+    if len(loops) == 1:
+        return lambda: loops[0](n)
+
+    def run() -> None:
+        threads = [threading.Thread(target=loop, args=(n,)) for loop in loops]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    return run
+
+
+def measure(
+    facility: CouplingFacility,
+    backend: str,
+    report: Report,
+    n: int,
+    rounds: int,
+    baseline: dict[str, Callable[[], object]],
+) -> dict[str, float]:
+    rates: dict[str, float] = {}
+    for count in (1, 3):
+        for logged in (False, True):
+            for label, body in (("1k", BODY), ("4k_parts", PARTS)):
+                with tempfile.TemporaryDirectory() as tmp:
+                    cqss, close = group(facility, count, Path(tmp) if logged else None)
+                    try:
+                        cycler(cqss[0], body)(20)  # warm
+                        fns: dict[str, Callable[[], object]] = {
+                            "cqs": together(cqss, body, n),
+                            **baseline,
+                        }
+                        best = best_rates_in_turns(n * count, fns, rounds)
+                    finally:
+                        close()
+                name = f"{backend}_{label}_{count}cqs_{'logged' if logged else 'unlogged'}"
+                rates[name] = best["cqs"]
+                report.add(name, best["cqs"], "cycles/s")
+                if "lpush_rpop" in best:
+                    rates.setdefault("lpush_rpop", 0.0)
+                    rates["lpush_rpop"] = max(rates["lpush_rpop"], best["lpush_rpop"] / count)
+    return rates
+
+
+def lpush_rpop(public: Any, n: int) -> Callable[[], None]:
+    def run() -> None:
+        lpush, rpop = public.lpush, public.rpop
+        for _ in range(n):
+            lpush("sharedq:bench:cqs", BODY)
+            rpop("sharedq:bench:cqs")
+
+    return run
+
+
+def round_trips(facility: RedisFacility, body: bytes | list[bytes]) -> float:
+    cqss, close = group(facility, 1, None)
+    try:
+        loop = cycler(cqss[0], body)
+        loop(20)
+        with RoundTrips() as trips:
+            loop(200)
+            return trips.of() / 200
+    finally:
+        close()
+
+
+def main() -> None:
+    args = parse_args(__doc__.splitlines()[0] if __doc__ else "cqs cycle", _options)
+    report = Report("sharedq.cqs message cycle: put -> read -> delete", args.quick)
+    n, rounds = CYCLES[not args.quick], ROUNDS[not args.quick]
+    report.add("cycles_per_round", n)
+    with open_facility("memory://") as memory:
+        measure(memory, "memory", report, n, rounds, {})
+    with redis_url(args.redis) as url, RedisFacility.from_url(url) as facility:
+        public: Any = facility.client.redis
+        rates = measure(facility, "redis", report, n, rounds, {"lpush_rpop": lpush_rpop(public, n)})
+        report.add("lpush_rpop_per_s", rates["lpush_rpop"], "cycles/s", "raw redis-py, 1 KiB")
+        report.add(
+            "redis_ratio_vs_lpush_rpop",
+            rates["redis_1k_1cqs_unlogged"] / rates["lpush_rpop"],
+            "",
+            "target >= 0.45 (1 CQS, 1 KiB, no log)",
+        )
+        report.add(
+            "logged_ratio_vs_unlogged",
+            rates["redis_1k_1cqs_logged"] / rates["redis_1k_1cqs_unlogged"],
+            "",
+            "target >= 0.6 (Redis, 1 CQS, 1 KiB)",
+        )
+        report.add("redis_round_trips_per_cycle", round_trips(facility, BODY), "", "1 KiB")
+        report.add(
+            "redis_round_trips_per_cycle_4k_parts", round_trips(facility, PARTS), "", "8 parts"
+        )
+        public.delete("sharedq:bench:cqs")
+        facility.delete(MSGQ, force=True)
+    report.emit(args.json)
+
+
+if __name__ == "__main__":
+    main()
