@@ -59,6 +59,11 @@ Then aggregate cycles per second with 1, 2 and 4 managers in separate processes
 connection, started together and run for the same time.  Everything shares the
 machine's cores with the server.
 
+Queue depth events (``bench/mq_events.py``): ``events_ratio_vs_off``, the cycle on a
+queue with every depth event enabled and its depth just under the High limit against
+events disabled (target >= 0.9), and ``event_cost_ms_3_managers``, one High event with
+three managers until the three messages are on the event queue, with its round trips.
+
 Rounds of sharedq and of the baselines alternate, and each figure is the best round,
 so that a busy moment on a shared machine does not decide a ratio.
 """
@@ -79,6 +84,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench import mq_events
 from bench.harness import (
     Report,
     RoundTrips,
@@ -297,6 +303,8 @@ def redis_figures(report: Report, url: str, quick: bool, processes: list[int]) -
         memory_use_figures(report, facility)
         wait_figures(report, facility, WAIT_MESSAGES[not quick])
         facility.delete(ADMIN, force=True)
+        mq_events.cycle_figures(report, facility, n, max(rounds, 6), "redis")
+    mq_events.event_cost_figures(report, url, quick)
     seconds = AGGREGATE_SECONDS[not quick]
     for count in processes:
         plural = "manager" if count == 1 else "managers"
@@ -684,6 +692,7 @@ def main() -> None:
     args = parse_args(__doc__.splitlines()[0] if __doc__ else "mq cycle", _options)
     report = Report("sharedq.mq message cycle", args.quick)
     memory_figures(report, ROUND, 2 if args.quick else 5)
+    mq_events.memory_figures(report, ROUND, 2 if args.quick else 5)
     counts = [int(c) for c in args.processes.split(",") if c]
     with redis_url(args.redis) as url:
         redis_figures(report, url, args.quick, counts)
