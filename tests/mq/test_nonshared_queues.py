@@ -20,9 +20,11 @@ import pytest
 
 from sharedq.cf import CouplingFacility
 from sharedq.cf.redis import RedisFacility
+from sharedq.log import LogStream
 from sharedq.mq import (
     Disposition,
     InvalidArgument,
+    LogJournal,
     NoMessageAvailable,
     QueueExists,
     QueueManager,
@@ -149,6 +151,22 @@ def test_get_wait_is_woken_by_a_put_on_a_nonshared_queue(make_qm: MakeManager) -
     queue.put(b"wake")
     waiter.join()
     assert got == [b"wake"]
+
+
+def test_a_journal_given_instead_of_recovery_settings_logs_the_group_structures_only(
+    make_qm: MakeManager, tmp_path: Path
+) -> None:
+    """Without recovery settings the nonshared queues end with the manager, so a
+    journal hears nothing of them, and a unit spanning both kinds commits."""
+    streams = {s: LogStream(tmp_path / s, name=f"{s}.LOG", structure=s) for s in (ADMIN, APP)}
+    qm = make_qm(1, journal=LogJournal("QM1", streams))
+    qm.define_queue("LQ1", disposition=QMGR)
+    qm.define_queue("SQ1", structure=APP)
+    with qm.unit_of_work() as uow:
+        qm.open("LQ1").put(b"private", uow=uow, persistent=True)
+        qm.open("SQ1").put(b"shared", uow=uow, persistent=True)
+    assert bodies(drain(qm, "LQ1")) == [b"private"]
+    assert bodies(drain(qm, "SQ1")) == [b"shared"]
 
 
 # -- only its manager reaches it ---------------------------------------------------------

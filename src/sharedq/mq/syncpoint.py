@@ -543,8 +543,15 @@ def _delete_muse(core: ManagerCore, uow: UnitState) -> None:
 
 
 def _structure_names(uow: UnitState) -> list[str]:
+    """The structures the unit changed that the manager's journal records (not the
+    manager's own structure when a journal replaces recovery settings)."""
     return sorted(
-        {trqs.queue.acc.name for queues in uow.structures.values() for trqs in queues.values()}
+        {
+            trqs.queue.acc.name
+            for queues in uow.structures.values()
+            for trqs in queues.values()
+            if trqs.queue.acc.journal is not NO_JOURNAL
+        }
     )
 
 
