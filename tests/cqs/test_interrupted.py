@@ -66,17 +66,19 @@ def run_to(
     return False, cqs
 
 
+def locked_message(cqs: CQS) -> object:
+    """A three-part message put and read: its lock token."""
+    cqs.put(TRANA, PARTS)
+    message = cqs.read(TRANA)
+    assert message is not None
+    return message.token
+
+
 @pytest.mark.parametrize("at", [1, 2, 3, None])
 def test_a_move_stopped_at_any_step(
     facility: CouplingFacility, make_cqs: MakeCQS, at: int | None
 ) -> None:
-    def setup(cqs: CQS) -> object:
-        cqs.put(TRANA, PARTS)
-        message = cqs.read(TRANA)
-        assert message is not None
-        return message.token
-
-    stopped, cqs = run_to(facility, make_cqs, at, setup, lambda c, t: c.move(t, SUSPEND_A))
+    stopped, cqs = run_to(facility, make_cqs, at, locked_message, lambda c, t: c.move(t, SUSPEND_A))
     lists = where(facility, MSGQ)
     if stopped and at == 1:  # before the first step: still locked by its reader
         assert lists["lock"] == [(TRANA, b"CQSIMSA")] and "ready" not in lists
@@ -95,13 +97,7 @@ def test_a_move_stopped_at_any_step(
 def test_a_delete_stopped_at_any_step(
     facility: CouplingFacility, make_cqs: MakeCQS, at: int | None
 ) -> None:
-    def setup(cqs: CQS) -> object:
-        cqs.put(TRANA, PARTS)
-        message = cqs.read(TRANA)
-        assert message is not None
-        return message.token
-
-    stopped, cqs = run_to(facility, make_cqs, at, setup, lambda c, t: c.delete(t))
+    stopped, cqs = run_to(facility, make_cqs, at, locked_message, lambda c, t: c.delete(t))
     lists = where(facility, MSGQ)
     if stopped and at == 1:  # nothing done yet: still locked, whole
         assert lists["lock"] == [(TRANA, b"CQSIMSA")] and len(lists["staging"]) == 2

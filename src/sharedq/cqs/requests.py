@@ -62,7 +62,7 @@ def put(
     the lock queue as this CQS's (nobody is told).  Returns part 1's write."""
     acc, now = site.acc, site.clock.now_us()
     staging: bytes | None = None
-    written: list[tuple[int, bytes]] = []
+    written: list[ListEntry] = []
     with translated(f"put to {text(queue)}"):
         try:
             if len(parts) > 1:
@@ -79,43 +79,31 @@ def put(
                         uow=uow,
                         persistent=recoverable,
                     )
-                    written.append((header, change.entry.entry_id))
+                    written.append(change.entry)
             data = Prefix(recoverable, 0, len(parts), now, uow, staging).pack(parts[0])
-            if local:
-                return acc.write(
-                    Private.LOCK.header(queue),
-                    queue,
-                    data,
-                    secondary_key=site.owner,
-                    version=site.lock_version,
-                    kind=Request.PUT,
-                    queue=text(queue),
-                    uow=uow,
-                    persistent=recoverable,
-                )
             return acc.write(
-                site.layout.header(queue),
+                Private.LOCK.header(queue) if local else site.layout.header(queue),
                 queue,
                 data,
+                secondary_key=site.owner if local else None,
+                version=site.lock_version if local else 0,
                 kind=Request.PUT,
                 queue=text(queue),
                 uow=uow,
                 persistent=recoverable,
             )
         except CFError:
-            _drop_staged(site, written, uow, recoverable)
+            _drop_staged(site, written)
             raise
 
 
-def _drop_staged(site: Site, written: list[tuple[int, bytes]], uow: bytes, rec: bool) -> None:
+def _drop_staged(site: Site, written: list[ListEntry]) -> None:
     """A put that failed takes back the parts it staged (part 1 never went out)."""
     with tolerating():
-        for header, entry_id in written:
+        for part in written:
             # A failing structure may refuse this too: recovery of the log has the rest.
             with suppress(CFError):
-                site.acc.delete(
-                    ById(entry_id, header), kind=Request.DELETE, uow=uow, persistent=rec
-                )
+                remove(site, part, unpack(part.data)[0])
 
 
 def read(site: Site, queue: bytes) -> Message | None:
@@ -310,21 +298,19 @@ def finish_delete(site: Site, entry: ListEntry) -> Change:
             for part in list(
                 site.acc.scan(header, prefix.staging, prefix.staging, with_data=False)
             ):
-                site.acc.delete(
-                    ById(part.entry_id, header),
-                    data_wanted=False,
-                    kind=Request.DELETE,
-                    queue=text(prefix.staging),
-                    uow=prefix.uow,
-                    persistent=prefix.recoverable,
-                )
-        gone = site.acc.delete(
-            ById(entry.entry_id, entry.list_number),
-            data_wanted=False,
-            kind=Request.DELETE,
-            queue=text(entry.key),
-            uow=prefix.uow,
-            persistent=prefix.recoverable,
-        )
+                remove(site, part, prefix)
+        gone = remove(site, entry, prefix)
     assert gone is not None
     return gone
+
+
+def remove(site: Site, entry: ListEntry, prefix: Prefix) -> Change | None:
+    """Delete one entry of a message (``prefix``: the message's) where it is."""
+    return site.acc.delete(
+        ById(entry.entry_id, entry.list_number),
+        data_wanted=False,
+        kind=Request.DELETE,
+        queue=text(entry.key),
+        uow=prefix.uow,
+        persistent=prefix.recoverable,
+    )

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sharedq.cf import ById, ListEntry
+from sharedq.cf import ListEntry
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
 from sharedq.cqs import requests
-from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import LIST_COUNT, Private
 from sharedq.cqs.messages import PREFIX_LENGTH, unpack
-from sharedq.cqs.names import text
 from sharedq.cqs.site import Site
 
 
@@ -76,13 +74,5 @@ def _drop_orphans(site: Site) -> int:
     orphans = [p for p in parts if p.key not in named]
     with requests.translated("drop an orphaned part"):
         for part in orphans:
-            prefix, _ = unpack(part.data)
-            site.acc.delete(
-                ById(part.entry_id, part.list_number),
-                data_wanted=False,
-                kind=Request.DELETE,
-                queue=text(part.key),
-                uow=prefix.uow,
-                persistent=prefix.recoverable,
-            )
+            requests.remove(site, part, unpack(part.data)[0])
     return len(orphans)
