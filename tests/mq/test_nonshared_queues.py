@@ -187,6 +187,26 @@ def test_another_manager_cannot_see_or_open_it(make_qm: MakeManager) -> None:
     assert qm1.private not in qm2.view().structures
 
 
+def test_a_peer_recovers_a_failed_manager_in_the_group_structures_only(
+    make_qm: MakeManager,
+) -> None:
+    """A peer's recovery of a failed manager reaches neither the failed manager's own
+    structure nor its own (the failed manager's next start deals with its own)."""
+    qm1, qm2 = make_qm(1), make_qm(2)
+    for qm in (qm1, qm2):
+        qm.define_queue(f"LQ{qm.qm_id}", disposition=QMGR)
+    qm1.define_queue("SQ1", structure=APP)
+    uow = qm1.unit_of_work()
+    qm1.open("SQ1").put(b"in flight", uow=uow)
+    qm1.open("LQ1").put(b"in flight too", uow=uow)
+    qm1.stop_dead()
+    qm2.declare_failed("QM1")
+    report = qm2.recover("QM1")
+    assert sorted(report.structures) == sorted([ADMIN, APP])
+    assert report.puts_deleted == 1  # on SQ1; LQ1 went with QM1's structure
+    assert drain(qm2, "SQ1") == []
+
+
 def test_two_managers_may_each_have_a_nonshared_queue_of_one_name(make_qm: MakeManager) -> None:
     qm1, qm2 = make_qm(1), make_qm(2)
     qm1.define_queue("LQ1", disposition=QMGR)

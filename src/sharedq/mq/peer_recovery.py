@@ -110,6 +110,8 @@ def recover_structure(
     gotten goes to the structure's cold queue (redbook §2.3.1, §B.4), listed in
     ``report.cold_queued``.
     """
+    if not owner and acc is core.private:
+        return []  # our own structure (nonshared queues): no other manager was in it
     names = directory.managers(core.admin)
 
     def holder_active(holder: int) -> bool:
