@@ -47,7 +47,8 @@ class InvalidCQSRequest(CQSError, InvalidArgument):
 
 
 class NotAuthorized(CQSError):
-    """CQSCONN refused: the user lacks UPDATE on ``CQSSTR.<primary structure>``."""
+    """CQSCONN refused: the user lacks UPDATE on ``CQSSTR.<primary structure>``, or
+    the Redis server's ACL does not let its user reach the structure's keys."""
 
 
 class CapacityExceeded(CQSError):
@@ -92,6 +93,10 @@ def from_cf(error: cfe.CFError, detail: str) -> CQSError:
         return cqs_error(CQSReason.EMC_FULL, text)
     if isinstance(error, cfe.StructureFull | cfe.ListFull):
         return cqs_error(CQSReason.STRUCTURE_FULL, text)
+    if isinstance(error, cfe.AuthenticationFailed):
+        # The Redis server's ACL refused this user the structure's keys: the same
+        # refusal as a CQSSTR profile's, from the real fence between users.
+        return cqs_error(CQSReason.NOT_AUTHORIZED, text)
     if isinstance(error, cfe.NoSuchStructure):
         return cqs_error(CQSReason.NO_SUCH_STRUCTURE, text)
     if isinstance(error, cfe.NotConnected):
