@@ -259,14 +259,7 @@ class QueueState:
             altered = replace(current, **changes)
             altered.check()
             try:
-                self.acc.update(
-                    ById(self.lhqc_id, self.put_list),
-                    data=altered.encode(),
-                    expect_authority=self.authority,
-                    increment_authority=True,
-                    kind=ChangeKind.DEFINITION,
-                    queue=self.name,
-                )
+                self.rewrite(altered)
             except AuthorityMismatch:
                 continue
             except JournalFailed:
@@ -286,6 +279,18 @@ class QueueState:
             self.refresh()
             return altered
         raise mq_error(MQReason.UNEXPECTED_ERROR, f"queue {self.name} kept changing under alter")
+
+    def rewrite(self, definition: QueueDefinition) -> None:
+        """Rewrite the LHQC, on condition that the authority is the one the cached
+        definition was read under, and increment it (``AuthorityMismatch`` if not)."""
+        self.acc.update(
+            ById(self.lhqc_id, self.put_list),
+            data=definition.encode(),
+            expect_authority=self.authority,
+            increment_authority=True,
+            kind=ChangeKind.DEFINITION,
+            queue=self.name,
+        )
 
     def _restore(self, current: QueueDefinition, limit_of: QueueDefinition) -> None:
         """Take back an alter the log could not record: the old LHQC (the authority moves

@@ -32,11 +32,10 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from sharedq.cf import AuthorityMismatch, ById, CFError
+from sharedq.cf import AuthorityMismatch, CFError
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import DepthEvents, Disposition, PendingEvent, QueueState
 from sharedq.mq.errors import JournalFailed
-from sharedq.mq.journal import ChangeKind
 from sharedq.seam.access import tolerating
 
 logger = logging.getLogger("sharedq.mq")
@@ -76,14 +75,8 @@ def after_put(core: ManagerCore, queue: QueueState, entries: int | None) -> None
     structure did not say, and a count is read only if a High event is enabled)."""
     depth = None if entries is None else entries - 1
     queue.stats.put(depth)
-    definition = queue.definition
-    events = definition.depth_events
-    if not events.high_enabled:
-        return
-    if depth is None:
-        depth = _depth(queue)
-    if depth * 100 >= events.high_limit * definition.max_depth:
-        detected(core, queue, HIGH, depth)
+    if queue.definition.depth_events.high_enabled:
+        _check(core, queue, HIGH, depth)
 
 
 def after_get(core: ManagerCore, queue: QueueState, entries: int | None) -> None:
@@ -91,14 +84,16 @@ def after_get(core: ManagerCore, queue: QueueState, entries: int | None) -> None
     expired); the list holds ``entries`` after it."""
     depth = None if entries is None else entries - 1
     queue.stats.got(depth)
-    definition = queue.definition
-    events = definition.depth_events
-    if not events.low_enabled:
-        return
+    if queue.definition.depth_events.low_enabled:
+        _check(core, queue, LOW, depth)
+
+
+def _check(core: ManagerCore, queue: QueueState, kind: str, depth: int | None) -> None:
     if depth is None:
         depth = _depth(queue)
-    if depth * 100 <= events.low_limit * definition.max_depth:
-        detected(core, queue, LOW, depth)
+    definition = queue.definition
+    if crosses(definition.depth_events, kind, depth, definition.max_depth):
+        detected(core, queue, kind, depth)
 
 
 def after_batch(core: ManagerCore, queue: QueueState, puts: int, gets: int) -> None:
@@ -150,7 +145,6 @@ def detected(core: ManagerCore, queue: QueueState, kind: str, depth: int) -> Pen
 def _toggle(
     core: ManagerCore, queue: QueueState, kind: str, depth: int, shared: bool
 ) -> PendingEvent | None:
-    acc = queue.acc
     for _ in range(100):
         definition = queue.definition
         events = definition.depth_events
@@ -167,14 +161,7 @@ def _toggle(
             # Stands even if the log cannot record it: the switches are advisory, and
             # a structure rebuilt without it has the event enabled again.
             with tolerating():
-                acc.update(
-                    ById(queue.lhqc_id, queue.put_list),
-                    data=new.encode(),
-                    expect_authority=queue.authority,
-                    increment_authority=True,
-                    kind=ChangeKind.DEFINITION,
-                    queue=queue.name,
-                )
+                queue.rewrite(new)
         except AuthorityMismatch:
             queue.refresh()  # changed meanwhile: toggled by another manager, or altered
             continue

@@ -227,14 +227,7 @@ class EventService:
                 return
             try:
                 with tolerating():
-                    queue.acc.update(
-                        ById(queue.lhqc_id, queue.put_list),
-                        data=replace(definition, pending_event=None).encode(),
-                        expect_authority=queue.authority,
-                        increment_authority=True,
-                        kind=ChangeKind.DEFINITION,
-                        queue=queue.name,
-                    )
+                    queue.rewrite(replace(definition, pending_event=None))
             except AuthorityMismatch:
                 queue.refresh()
                 continue
@@ -437,6 +430,22 @@ class EventService:
             with contextlib.suppress(Exception):
                 conn.disconnect()  # wakes the responder, which sees it is stopping
 
+    def reconnected(self) -> None:
+        """The manager reconnected after its structures were lost: the responder ended
+        with its connection (or ends now); subscribe and answer again on the rebuilt
+        administration structure, if PERFMEV is enabled."""
+        old = self._thread
+        self._stopping.set()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.disconnect()
+        if old is not None:
+            old.join(2 * RESPONDER_WAIT)
+        self._list = None
+        if self._core.performance_events:
+            self.set_enabled(True)
+
     def _respond(self, conn: ListStructure, stopping: threading.Event) -> None:
         """The responder: answer what is there, sleep until a request comes, again."""
         core = self._core
@@ -450,7 +459,10 @@ class EventService:
                     pass
         except Exception as error:
             if not (stopping.is_set() or core.closed):
-                logger.warning("%s: depth event responder stopped: %s", core.name, error)
+                # A lost structure ends it until the manager reconnects (reconnected).
+                lost = isinstance(error, CFError) and error.reason is CFReason.STRUCTURE_LOST
+                level = logging.INFO if lost else logging.WARNING
+                logger.log(level, "%s: depth event responder stopped: %s", core.name, error)
         with contextlib.suppress(Exception):
             conn.disconnect()
 

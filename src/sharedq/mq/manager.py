@@ -537,6 +537,7 @@ class QueueManager:
         objects of the application raise ``BackedOut`` (2003) from then on.
         """
         report = self._commands.reconnect()
+        self._events.reconnected()
         self.restart_report = report
         return report
 
