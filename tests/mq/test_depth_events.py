@@ -443,3 +443,16 @@ def test_the_log_has_one_record_per_toggle_and_per_message(
         "dequeues",
         "since_reset_s",
     }
+
+
+def test_a_get_under_a_browse_cursor_is_a_get(make_qm: MakeManager) -> None:
+    (qm1,) = _group(make_qm, True)
+    qm1.define_queue("SQ", structure=APP, max_depth=10, depth_events=DepthEvents(low_enabled=True))
+    sq = qm1.open("SQ")
+    for _ in range(3):
+        sq.put(b"m")
+    browser = sq.browser()
+    browser.next()
+    browser.get()  # depth 2 = 20 % of 10
+    (low,) = _events(qm1, 1)
+    assert (low.event, low.depth, low.dequeues) == ("low", 2, 1)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from sharedq.cf import ByKey, BySecondaryKey, CFError, Compare, ListEntry
-from sharedq.mq import keys, undo
+from sharedq.mq import depth_events, keys, undo
 from sharedq.mq import messages as m
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import QueueState
@@ -104,6 +104,7 @@ class Browser:
                 uow=uow.uow_id if uow is not None else None,
             )
             if change is not None:
+                depth_events.after_get(core, queue, change.entries)
                 message = took(core, queue, request, change.entry)
                 if message is not None:
                     return message
