@@ -27,6 +27,7 @@ class Request(Enum):
     MOVE_STEP = ("move-step", RecordType.MOVE)
     MOVE = ("move", RecordType.MOVE)
     UNLOCK = ("unlock", RecordType.UNLOCK)
+    COLD = ("cold", RecordType.MOVE)
     DELETE_STEP = ("delete-step", RecordType.DELETE)
     DELETE = ("delete", RecordType.DELETE)
 

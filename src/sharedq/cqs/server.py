@@ -21,7 +21,7 @@ from sharedq.cf import CFError, CouplingFacility, MonitorSpec, StructureStats
 from sharedq.cf.errors import ListMismatch, NoSuchEntry
 from sharedq.cf.types import ById, ByKey
 from sharedq.clock import SYSTEM_CLOCK, Clock
-from sharedq.cqs import requests
+from sharedq.cqs import requests, resync
 from sharedq.cqs.client import CQSClient
 from sharedq.cqs.errors import CQSError, CQSJournalFailed, CQSReason, cqs_error, from_cf
 from sharedq.cqs.journal import PAYLOAD_KEY
@@ -108,6 +108,10 @@ class CQS:
         self._lock = threading.Lock()
         #: What :meth:`connect` found interrupted and finished, per structure.
         self.finished: dict[Kind, Finished] = {}
+        #: Why the recovery log started warm or cold (with ``recovery=``).
+        self.start_reason = ""
+        #: What a cold start of this CQS moved to the cold queue, per structure.
+        self.cold: dict[Kind, list[Message]] = {}
 
     def __repr__(self) -> str:
         state = "connected" if self._sites else "not connected"
@@ -148,13 +152,16 @@ class CQS:
         try:
             for kind, pair in self.pairs.items():
                 self._sites[kind] = self._connect_one(kind, pair)
+            warm = True
             if self._log is not None:
-                self._log.decide_restart()
+                warm, self.start_reason = self._log.decide_restart()
                 self._log.after_restart()
                 for primary in primaries:
                     self._log_event(primary, RecordType.CONNECT)
             for kind, site in self._sites.items():
                 self.finished[kind] = finish_interrupted(site)
+                if not warm:  # a CQS cold start: its client's locks to the cold queue
+                    self.cold[kind] = resync.to_cold_queue(site)
         except CFError as error:
             self._drop()
             raise from_cf(error, f"{self.name} connect") from error
@@ -433,17 +440,30 @@ class CQS:
         target = None if to_queue is None else self._queue(site, to_queue)
         requests.unlock(site, token, to_queue=target, first=bool(first), force=bool(force))
 
+    # -- the client's restart (CQSRSYNC) ---------------------------------------------------------
+
+    def resync(
+        self, done: Iterable[Uow | bytes] = (), *, kind: Kind = Kind.MSGQ
+    ) -> resync.Resynced:
+        """CQSRSYNC after the client's emergency restart: the messages this CQS holds
+        whose units of work the client completed (``done``) are deleted; the others go
+        back to the head of their queues.  Then the client registers again."""
+        site = self._site(kind)
+        return resync.resync(site, [check_uow(u) for u in done])
+
+    def cold_start_client(self, *, kind: Kind = Kind.MSGQ) -> list[Message]:
+        """CQSRSYNC after the client's cold start: every message this CQS holds moves
+        to the cold queue; returns them (the client writes an X'6740' record for each)."""
+        return resync.to_cold_queue(self._site(kind))
+
+    def cold_queue(self, *, kind: Kind = Kind.MSGQ) -> list[Message]:
+        """The messages on the cold queue, whole, for an operator or a requeuer."""
+        return resync.cold_queue(self._site(kind))
+
     def locks(self, *, kind: Kind = Kind.MSGQ, owner: str | None = None) -> list[LockToken]:
         """The messages on the lock queue held by ``owner`` (this CQS by default)."""
-        site = self._site(kind)
-        who = (owner or self.name).encode("ascii")
-        found = []
-        with requests.translated("list locks"):
-            for header in Private.LOCK.headers():
-                for entry in site.acc.scan(header, b"\x00" * 16, b"\xff" * 16, with_data=False):
-                    if entry.secondary_key == who:
-                        found.append(LockToken(kind, entry.key, entry.entry_id))
-        return found
+        who = None if owner is None else owner.encode("ascii")
+        return resync.held(self._site(kind), who)
 
     # -- CQSQUERY, CQSCHKPT ----------------------------------------------------------------------
 
