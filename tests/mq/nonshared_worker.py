@@ -1,7 +1,8 @@
 """A queue manager process for the nonshared-queue crash test, killed with SIGKILL.
 
 ``python -m tests.mq.nonshared_worker --facility URL --root DIR --admin NAME`` starts
-``QM1`` (id 1) on the facility with recovery settings at ``DIR``, defines the
+``QM1`` (id 1) on the facility (``memory://``: one of its own, where it creates the
+administrative structure) with recovery settings at ``DIR``, defines the
 nonshared queue ``LQ1`` and the shared queue ``SQ1``, and puts on both:
 
 * ``PERSISTENT`` persistent messages, committed (half out of syncpoint, half in
@@ -23,8 +24,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from sharedq.cf.redis import RedisFacility
-from sharedq.mq import Disposition, QueueManager
+from sharedq.cf import open_facility
+from sharedq.mq import Disposition, QueueManager, structure_params
 from sharedq.recovery import RecoverySettings
 
 PERSISTENT = 40
@@ -36,7 +37,9 @@ GOTTEN = 4
 
 def run(facility_url: str, root: Path, admin: str) -> dict[str, list[str]]:
     """The workload; returns the bodies it left, by what should become of them."""
-    facility = RedisFacility.from_url(facility_url)
+    facility = open_facility(facility_url)
+    if not facility.exists(admin):  # memory://: the whole group is in this process
+        facility.create(structure_params(admin, queues=16, managers=4, messages=2000))
     qm = QueueManager(facility, "QM1", 1, admin=admin, recovery=RecoverySettings(root=root))
     qm.define_queue("LQ1", disposition=Disposition.QMGR)
     qm.define_queue("SQ1")

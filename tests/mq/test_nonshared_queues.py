@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from sharedq.cf import CouplingFacility
+from sharedq.cf.memory import MemoryFacility
 from sharedq.cf.redis import RedisFacility
 from sharedq.log import LogStream
 from sharedq.mq import (
@@ -417,13 +418,13 @@ def redis_facility(server: RedisServer) -> Iterator[CouplingFacility]:
         yield opened
 
 
-def _killed_worker(server: RedisServer, root: Path) -> dict[str, list[str]]:
+def _killed_worker(url: str, root: Path) -> dict[str, list[str]]:
     """Run the worker's workload in a process of its own, then SIGKILL it."""
     with (root.parent / "worker.log").open("w") as stderr:
         process = subprocess.Popen(
             [
                 *(sys.executable, "-m", "tests.mq.nonshared_worker"),
-                *("--facility", server.url, "--root", str(root), "--admin", ADMIN),
+                *("--facility", url, "--root", str(root), "--admin", ADMIN),
             ],
             cwd=ROOT,
             stdin=subprocess.PIPE,
@@ -455,7 +456,7 @@ def test_persistent_messages_on_a_nonshared_queue_survive_a_sigkill(
     On the shared queue, in Redis, nonpersistent messages outlive the manager."""
     root = tmp_path / "recovery"
     settings = RecoverySettings(root=root)
-    left = _killed_worker(server, root)
+    left = _killed_worker(server.url, root)
     with QueueManager(redis_facility, "QM2", 2, admin=ADMIN, recovery=settings) as peer:
         peer.declare_failed("QM1")  # as an operator would, rather than wait for its lease
         peer.recover("QM1")  # its shared part: nothing in flight there
@@ -474,3 +475,19 @@ def test_persistent_messages_on_a_nonshared_queue_survive_a_sigkill(
     assert present == committed + nonpersistent  # each exactly once
     assert not set(present) & set(left["lost"])
     assert (root / private_structure_name(1)).is_dir()  # its own log and SRDSs
+
+
+def test_a_group_in_memory_killed_whole_is_rebuilt_from_its_logs(tmp_path: Path) -> None:
+    """The default backend: the group's structures and the manager's own were all in
+    the killed process's memory.  A new process's managers rebuild every one from its
+    SRDS and log: the shared queue keeps only persistent messages too, the nonshared
+    one as in the test above."""
+    root = tmp_path / "recovery"
+    settings = RecoverySettings(root=root)
+    left = _killed_worker("memory://", root)
+    with QueueManager(MemoryFacility(), "QM1", 1, admin=ADMIN, recovery=settings) as restarted:
+        assert restarted.queue_names() == ["LQ1", "SQ1"]
+        present = Counter(
+            body.decode() for name in ("LQ1", "SQ1") for body in bodies(drain(restarted, name))
+        )
+    assert present == Counter(left["committed"])
