@@ -54,3 +54,43 @@ def reader(url: str, system: str, done: Event, ready: Queue[str], results: Queue
             else:
                 cqs.wait_for_work(0.5)
     results.put((system, got))
+
+
+SUSPEND = make_name(3, "TRANA")
+PARTS = [b"part 1", b"part 2", b"part 3"]
+_CHANGES = ("write", "move", "delete")
+
+
+def doomed(url: str, action: str, at: int) -> None:
+    """As CQSIMSA: a three-part message put and read (for ``move`` and ``delete``),
+    then ``action``, killed by SIGKILL just before its ``at``-th structure change."""
+    import os
+    import signal
+
+    seen = [0]
+    armed = [False]
+
+    def hook(request: str, structure: str, before: bool) -> None:
+        if armed[0] and before and request in _CHANGES:
+            seen[0] += 1
+            if seen[0] == at:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    with open_facility(url) as facility:
+        cqs = CQS(facility, "CQSIMSA", system="IMSA", msgq=MSGQ, faults=hook).connect()
+        token = None
+        if action != "put":
+            cqs.put(TRANA, PARTS)
+            message = cqs.read(TRANA)
+            assert message is not None
+            token = message.token
+        armed[0] = True
+        if action == "put":
+            cqs.put(TRANA, PARTS)
+        elif action == "move":
+            assert token is not None
+            cqs.move(token, SUSPEND)
+        else:
+            assert token is not None
+            cqs.delete(token)
+        os.kill(os.getpid(), signal.SIGKILL)  # finished: die all the same
