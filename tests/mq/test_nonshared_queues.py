@@ -369,6 +369,15 @@ def test_a_disposition_that_is_no_disposition_is_refused(make_qm: MakeManager, b
     assert qm.queue_names() == []
 
 
+@pytest.mark.parametrize("disposition", [Disposition.SHARED, QMGR])
+def test_a_queues_disposition_cannot_be_altered(make_qm: MakeManager, disposition: object) -> None:
+    qm = make_qm(1)
+    qm.define_queue("LQ1", disposition=QMGR)
+    with pytest.raises(InvalidArgument, match="cannot alter"):
+        qm.alter_queue("LQ1", disposition=disposition)
+    assert qm.queue_definition("LQ1").disposition is QMGR
+
+
 def test_a_nonshared_queue_takes_no_structure(make_qm: MakeManager) -> None:
     qm = make_qm(1)
     with pytest.raises(InvalidArgument, match="own structure"):

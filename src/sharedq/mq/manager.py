@@ -322,9 +322,9 @@ class QueueManager:
         """Change a queue's attributes for every manager (the LHQC protocol, p[119])."""
         self._core.check_open()
         self._core.guard.define(name, "alter")
-        if NOT_ATTRIBUTES & set(changes) or set(changes) - {
+        if (NOT_ATTRIBUTES | {"disposition"}) & set(changes) or set(changes) - {
             f.name for f in fields(QueueDefinition)
-        }:
+        }:  # where a queue is kept is for good: MQ's ALTER takes no QSGDISP either
             raise mq_error(MQReason.BAD_ARGUMENT, f"cannot alter {sorted(changes)}")
         state = self._core.state(name)
         with translated(f"alter {name}"):
