@@ -65,3 +65,26 @@ def test_a_queue_emptied_and_refilled_tells_again(make_cqs: MakeCQS) -> None:
     cqsa.put(TRANA, b"3")  # empty again before this one: told
     assert cqsb.wait_for_work(30) == (Kind.MSGQ, TRANA)
     assert [m.body for m in cqsb.browse(TRANA)] == [b"3"]
+
+
+def test_a_restarted_cqs_registers_afresh_with_one_emc_per_queue(
+    facility: CouplingFacility, make_cqs: MakeCQS
+) -> None:
+    from .conftest import MSGQ
+
+    first = make_cqs("IMSA")
+    first.register(TRANA)
+    before = first.statistics().emcs
+    first.stop_dead()
+    with facility.connect(MSGQ, "PEER") as peer:  # a peer declares it failed
+        [user] = [u.user_id for u in peer.users() if u.name == first.name]
+        peer.mark_failed(user)
+    again = make_cqs("IMSA")
+    assert again.statistics().emcs == before - 1  # the failed user's EMC released
+    again.register(TRANA)
+    again.register(TRANB)
+    assert again.statistics().emcs == before + 1
+    again.put(TRANA, b"one")
+    assert again.wait_for_work(30) == (Kind.MSGQ, TRANA)
+    again.put(TRANB, b"sentinel")  # told once for TRANA: the next is TRANB's
+    assert again.wait_for_work(30) == (Kind.MSGQ, TRANB)

@@ -19,7 +19,7 @@ from typing import Literal
 from sharedq import names
 from sharedq.cf import CFError, CouplingFacility, MonitorSpec, StructureStats
 from sharedq.cf.errors import ListMismatch, NoSuchEntry
-from sharedq.cf.types import ById, ByKey
+from sharedq.cf.types import ById, ByKey, UserState
 from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.cqs import requests, resync
 from sharedq.cqs.client import CQSClient
@@ -184,6 +184,7 @@ class CQS:
     def _connect_one(self, kind: Kind, pair: StructurePair) -> Site:
         if self._log is not None:
             self._log.prepare(pair.primary)
+        self._release_failed_self(pair.primary)
         conn = self._facility.connect(pair.primary, self.name)
         journal = NO_JOURNAL if self._log is None else self._log.journal
         acc = StructureAccess(conn, len(self._sites), journal, _journal_failed, self._faults, facts)
@@ -193,6 +194,16 @@ class CQS:
         return Site(
             acc, Layout(kind), owner, self.system, self.clock, self.tokens, lock_version(owner)
         )
+
+    def _release_failed_self(self, structure: str) -> None:
+        """A previous incarnation that failed left its user failed-persistent, with its
+        monitors (EMCs) and events: release them, so that this one starts with none
+        and its client registers afresh (its locks on the lock queue are messages, not
+        user resources: they stay)."""
+        with self._facility.connect(structure, f"{self.name}.RESTART") as helper:
+            for user in helper.users():
+                if user.name == self.name and user.state is UserState.FAILED:
+                    helper.cleanup_user(user.user_id)
 
     def _log_event(self, structure: str, record_type: RecordType, **extra: object) -> None:
         assert self._log is not None
