@@ -75,9 +75,9 @@ class Worker:
             stdout=subprocess.PIPE,
             text=True,
         )
-        assert self._line() == "ready"
+        assert self.line() == "ready"
 
-    def _line(self) -> str:
+    def line(self) -> str:
         assert self.process.stdout is not None
         return self.process.stdout.readline().strip()
 
@@ -85,7 +85,7 @@ class Worker:
         assert self.process.stdin is not None
         self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
-        return self._line()
+        return self.line()
 
     def do(self, command: str) -> None:
         assert self.send(command) == "ok", f"{self.name}: {command} failed"
@@ -201,7 +201,7 @@ def test_qd_t8_two_processes_putting_at_once_make_one_event(
         worker.process.stdin.write("put SQ 45\n")  # both at once: 90 in all
         worker.process.stdin.flush()
     for worker in (qm1, qm2):
-        assert worker._line() == "ok"
+        assert worker.line() == "ok"
     found = _events(observer, 3)
     assert len({e.coordinator for e in found.values()}) == 1
     assert {e.coordinator for e in found.values()} <= {"QM1", "QM2"}
