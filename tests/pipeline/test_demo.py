@@ -66,6 +66,12 @@ def _check(outcome_output: Path, options: DemoOptions) -> tuple[DemoOutcome, str
     assert outcome.report_path.is_file()
     assert str(outcome.report_path) in text.replace("\n", "")
     assert list((outcome_output / "pipeline").rglob("*.png"))
+    # QM1's burst on BURSTS: a High on the way up (at 16 of 20), a Low on the way down
+    # (at 4), each coordinated by QM1 and issued by every manager alive (PERFMEV on).
+    events = [(g["event"], g["queue"], g["coordinator"], g["depth"]) for g in summary.events]
+    assert events == [("high", "BURSTS", "QM1", 16), ("low", "BURSTS", "QM1", 4)]
+    assert all("QM1" in g["managers"] and g["messages"] >= 2 for g in summary.events)
+    assert "queue depth events (from the log)" in text
     # Nothing the operator must act on happened, and Spark said nothing either.
     for noise in ("WARNING", "WARN ", "log4j", "incubator", "setLogLevel"):
         assert noise not in text
@@ -106,6 +112,7 @@ def test_the_demo_balances_on_the_embedded_default(spark: SparkSession, tmp_path
         "latency.png",
         "work.png",
         "usage.png",
+        "events.png",
     }
 
 
@@ -149,6 +156,7 @@ def test_the_demo_balances_with_managers_in_processes_on_redis(
         "depth.png",
         "latency.png",
         "work.png",
+        "events.png",
     }
 
 

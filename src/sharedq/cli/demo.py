@@ -44,7 +44,7 @@ from sharedq.cli.names import named_path
     "--short",
     is_flag=True,
     help="a quicker run: 30 rounds per manager, and of the pipeline only the jobs whose "
-    "tables the demo prints (track, stats)",
+    "tables the demo prints (track, stats, events)",
 )
 @click.option(
     "--seed",

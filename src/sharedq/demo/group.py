@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sharedq.cf import CouplingFacility
-from sharedq.demo.workload import NOTICES, QUEUES
+from sharedq.demo.workload import BURSTS, NOTICES, QUEUES
 from sharedq.log import LogConfig
 from sharedq.mq import QueueManager, structure_params
 from sharedq.recovery import RecoverySettings
@@ -64,6 +64,9 @@ def create_structures(facility: CouplingFacility, messages: int) -> None:
 def start_manager(
     facility: CouplingFacility, layout: GroupLayout, number: int, **options: Any
 ) -> QueueManager:
+    """Manager QM<number> of the group, with PERFMEV enabled (it issues queue depth
+    event messages) unless ``options`` say otherwise."""
+    options.setdefault("performance_events", True)
     return QueueManager(
         facility,
         f"QM{number}",
@@ -77,7 +80,7 @@ def start_manager(
 
 def depths(qm: QueueManager) -> dict[str, int]:
     """Messages on each of the workload's queues, as a manager sees them now."""
-    return {name: qm.open(name).depth() for name in (*QUEUES, NOTICES)}
+    return {name: qm.open(name).depth() for name in (*QUEUES, NOTICES, BURSTS)}
 
 
 def destroy_structures(facility: CouplingFacility) -> None:

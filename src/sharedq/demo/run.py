@@ -43,6 +43,7 @@ from sharedq.demo.workload import (
     DieAt,
     WorkloadPlan,
     WorkloadResult,
+    define_burst_queue,
     define_queues,
     run_workload,
     sweep_expired,
@@ -51,7 +52,7 @@ from sharedq.mq import PeerRecoveryReport, QueueManager
 
 MANAGERS = 3
 #: The pipeline jobs whose tables the demo prints (``--short`` runs only these).
-SUMMARY_JOBS = ("track", "stats")
+SUMMARY_JOBS = ("track", "stats", "events")
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,10 @@ def _run(options: DemoOptions, console: Console) -> DemoOutcome:
     layout.reset()
     timings: dict[str, float] = {}
     plan = WorkloadPlan(
-        rounds=options.rounds, seed=options.seed, crash_round=options.rounds * 2 // 3
+        rounds=options.rounds,
+        seed=options.seed,
+        crash_round=options.rounds * 2 // 3,
+        burst_round=options.rounds // 2,  # after the checkpoint: the log keeps it
     )
     deleted = False
     try:
@@ -204,6 +208,7 @@ def _threads(
     managers = [start_manager(facility, layout, n) for n in range(1, MANAGERS)]
     managers.append(start_manager(facility, layout, MANAGERS, faults=killer))
     define_queues(managers[0], APP)
+    define_burst_queue(managers[0], APP)
     result = run_workload(managers, plan, killer=killer, on_round=advance)
     return result, [qm for qm in managers if qm.name != result.crashed]
 
@@ -215,6 +220,7 @@ def _processes(
 
     first = start_manager(facility, layout, 1)
     define_queues(first, APP)
+    define_burst_queue(first, APP)
     first.close()
     result = run_in_processes(options.backend, layout, plan, MANAGERS, advance)
     peer = start_manager(facility, layout, 1)  # a warm restart in this process

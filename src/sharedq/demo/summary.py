@@ -1,4 +1,4 @@
-"""The demo's closing report: read from the pipeline's tables, printed as three tables.
+"""The demo's closing report: read from the pipeline's tables, printed as tables.
 
 The figures come from what the pipeline wrote (Parquet), not from the demo's own
 counters, so that the balance sheet is the log's account of every message.
@@ -19,7 +19,7 @@ sheet's ``opening``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,8 @@ class DemoSummary:
     servers: list[dict[str, Any]]
     latency: list[dict[str, Any]]
     balance: list[dict[str, Any]]
+    #: Queue depth events, one per CorrelId (``events/groups``; empty if not run).
+    events: list[dict[str, Any]] = field(default_factory=list)
 
     def total(self, column: str) -> int:
         return sum(int(row[column] or 0) for row in self.balance)
@@ -78,7 +80,13 @@ def read_summary(pipeline_output: Path) -> DemoSummary:
         table = pq.read_table(pipeline_output / relative)
         return list(table.to_pylist())
 
-    return DemoSummary(rows("stats/servers"), rows("track/latency"), rows("track/balance"))
+    groups = rows("events/groups") if (pipeline_output / "events" / "groups").exists() else []
+    return DemoSummary(
+        rows("stats/servers"),
+        rows("track/latency"),
+        rows("track/balance"),
+        sorted(groups, key=lambda r: (r["time"], r["correl_id"])),
+    )
 
 
 def print_summary(
@@ -135,6 +143,8 @@ def print_summary(
             f"{_ms(row['get_p99_ms'])} / {_ms(row['commit_p99_ms'])}",
         )
     console.print(latency)
+    if summary.events:
+        print_events(console, summary.events)
     sheet = Table(
         title="balance sheet of committed messages",
         caption="opening + put = gotten + still queued + expired + cold-queued",
@@ -172,6 +182,32 @@ def print_summary(
         else "[bold red]MISMATCH[/bold red]: the log's account and the queues disagree"
     )
     console.print(verdict)
+
+
+def print_events(console: Console, groups: list[dict[str, Any]]) -> None:
+    """The queue depth events, one row per CorrelId: who coordinated, who issued."""
+    table = Table(
+        title="queue depth events (from the log)",
+        caption="messages: the event messages issued for one event (one CorrelId), by "
+        "the managers listed; depth: what the coordinator counted, log: committed",
+    )
+    for column in ("time", "event", "queue", "coordinator", "messages", "managers", "depth"):
+        table.add_column(column, justify="right" if column in ("messages", "depth") else "left")
+    for row in groups:
+        table.add_row(
+            row["time"].strftime("%H:%M:%S.%f")[:-3] if row["time"] is not None else "?",
+            str(row["event"]),
+            str(row["queue"]),
+            str(row["coordinator"] or "?"),
+            str(row["messages"]),
+            ", ".join(row["managers"] or []),
+            f"{_int(row['depth'])} (log {_int(row['log_depth'])})",
+        )
+    console.print(table)
+
+
+def _int(value: Any) -> str:
+    return "-" if value is None else str(value)
 
 
 def _ms(value: Any) -> str:

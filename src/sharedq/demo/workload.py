@@ -20,13 +20,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sharedq.errors import SharedqError
-from sharedq.mq import NoMessageAvailable, PeerRecoveryReport, QueueManager
+from sharedq.mq import DepthEvents, NoMessageAvailable, PeerRecoveryReport, QueueManager
 from sharedq.seam import SimulatedFailure
 
 #: The application queues the workload puts to and gets from.
 QUEUES = ("ORDERS", "PAYMENTS", "SHIPPING")
 #: Messages put here expire before anyone looks (nobody gets from it until the end).
 NOTICES = "NOTICES"
+#: A queue the first manager fills in one burst and drains again, with depth events
+#: enabled: a High event on the way up and a Low on the way down, issued by every
+#: manager (each has PERFMEV enabled), for the pipeline's ``events`` job to show.
+BURSTS = "BURSTS"
+BURST_MAX_DEPTH = 20
+#: High at 80 % of the max depth (16 messages), Low back at 20 % (4).
+BURST_EVENTS = DepthEvents(high_limit=80, low_limit=20, high_enabled=True, low_enabled=True)
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,8 @@ class WorkloadPlan:
     crash_round: int | None = None
     #: Seconds a consumer waits for a message (a get-wait).
     get_wait: float = 0.02
+    #: The round in which the first manager fills and drains BURSTS; ``None``: never.
+    burst_round: int | None = None
 
     def checkpoint_at(self) -> int:
         return self.rounds // 3 if self.checkpoint_round is None else self.checkpoint_round
@@ -76,18 +85,26 @@ class WorkloadResult:
 
 
 class DieAt:
-    """A fault hook that stops its manager dead at a request once armed."""
+    """A fault hook that stops its manager dead at a request once armed.
+
+    Only the requests of the thread that armed it count, and only they fail: the
+    manager's own threads (its depth event responder) would otherwise move the point
+    of death from run to run, and die of an exception in a thread nobody joins.  The
+    manager is then stopped dead (``stop_dead``) and its threads end with it.
+    """
 
     def __init__(self) -> None:
         self.armed_after: int | None = None
         self.seen = 0
+        self._thread: int | None = None
 
     def arm(self, after: int) -> None:
         self.seen = 0
+        self._thread = threading.get_ident()
         self.armed_after = after
 
     def __call__(self, request: str, structure: str, before: bool) -> None:
-        if self.armed_after is None or not before:
+        if self.armed_after is None or not before or threading.get_ident() != self._thread:
             return
         self.seen += 1
         if self.seen > self.armed_after:
@@ -99,6 +116,30 @@ def define_queues(qm: QueueManager, structure: str | None = None) -> None:
     manager's administration structure)."""
     for name in (*QUEUES, NOTICES):
         qm.define_queue(name, structure=structure, max_depth=100_000)
+
+
+def define_burst_queue(qm: QueueManager, structure: str | None = None) -> None:
+    """BURSTS, with High and Low depth events enabled (see :func:`burst`)."""
+    qm.define_queue(
+        BURSTS,
+        structure=structure,
+        max_depth=BURST_MAX_DEPTH,
+        default_persistent=True,
+        depth_events=BURST_EVENTS,
+    )
+
+
+def burst(qm: QueueManager, tally: ManagerTally) -> None:
+    """Fill BURSTS up to its High limit and drain it, out of syncpoint: one High event
+    at the last put, one Low event at the get that brings it down to the Low limit."""
+    queue = qm.open(BURSTS)
+    count = BURST_MAX_DEPTH * BURST_EVENTS.high_limit // 100
+    for number in range(count):
+        queue.put(b"burst %d" % number)
+        tally.puts += 1
+    for _ in range(count):
+        queue.get()
+        tally.gets += 1
 
 
 def run_workload(
@@ -195,7 +236,8 @@ def work_rounds(
     """One manager's share of the plan (in its thread, or its process).
 
     ``at_checkpoint`` runs at the checkpoint round; ``killer`` is armed at the crash
-    round, so that the manager dies a few requests into it.  ``killed_in_unit`` (a
+    round, so that the manager dies a few requests into it.  The first manager
+    (``index`` 0) makes the plan's burst.  ``killed_in_unit`` (a
     manager in a process of its own) makes the crash round :func:`die_in_a_unit`.
     """
     rng = random.Random(plan.seed * 1000 + index)
@@ -207,6 +249,8 @@ def work_rounds(
             killer.arm(rng.randrange(3, 12))
         if killed_in_unit is not None and round_number == plan.crash_round:
             die_in_a_unit(qm, rng, plan, tally, killed_in_unit)
+        if index == 0 and round_number == plan.burst_round:
+            burst(qm, tally)
         _round(qm, rng, plan, tally)
         if on_round is not None:
             on_round(qm.name)
