@@ -124,7 +124,8 @@ def read(site: Site, queue: bytes) -> Message | None:
         )
         if change is None:
             return None
-        token = LockToken(site.kind, queue, change.entry.entry_id)
+        staged = unpack(change.entry.data)[0].staging is not None
+        token = LockToken(site.kind, queue, change.entry.entry_id, staged)
         return whole(site, change.entry, token)
 
 
@@ -276,6 +277,20 @@ def delete(site: Site, token: LockToken) -> Change:
     that stopped before the last step finishes its own deletes when it connects again
     (:func:`finish_delete`)."""
     queue = token.queue
+    if not token.staged:
+        with translated(f"delete from {text(queue)}"), holding(site, token, force=False) as v:
+            gone = site.acc.delete(
+                ById(token.entry_id, Private.LOCK.header(queue)),
+                expect_version=v,
+                kind=Request.DELETE,
+                queue=text(queue),
+                uow=OWN_UOW,
+            )
+        assert gone is not None
+        prefix, _ = unpack(gone.entry.data)
+        if prefix.staging is not None:  # a token that did not say: its parts too
+            _remove_staged(site, prefix)
+        return gone
     with translated(f"delete from {text(queue)}"), holding(site, token, force=False) as version:
         staged = site.acc.move(
             ById(token.entry_id, Private.LOCK.header(queue)),
@@ -292,16 +307,21 @@ def delete(site: Site, token: LockToken) -> Change:
 def finish_delete(site: Site, entry: ListEntry) -> Change:
     """A delete's last steps: the staged parts, then part 1 from the delete queue."""
     prefix, _ = unpack(entry.data)
+    _remove_staged(site, prefix)
     with translated(f"delete from {text(entry.key)}"):
-        if prefix.staging is not None:
-            header = site.layout.header(prefix.staging)
-            for part in list(
-                site.acc.scan(header, prefix.staging, prefix.staging, with_data=False)
-            ):
-                remove(site, part, prefix)
         gone = remove(site, entry, prefix)
     assert gone is not None
     return gone
+
+
+def _remove_staged(site: Site, prefix: Prefix) -> None:
+    """Delete a message's parts on its staging queue (none if it has one part)."""
+    if prefix.staging is None:
+        return
+    header = site.layout.header(prefix.staging)
+    with translated(f"delete from {text(prefix.staging)}"):
+        for part in list(site.acc.scan(header, prefix.staging, prefix.staging, with_data=False)):
+            remove(site, part, prefix)
 
 
 def remove(site: Site, entry: ListEntry, prefix: Prefix) -> Change | None:

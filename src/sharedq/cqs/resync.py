@@ -27,6 +27,7 @@ from sharedq.cqs import requests
 from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import Private
 from sharedq.cqs.message import Message
+from sharedq.cqs.messages import unpack
 from sharedq.cqs.names import text
 from sharedq.cqs.site import LockToken, Site
 
@@ -45,9 +46,10 @@ def held(site: Site, owner: bytes | None = None) -> list[LockToken]:
     found = []
     with requests.translated("list locks"):
         for header in Private.LOCK.headers():
-            for entry in site.acc.scan(header, LOWEST_KEY, HIGHEST_KEY, with_data=False):
+            for entry in site.acc.scan(header, LOWEST_KEY, HIGHEST_KEY):
                 if entry.secondary_key == who:
-                    found.append(LockToken(site.kind, entry.key, entry.entry_id))
+                    staged = unpack(entry.data)[0].staging is not None
+                    found.append(LockToken(site.kind, entry.key, entry.entry_id, staged))
     return found
 
 

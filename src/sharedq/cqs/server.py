@@ -374,7 +374,7 @@ class CQS:
         uow_bytes = bytes(self.new_uow()) if uow is None else check_uow(uow)
         change = requests.put(site, name, parts, uow_bytes, recoverable=recoverable, local=local)
         if local:
-            return LockToken(kind, name, change.entry.entry_id)
+            return LockToken(kind, name, change.entry.entry_id, len(parts) > 1)
         return change.entry.entry_id
 
     def read(self, queue: object, *, kind: Kind = Kind.MSGQ) -> Message | None:

@@ -49,8 +49,11 @@ def lock_version(owner: bytes) -> int:
 @dataclass(frozen=True, slots=True)
 class LockToken:
     """What names a message this CQS holds on the lock queue (from a read or a local
-    put): the structure pair's kind, the queue's name and the entry's id."""
+    put): the structure pair's kind, the queue's name and the entry's id; ``staged``:
+    the message has parts on a staging queue (a delete then goes through the delete
+    queue; a one-part message is deleted in one request)."""
 
     kind: Kind
     queue: bytes
     entry_id: bytes
+    staged: bool = False

@@ -551,7 +551,9 @@ class StructureAccess:
         with self._request("delete"):
             change = self._call(call)
             if change is not None and self._journaling:
-                about = About(queue, uow_id_of(uow), persistent, msg_id)
+                if persistent is None and kind.learns_facts and self._facts is not None:
+                    persistent, _, msg_id, _ = self._facts(change.entry.data)
+                about = About(queue, uow_id_of(uow, change.entry.data), persistent, msg_id)
                 self._changed(DeleteNote(kind, self.name, change, about))
         return change
 
