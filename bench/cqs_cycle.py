@@ -39,8 +39,8 @@ QUEUE = make_name(1, "BENCHTR")
 BODY = b"x" * 1024
 PARTS = [b"y" * 512] * 8
 #: Cycles per timed round (quick, full) and rounds.
-CYCLES = (100, 2_000)
-ROUNDS = (1, 4)
+CYCLES = (200, 2_000)
+ROUNDS = (2, 4)
 
 
 def _options(parser: Any) -> None:
