@@ -303,7 +303,7 @@ def redis_figures(report: Report, url: str, quick: bool, processes: list[int]) -
         memory_use_figures(report, facility)
         wait_figures(report, facility, WAIT_MESSAGES[not quick])
         facility.delete(ADMIN, force=True)
-        mq_events.cycle_figures(report, facility, n, max(rounds, 6), "redis")
+        mq_events.cycle_figures(report, facility, 1_000 if quick else n, 6, "redis")
     mq_events.event_cost_figures(report, url, quick)
     seconds = AGGREGATE_SECONDS[not quick]
     for count in processes:
@@ -692,7 +692,7 @@ def main() -> None:
     args = parse_args(__doc__.splitlines()[0] if __doc__ else "mq cycle", _options)
     report = Report("sharedq.mq message cycle", args.quick)
     memory_figures(report, ROUND, 2 if args.quick else 5)
-    mq_events.memory_figures(report, ROUND, 2 if args.quick else 5)
+    mq_events.memory_figures(report, 5_000 if args.quick else ROUND, 6)
     counts = [int(c) for c in args.processes.split(",") if c]
     with redis_url(args.redis) as url:
         redis_figures(report, url, args.quick, counts)
