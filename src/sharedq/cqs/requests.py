@@ -24,7 +24,7 @@ from sharedq.cf.errors import ListMismatch, VersionMismatch
 from sharedq.cqs.errors import CQSReason, cqs_error, from_cf
 from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import Private
-from sharedq.cqs.message import Message
+from sharedq.cqs.message import Message, QueueCounts
 from sharedq.cqs.messages import Prefix, unpack, uow_in
 from sharedq.cqs.names import STAGING_TYPE, make_name, text
 from sharedq.cqs.site import LockToken, Site
@@ -156,6 +156,20 @@ def browse(site: Site, queue: bytes, limit: int | None) -> list[Message]:
             if limit is not None and len(found) >= limit:
                 break
             found.append(whole(site, entry, None))
+    return found
+
+
+def counts(site: Site, queues: list[bytes], now_us: int) -> list[QueueCounts]:
+    """CQSQUERY: per queue, its messages ready and locked, and the oldest one's age."""
+    found = []
+    for name in queues:
+        header, lock = site.layout.header(name), Private.LOCK.header(name)
+        with translated(f"query {text(name)}"):
+            ready = sum(1 for _ in site.acc.scan(header, name, name, with_data=False))
+            locked = sum(1 for _ in site.acc.scan(lock, name, name, with_data=False))
+            head = site.acc.read(ByKey(header, name))
+        age = None if head is None else max(0, now_us - unpack(head.data)[0].put_us) / 1e6
+        found.append(QueueCounts(name, ready, locked, age))
     return found
 
 

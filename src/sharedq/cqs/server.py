@@ -19,15 +19,15 @@ from typing import Literal
 from sharedq import names
 from sharedq.cf import CFError, CouplingFacility, MonitorSpec, StructureStats
 from sharedq.cf.errors import ListMismatch, NoSuchEntry
-from sharedq.cf.types import ById, ByKey, UserState
+from sharedq.cf.types import ById, ByKey
 from sharedq.clock import SYSTEM_CLOCK, Clock
-from sharedq.cqs import requests, resync
+from sharedq.cqs import connecting, requests, resync
 from sharedq.cqs.client import CQSClient
 from sharedq.cqs.errors import CQSError, CQSJournalFailed, CQSReason, cqs_error, from_cf
 from sharedq.cqs.journal import PAYLOAD_KEY
 from sharedq.cqs.layout import Kind, Layout, Private
 from sharedq.cqs.message import Message, QueueCounts
-from sharedq.cqs.messages import PART_BYTES, facts, split, unpack
+from sharedq.cqs.messages import PART_BYTES, facts, split
 from sharedq.cqs.names import check_name, text
 from sharedq.cqs.notify import Listener, WorkCallback
 from sharedq.cqs.pair import StructurePair
@@ -39,7 +39,7 @@ from sharedq.recovery.settings import RecoverySettings
 from sharedq.seam.access import FaultHook, StructureAccess
 from sharedq.seam.notes import NO_JOURNAL, Note
 from sharedq.seam.recovery_log import RecoveryLog
-from sharedq.security import CQSSTR, SECURITY_OFF, Access, SecuritySettings
+from sharedq.security import SECURITY_OFF, SecuritySettings
 
 logger = logging.getLogger("sharedq.cqs")
 
@@ -137,7 +137,7 @@ class CQS:
         if self._sites:
             raise cqs_error(CQSReason.ALREADY_CONNECTED, f"{self.name} is connected")
         for pair in self.pairs.values():
-            self._authorize(pair)
+            connecting.authorize(self._security, self.name, pair)
         primaries = self.structures
         if self._recovery is not None:
             self._log = RecoveryLog(
@@ -170,21 +170,10 @@ class CQS:
             raise
         return self
 
-    def _authorize(self, pair: StructurePair) -> None:
-        if self._security.off:
-            return
-        decision = self._security.decide(CQSSTR, [pair.profile], Access.UPDATE)
-        if not decision.allowed:
-            detail = f"{self.name} may not connect to {pair.primary}: {decision.explain()}"
-            logger.warning("%s", detail)
-            raise cqs_error(
-                CQSReason.NOT_AUTHORIZED, detail, user=decision.user, profile=pair.profile
-            )
-
     def _connect_one(self, kind: Kind, pair: StructurePair) -> Site:
         if self._log is not None:
             self._log.prepare(pair.primary)
-        self._release_failed_self(pair.primary)
+        connecting.release_failed_self(self._facility, pair.primary, self.name)
         conn = self._facility.connect(pair.primary, self.name)
         journal = NO_JOURNAL if self._log is None else self._log.journal
         acc = StructureAccess(conn, len(self._sites), journal, _journal_failed, self._faults, facts)
@@ -194,16 +183,6 @@ class CQS:
         return Site(
             acc, Layout(kind), owner, self.system, self.clock, self.tokens, lock_version(owner)
         )
-
-    def _release_failed_self(self, structure: str) -> None:
-        """A previous incarnation that failed left its user failed-persistent, with its
-        monitors (EMCs) and events: release them, so that this one starts with none
-        and its client registers afresh (its locks on the lock queue are messages, not
-        user resources: they stay)."""
-        with self._facility.connect(structure, f"{self.name}.RESTART") as helper:
-            for user in helper.users():
-                if user.name == self.name and user.state is UserState.FAILED:
-                    helper.cleanup_user(user.user_id)
 
     def _log_event(self, structure: str, record_type: RecordType, **extra: object) -> None:
         assert self._log is not None
@@ -481,19 +460,8 @@ class CQS:
     def query(self, queues: Iterable[object], *, kind: Kind = Kind.MSGQ) -> list[QueueCounts]:
         """CQSQUERY: per queue, messages ready and locked, and the oldest one's age."""
         site = self._site(kind)
-        now = self.clock.now_us()
-        counts = []
-        for queue in queues:
-            name = self._queue(site, queue)
-            header = site.layout.header(name)
-            with requests.translated(f"query {text(name)}"):
-                ready = sum(1 for _ in site.acc.scan(header, name, name, with_data=False))
-                lock = Private.LOCK.header(name)
-                locked = sum(1 for _ in site.acc.scan(lock, name, name, with_data=False))
-                head = site.acc.read(ByKey(header, name))
-            age = None if head is None else max(0, now - unpack(head.data)[0].put_us) / 1e6
-            counts.append(QueueCounts(name, ready, locked, age))
-        return counts
+        names = [self._queue(site, queue) for queue in queues]
+        return requests.counts(site, names, self.clock.now_us())
 
     def statistics(self, *, kind: Kind = Kind.MSGQ) -> StructureStats:
         """CQSQUERY of the structure: its entries, elements and EMCs in use and at most."""
