@@ -223,9 +223,9 @@ def test_a_coordinator_killed_after_its_toggle_is_finished_by_its_recoverer(
     assert pending is not None and pending.coordinator == "QM2"
     assert _toggled_high(observer)
 
-    def failed() -> bool:
-        users = observer.admin.users()
-        return any(u.name == "QM2" and u.state is UserState.FAILED for u in users)
+    def failed() -> bool:  # its connections' leases lapsed: the manager's, the responder's
+        users = {u.name: u.state for u in observer.admin.users()}
+        return users.get("QM2") is users.get("QM2@EVENTS") is UserState.FAILED
 
     assert retry_until(failed, timeout_s=EXPECT_S, first_pause_s=0.05)
     observer.recover_failed()
@@ -234,3 +234,4 @@ def test_a_coordinator_killed_after_its_toggle_is_finished_by_its_recoverer(
     assert {e.correl_id for e in found.values()} == {pending.correl_id}
     assert {e.coordinator for e in found.values()} == {"QM2"}
     assert observer.queue_definition("SQ").pending_event is None
+    assert {u.name for u in observer.admin.users()}.isdisjoint({"QM2", "QM2@EVENTS"})

@@ -154,11 +154,16 @@ class EventService:
             logger.warning("%s: %s not broadcast: %s", core.name, event.correl_id.hex(), error)
 
     def finish_for(self, failed: str) -> int:
-        """Finish the broadcasts a failed coordinator left pending (peer recovery).
+        """Finish the broadcasts a failed coordinator left pending (peer recovery), and
+        clean up its responder's failed connection.
 
         Returns how many events were finished.
         """
         core = self._core
+        for user in core.admin.users():  # its responder's connection, if it failed too
+            if user.name == failed + RESPONDER_SUFFIX and user.state is UserState.FAILED:
+                with contextlib.suppress(CFError):
+                    core.admin.cleanup_user(user.user_id)
         finished = 0
         for entry in directory.queue_entries(core.admin):
             if entry.structure not in core.structures:
