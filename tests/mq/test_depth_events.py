@@ -456,3 +456,37 @@ def test_a_get_under_a_browse_cursor_is_a_get(make_qm: MakeManager) -> None:
     browser.get()  # depth 2 = 20 % of 10
     (low,) = _events(qm1, 1)
     assert (low.event, low.depth, low.dequeues) == ("low", 2, 1)
+
+
+def test_a_coordinator_dead_before_its_broadcast_finishes_it_when_it_restarts(
+    make_qm: MakeManager,
+) -> None:
+    """No peer recovers QM2: its next incarnation, opening the queue, finds the event
+    its previous one toggled and did not broadcast, and coordinates it, CorrelId and
+    all."""
+    toggled: list[bool] = []
+
+    def die_after_the_toggle(request: str, structure: str, before: bool) -> None:
+        if toggled and before:
+            raise SimulatedFailure(f"dead before {request}")
+        if request == "update" and not before:
+            toggled.append(True)
+
+    qm1 = make_qm(1, performance_events=True)
+    qm1.define_queue("SQ", structure=APP, max_depth=10, depth_events=HIGH_ONLY)
+    qm2 = make_qm(2, performance_events=True, faults=die_after_the_toggle)
+    sq = qm2.open("SQ")
+    for _ in range(7):
+        sq.put(b"m")
+    with pytest.raises(SimulatedFailure):
+        sq.put(b"the crossing put")
+    qm2.stop_dead()
+    pending = qm1.queue_definition("SQ").pending_event
+    assert pending is not None
+    qm1.declare_failed("QM2")
+    restarted = make_qm(2, performance_events=True)
+    restarted.open("SQ")
+    found = _by_qmgr(_events(qm1, 2))
+    assert set(found) == {"QM1", "QM2"}
+    assert {e.correl_id for e in found.values()} == {pending.correl_id}
+    assert qm1.queue_definition("SQ").pending_event is None

@@ -75,6 +75,9 @@ class ManagerCore:
     #: What a depth event this manager coordinates is handed to (its message and its
     #: broadcast: ``sharedq.mq.event_broadcast``); ``None``: only toggled.
     event_sink: Callable[[QueueState, PendingEvent], None] | None = None
+    #: Given a queue opened with a depth event pending in its definition (one this
+    #: manager's previous incarnation may have left unbroadcast).
+    on_pending: Callable[[QueueState], None] | None = None
 
     def __post_init__(self) -> None:
         self.stamps = Stamps(self.clock, self.qm_id)
@@ -135,6 +138,8 @@ class ManagerCore:
             )
             state.stats = EventStats(self.clock.now_s())
             self.queues[name] = state
+            if state.definition.pending_event is not None and self.on_pending is not None:
+                self.on_pending(state)
             return state
 
     def refresh(self, queue: QueueState) -> None:

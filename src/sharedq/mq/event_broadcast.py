@@ -135,6 +135,7 @@ class EventService:
         self._conn: ListStructure | None = None
         self._stopping = threading.Event()
         core.event_sink = self.coordinate
+        core.on_pending = self._adopt
 
     # -- the coordinator ---------------------------------------------------------------
 
@@ -152,6 +153,19 @@ class EventService:
             self._clear(queue, event)
         except (CFError, MQError) as error:
             logger.warning("%s: %s not broadcast: %s", core.name, event.correl_id.hex(), error)
+
+    def _adopt(self, queue: QueueState) -> None:
+        """A queue opened with an event pending that this manager's previous
+        incarnation coordinated (its CorrelId has another incarnation's nonce): that
+        incarnation died before its broadcast, and no peer recovered it.  Coordinate
+        it now, with its CorrelId."""
+        core = self._core
+        event = queue.definition.pending_event
+        if event is None or event.coordinator != core.name:
+            return
+        if event.correl_id[13:16] == core.stamps.nonce:
+            return  # our own, in progress
+        self.coordinate(queue, event)
 
     def finish_for(self, failed: str) -> int:
         """Finish the broadcasts a failed coordinator left pending (peer recovery), and

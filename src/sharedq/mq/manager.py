@@ -36,7 +36,7 @@ from sharedq.mq.commands import RecoveryCommands
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import NOT_ATTRIBUTES, QueueDefinition
 from sharedq.mq.errors import MQReason, mq_error, translated
-from sharedq.mq.event_broadcast import EventService
+from sharedq.mq.event_broadcast import RESPONDER_SUFFIX, EventService
 from sharedq.mq.inspection import ManagerView
 from sharedq.mq.logjournal import PAYLOAD_KEY
 from sharedq.mq.messages import message_facts
@@ -440,7 +440,9 @@ class QueueManager:
                     f"and uses none of {core.name}'s structures",
                 )
             for acc, user in users:
-                if user.name == qmgr and user.state is UserState.ACTIVE:
+                # Its depth event responder's connection too (event_broadcast).
+                mine = user.name in (qmgr, qmgr + RESPONDER_SUFFIX)
+                if mine and user.state is UserState.ACTIVE:
                     acc.mark_failed(user.user_id)
 
     def recover(self, qmgr: str) -> PeerRecoveryReport:
