@@ -7,7 +7,7 @@ from pathlib import Path
 from sharedq.cf import CouplingFacility
 from sharedq.cqs import CQS, make_name, structure_params
 from sharedq.cqs.client import recoverable_contents
-from sharedq.log import LogStream, RecordType
+from sharedq.log import Durability, LogStream, RecordType
 from sharedq.recovery import PairLayout, RecoverySettings, StructureContents, contents
 
 from .conftest import MSGQ, MakeCQS
@@ -107,6 +107,26 @@ def test_the_log_has_the_cqs_records_with_uow_and_queue(
     assert message_records and all(r.uow == bytes(uow) for r in message_records)
     assert {r.queue for r in message_records} == {TRANA, TRANB}
     assert types.index(RecordType.CONNECT) < types.index(RecordType.PUT)
+
+
+def test_with_interval_durability_requests_do_not_wait_yet_all_is_logged(
+    facility: CouplingFacility, make_cqs: MakeCQS, tmp_path: Path
+) -> None:
+    root = tmp_path / "recovery"
+    settings = RecoverySettings(root, durability=Durability.interval(50))
+    a = make_cqs("IMSA", recovery=settings)
+    for n in range(5):
+        a.put(TRANA, b"m%d" % n)
+    message = a.read(TRANA)
+    assert message is not None and message.token is not None
+    a.delete(message.token)
+    before = snapshot(facility)
+    a.disconnect()
+    types = [RecordType(r.type) for r in log_records(root) if r.writer == "CQSIMSA"]
+    assert types.count(RecordType.PUT) == 5 and RecordType.DELETE in types
+    facility.delete(MSGQ, force=True)
+    make_cqs("IMSB", recovery=settings)
+    assert snapshot(facility) == before
 
 
 def test_nonrecoverable_messages_are_not_logged(

@@ -8,11 +8,14 @@ its target) are two ``MOVE`` records; a delete's (to the delete queue, the stagi
 parts, the message) are ``DELETE`` records, the first a move.  The log syncs once per
 request, after its last step (a server stopped before it finishes the request at its
 restart from what the structure holds; a structure lost meanwhile is rebuilt from the
-log as far as it was synced).
+log as far as it was synced).  With interval durability (``Durability.interval``) no
+request waits for the disk: its records are synced within the interval
+(:class:`Unsynced`), the loss a machine crash may cost being what that setting accepts.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 from sharedq.log import RecordType
@@ -50,6 +53,31 @@ class Request(Enum):
 
 #: The first steps of a request of several: the log syncs after the last one only.
 _STEPS = frozenset({Request.STAGE, Request.MOVE_STEP, Request.DELETE_STEP})
+
+
+@dataclass(frozen=True)
+class Unsynced:
+    """A request's meaning when the log syncs on its own clock (interval durability):
+    the same record, but the request does not wait for the disk."""
+
+    request: Request
+
+    @property
+    def tag(self) -> str:
+        return self.request.tag
+
+    @property
+    def record_type(self) -> RecordType:
+        return self.request.record_type
+
+    @property
+    def ends_operation(self) -> bool:
+        return False
+
+    @property
+    def learns_facts(self) -> bool:
+        return True
+
 
 #: The key of the CQS's words in its log records' payloads.
 PAYLOAD_KEY = "cqs"

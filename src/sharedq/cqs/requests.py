@@ -74,7 +74,7 @@ def put(
                         header,
                         staging,
                         data,
-                        kind=Request.STAGE,
+                        kind=site.means(Request.STAGE),
                         queue=text(staging),
                         uow=uow,
                         persistent=recoverable,
@@ -87,7 +87,7 @@ def put(
                 data,
                 secondary_key=site.owner if local else None,
                 version=site.lock_version if local else 0,
-                kind=Request.PUT,
+                kind=site.means(Request.PUT),
                 queue=text(queue),
                 uow=uow,
                 persistent=recoverable,
@@ -118,7 +118,7 @@ def read(site: Site, queue: bytes) -> Message | None:
             Private.LOCK.header(queue),
             new_secondary_key=site.owner,
             set_version=site.lock_version,
-            kind=Request.READ,
+            kind=site.means(Request.READ),
             queue=text(queue),
             uow=OWN_UOW,
         )
@@ -228,7 +228,7 @@ def unlock(
             set_version=0,
             position=Position.HEAD if first else Position.TAIL,
             expect_version=version,
-            kind=Request.UNLOCK,
+            kind=site.means(Request.UNLOCK),
             queue=text(target),
             uow=OWN_UOW,
         )
@@ -260,7 +260,7 @@ def move(
                 new_key=target,
                 new_secondary_key=site.owner,
                 expect_version=version,
-                kind=Request.MOVE_STEP,
+                kind=site.means(Request.MOVE_STEP),
                 queue=text(source_queue),
                 uow=OWN_UOW,
             )
@@ -276,7 +276,7 @@ def finish_move(site: Site, entry_id: bytes, via: int, target: bytes) -> Change:
             site.layout.header(target),
             new_secondary_key=None,
             set_version=0,
-            kind=Request.MOVE,
+            kind=site.means(Request.MOVE),
             queue=text(target),
             uow=OWN_UOW,
         )
@@ -296,7 +296,7 @@ def delete(site: Site, token: LockToken) -> Change:
             gone = site.acc.delete(
                 ById(token.entry_id, Private.LOCK.header(queue)),
                 expect_version=v,
-                kind=Request.DELETE,
+                kind=site.means(Request.DELETE),
                 queue=text(queue),
                 uow=OWN_UOW,
             )
@@ -310,7 +310,7 @@ def delete(site: Site, token: LockToken) -> Change:
             ById(token.entry_id, Private.LOCK.header(queue)),
             Private.DELETE.header(queue),
             expect_version=version,
-            kind=Request.DELETE_STEP,
+            kind=site.means(Request.DELETE_STEP),
             queue=text(queue),
             uow=OWN_UOW,
         )
@@ -343,7 +343,7 @@ def remove(site: Site, entry: ListEntry, prefix: Prefix) -> Change | None:
     return site.acc.delete(
         ById(entry.entry_id, entry.list_number),
         data_wanted=False,
-        kind=Request.DELETE,
+        kind=site.means(Request.DELETE),
         queue=text(entry.key),
         uow=prefix.uow,
         persistent=prefix.recoverable,

@@ -80,7 +80,7 @@ def to_cold_queue(site: Site) -> list[Message]:
                 ById(token.entry_id, entry.list_number),
                 Private.COLD.header(token.queue),
                 set_version=0,
-                kind=Request.COLD,
+                kind=site.means(Request.COLD),
                 queue=text(token.queue),
                 uow=requests.OWN_UOW,
             )

@@ -34,7 +34,7 @@ from sharedq.cqs.pair import StructurePair
 from sharedq.cqs.restart import Finished, finish_interrupted
 from sharedq.cqs.site import LockToken, Site, lock_version
 from sharedq.cqs.uow import TokenSource, Uow, check_uow
-from sharedq.log import RecordType
+from sharedq.log import DurabilityMode, RecordType
 from sharedq.recovery.settings import RecoverySettings
 from sharedq.seam.access import FaultHook, StructureAccess
 from sharedq.seam.notes import NO_JOURNAL, Note
@@ -42,6 +42,7 @@ from sharedq.seam.recovery_log import RecoveryLog
 from sharedq.security import SECURITY_OFF, SecuritySettings
 
 logger = logging.getLogger("sharedq.cqs")
+INTERVAL = DurabilityMode.INTERVAL
 
 
 def _journal_failed(error: Exception, note: Note) -> CQSJournalFailed:
@@ -180,8 +181,16 @@ class CQS:
         if self._log is not None:
             self._log.attach(acc)
         owner = self.name.encode("ascii")
+        interval = self._recovery is not None and self._recovery.durability.mode is INTERVAL
         return Site(
-            acc, Layout(kind), owner, self.system, self.clock, self.tokens, lock_version(owner)
+            acc,
+            Layout(kind),
+            owner,
+            self.system,
+            self.clock,
+            self.tokens,
+            lock_version(owner),
+            not interval,
         )
 
     def _log_event(self, structure: str, record_type: RecordType, **extra: object) -> None:

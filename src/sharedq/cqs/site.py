@@ -10,6 +10,7 @@ import hashlib
 from dataclasses import dataclass
 
 from sharedq.clock import Clock
+from sharedq.cqs.journal import Request, Unsynced
 from sharedq.cqs.layout import Kind, Layout
 from sharedq.cqs.uow import TokenSource
 from sharedq.seam.access import StructureAccess
@@ -34,6 +35,12 @@ class Site:
     clock: Clock
     tokens: TokenSource
     lock_version: int
+    #: Requests wait for the log's sync (the default), or not (interval durability).
+    synced: bool = True
+
+    def means(self, request: Request) -> Request | Unsynced:
+        """What a request's change means to the log (see :mod:`sharedq.cqs.journal`)."""
+        return request if self.synced else Unsynced(request)
 
     @property
     def kind(self) -> Kind:
