@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from sharedq.cf import CouplingFacility
-from sharedq.cf.types import UserState
+from sharedq.cf import CouplingFacility, ListStructure
 from sharedq.cqs.errors import CQSReason, cqs_error
 from sharedq.cqs.pair import StructurePair
 from sharedq.security import CQSSTR, Access, Security
@@ -26,12 +25,15 @@ def authorize(security: Security, server: str, pair: StructurePair) -> None:
         raise cqs_error(CQSReason.NOT_AUTHORIZED, detail, user=decision.user, profile=pair.profile)
 
 
-def release_failed_self(facility: CouplingFacility, structure: str, server: str) -> None:
-    """A previous incarnation that failed left its user failed-persistent, with its
-    monitors (EMCs) and events: release them, so that this one starts with none and its
-    client registers afresh (its locks on the lock queue are messages, not user
-    resources: they stay)."""
-    with facility.connect(structure, f"{server}.RESTART") as helper:
-        for user in helper.users():
-            if user.name == server and user.state is UserState.FAILED:
-                helper.cleanup_user(user.user_id)
+def connect_afresh(facility: CouplingFacility, structure: str, server: str) -> ListStructure:
+    """Connect as ``server``, with nothing left of a previous incarnation.
+
+    One that failed left its user failed-persistent, with its monitors (EMCs) and
+    events, and connecting under its name picks them up, unknown to this one: a normal
+    disconnect releases them, and the second connection starts with none, so that the
+    client registers afresh, one EMC per queue.  (Its locks on the lock queue are
+    messages, not user resources: they stay.)  No other user is needed, so the 32nd
+    server of a structure can still do this.
+    """
+    facility.connect(structure, server).disconnect()
+    return facility.connect(structure, server)

@@ -174,8 +174,7 @@ class CQS:
     def _connect_one(self, kind: Kind, pair: StructurePair) -> Site:
         if self._log is not None:
             self._log.prepare(pair.primary)
-        connecting.release_failed_self(self._facility, pair.primary, self.name)
-        conn = self._facility.connect(pair.primary, self.name)
+        conn = connecting.connect_afresh(self._facility, pair.primary, self.name)
         journal = NO_JOURNAL if self._log is None else self._log.journal
         acc = StructureAccess(conn, len(self._sites), journal, _journal_failed, self._faults, facts)
         if self._log is not None:
