@@ -330,8 +330,8 @@ class EventService:
             max_depth=EVENT_QUEUE_MAX_DEPTH,
             description="queue depth event messages",
         )
-        with contextlib.suppress(MQError):  # defined meanwhile by another manager
-            define(admin, admin, definition, core.list_counts[admin.name])
+        # False: another manager defined it meanwhile.  No list left: ConfigurationError.
+        define(admin, admin, definition, core.list_counts[admin.name])
         return core.state(EVENT_QUEUE)
 
     def _log(
