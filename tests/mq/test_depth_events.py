@@ -29,6 +29,7 @@ from sharedq.mq import (
     QueueManager,
     read_depth_event,
 )
+from sharedq.mq.definitions import PendingEvent
 from sharedq.mq.event_broadcast import unanswered
 from sharedq.testing import ManualClock, SimulatedFailure
 from tests.mq.conftest import ADMIN, APP, MakeManager
@@ -365,12 +366,9 @@ def test_batches_raise_events_too(make_qm: MakeManager) -> None:
 # -- a coordinator that dies ----------------------------------------------------------------------
 
 
-def test_a_coordinator_dead_before_its_broadcast_is_finished_by_its_recoverer(
-    make_qm: MakeManager,
-) -> None:
-    """QM2 toggles the queue and dies before its next request (no message of its own,
-    no broadcast).  The pending event stays in the LHQC; QM1, recovering QM2, issues
-    its message and asks QM3 for its own, with QM2's CorrelId, and clears it."""
+def _dead_after_its_toggle(make_qm: MakeManager, qm1: QueueManager) -> PendingEvent:
+    """QM2 makes the crossing put of ``SQ`` (defined by ``qm1``), toggles the queue and
+    stops dead before its next request: no message of its own, no broadcast."""
     toggled: list[bool] = []
 
     def die_after_the_toggle(request: str, structure: str, before: bool) -> None:
@@ -379,9 +377,6 @@ def test_a_coordinator_dead_before_its_broadcast_is_finished_by_its_recoverer(
         if request == "update" and not before:
             toggled.append(True)
 
-    qm1 = make_qm(1, performance_events=True)
-    qm3 = make_qm(3, performance_events=True)
-    qm1.define_queue("SQ", structure=APP, max_depth=10, depth_events=HIGH_ONLY)
     qm2 = make_qm(2, performance_events=True, faults=die_after_the_toggle)
     sq = qm2.open("SQ")
     for _ in range(7):
@@ -392,6 +387,18 @@ def test_a_coordinator_dead_before_its_broadcast_is_finished_by_its_recoverer(
     pending = qm1.queue_definition("SQ").pending_event
     assert pending is not None and pending.coordinator == "QM2"
     assert qm1.queue_definition("SQ").depth_events.high_enabled is False
+    return pending
+
+
+def test_a_coordinator_dead_before_its_broadcast_is_finished_by_its_recoverer(
+    make_qm: MakeManager,
+) -> None:
+    """The pending event stays in the LHQC; QM1, recovering QM2, issues its message
+    and asks QM3 for its own, with QM2's CorrelId, and clears it."""
+    qm1 = make_qm(1, performance_events=True)
+    qm3 = make_qm(3, performance_events=True)
+    qm1.define_queue("SQ", structure=APP, max_depth=10, depth_events=HIGH_ONLY)
+    pending = _dead_after_its_toggle(make_qm, qm1)
     qm1.declare_failed("QM2")
     qm1.recover("QM2")
     found = _by_qmgr(_events(qm3, 2))
@@ -464,25 +471,9 @@ def test_a_coordinator_dead_before_its_broadcast_finishes_it_when_it_restarts(
     """No peer recovers QM2: its next incarnation, opening the queue, finds the event
     its previous one toggled and did not broadcast, and coordinates it, CorrelId and
     all."""
-    toggled: list[bool] = []
-
-    def die_after_the_toggle(request: str, structure: str, before: bool) -> None:
-        if toggled and before:
-            raise SimulatedFailure(f"dead before {request}")
-        if request == "update" and not before:
-            toggled.append(True)
-
     qm1 = make_qm(1, performance_events=True)
     qm1.define_queue("SQ", structure=APP, max_depth=10, depth_events=HIGH_ONLY)
-    qm2 = make_qm(2, performance_events=True, faults=die_after_the_toggle)
-    sq = qm2.open("SQ")
-    for _ in range(7):
-        sq.put(b"m")
-    with pytest.raises(SimulatedFailure):
-        sq.put(b"the crossing put")
-    qm2.stop_dead()
-    pending = qm1.queue_definition("SQ").pending_event
-    assert pending is not None
+    pending = _dead_after_its_toggle(make_qm, qm1)
     qm1.declare_failed("QM2")
     restarted = make_qm(2, performance_events=True)
     restarted.open("SQ")
