@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from sharedq.cf import CouplingFacility
-from sharedq.cqs import CQS, make_name, structure_params
+from sharedq.cqs import CQS, CQSJournalFailed, CQSReason, make_name, structure_params
 from sharedq.cqs.client import recoverable_contents
-from sharedq.log import Durability, LogStream, RecordType
+from sharedq.log import Durability, LogConfig, LogStream, RecordType
 from sharedq.recovery import PairLayout, RecoverySettings, StructureContents, contents
 
 from .conftest import MSGQ, MakeCQS
@@ -146,3 +148,27 @@ def test_nonrecoverable_messages_are_not_logged(
 def test_structure_params_make_192_lists_of_512_byte_elements() -> None:
     params = structure_params("X1", messages=10)
     assert (params.list_count, params.element_size) == (192, 512)
+
+
+def test_a_full_log_refuses_a_put_and_takes_back_what_it_wrote(
+    facility: CouplingFacility, make_cqs: MakeCQS, tmp_path: Path
+) -> None:
+    small = LogConfig(segment_bytes=64 << 10, staging_bytes=128 << 10)
+    settings = RecoverySettings(
+        tmp_path / "recovery",
+        max_log_bytes=200_000,
+        chknearfull=False,
+        strchkpt=None,
+        log_config=small,
+    )
+    facility.create(structure_params("BIGQ", messages=3000))
+    cqs = make_cqs("IMSA", recovery=settings, msgq="BIGQ")
+    put = 0
+    with pytest.raises(CQSJournalFailed) as full:
+        while put < 1000:
+            cqs.put(TRANA, [b"x" * 600, b"y" * 600])
+            put += 1
+    assert full.value.reason is CQSReason.JOURNAL_FAILED and "LOG_FULL" in str(full.value)
+    lists = where(facility, "BIGQ")
+    # The refused put left nothing: every message on the queue is whole and was logged.
+    assert len(lists["ready"]) == put and len(lists["staging"]) == put

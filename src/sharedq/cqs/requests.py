@@ -21,7 +21,7 @@ from contextlib import contextmanager, nullcontext, suppress
 
 from sharedq.cf import ById, ByKey, CFError, Change, ListEntry, NoSuchEntry, Position
 from sharedq.cf.errors import ListMismatch, VersionMismatch
-from sharedq.cqs.errors import CQSReason, cqs_error, from_cf
+from sharedq.cqs.errors import CQSJournalFailed, CQSReason, cqs_error, from_cf
 from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import Private
 from sharedq.cqs.message import Message, QueueCounts
@@ -92,13 +92,20 @@ def put(
                 uow=uow,
                 persistent=recoverable,
             )
+        except CQSJournalFailed as failure:
+            # Part 1 (or a part) was written but not logged: take it back with the rest.
+            if failure.entry is not None:
+                written.append(failure.entry)
+            _drop_staged(site, written)
+            raise
         except CFError:
             _drop_staged(site, written)
             raise
 
 
 def _drop_staged(site: Site, written: list[ListEntry]) -> None:
-    """A put that failed takes back the parts it staged (part 1 never went out)."""
+    """A put that failed takes back what it wrote: the parts it staged, and part 1 if
+    its record could not be logged."""
     with tolerating():
         for part in written:
             # A failing structure may refuse this too: recovery of the log has the rest.
@@ -112,16 +119,33 @@ def read(site: Site, queue: bytes) -> Message | None:
     One atomic move: of several readers the first wins, the others find the sublist
     empty and get ``None``.  Parts 2..n are read from the staging queue (they need no
     lock: only the locked part 1 leads to them)."""
+    header = site.layout.header(queue)
     with translated(f"read {text(queue)}"):
-        change = site.acc.move(
-            ByKey(site.layout.header(queue), queue),
-            Private.LOCK.header(queue),
-            new_secondary_key=site.owner,
-            set_version=site.lock_version,
-            kind=site.means(Request.READ),
-            queue=text(queue),
-            uow=OWN_UOW,
-        )
+        try:
+            change = site.acc.move(
+                ByKey(header, queue),
+                Private.LOCK.header(queue),
+                new_secondary_key=site.owner,
+                set_version=site.lock_version,
+                kind=site.means(Request.READ),
+                queue=text(queue),
+                uow=OWN_UOW,
+            )
+        except CQSJournalFailed as failure:
+            # Taken but not logged: back to the head of its queue, as if never read.
+            if failure.entry is not None:
+                with tolerating(), suppress(CFError):
+                    site.acc.move(
+                        ById(failure.entry.entry_id, failure.entry.list_number),
+                        header,
+                        new_secondary_key=None,
+                        set_version=0,
+                        position=Position.HEAD,
+                        kind=site.means(Request.UNLOCK),
+                        queue=text(queue),
+                        uow=OWN_UOW,
+                    )
+            raise
         if change is None:
             return None
         staged = unpack(change.entry.data)[0].staging is not None
