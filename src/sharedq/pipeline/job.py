@@ -41,6 +41,7 @@ class JobContext:
     _log: DataFrame | None = field(default=None, repr=False)
     #: The log as staged for Spark (its files, and the reader's account of them).
     staged: StagedLog | None = field(default=None, repr=False)
+    _shared: dict[str, DataFrame] = field(default_factory=dict, repr=False)
 
     @classmethod
     def open(
@@ -70,6 +71,17 @@ class JobContext:
         if self._log is not None:
             self._log.unpersist()
             self._log = None
+        for frame in self._shared.values():
+            frame.unpersist()
+        self._shared.clear()
+
+    def shared(self, key: str, build: Callable[[], DataFrame]) -> DataFrame:
+        """A DataFrame that several jobs of this context use (every message's life),
+        built and cached by the first that asks, kept until :meth:`release`: a report
+        then computes it once, not once per job."""
+        if key not in self._shared:
+            self._shared[key] = build().cache()
+        return self._shared[key]
 
     def stage(self) -> StagedLog:
         """The log staged for Spark (decoded once per context)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from sharedq.pipeline.job import JobContext, JobResult, write_table
-from sharedq.pipeline.jobs.track import opening_image
+from sharedq.pipeline.jobs.track import message_table
 from sharedq.pipeline.transforms.events import (
     EVENT_TYPES,
     depth_at_changes,
@@ -26,7 +26,6 @@ from sharedq.pipeline.transforms.events import (
 )
 from sharedq.pipeline.transforms.messages import message_events
 from sharedq.pipeline.transforms.statistics import depth_changes, opening_depths
-from sharedq.pipeline.transforms.tracking import message_lives
 
 #: Groups listed in the figures (and so in a report's JSON); the table has them all.
 FIGURE_GROUPS = 50
@@ -37,11 +36,9 @@ def run(ctx: JobContext, *, no_srds: bool = False, limit: int = 20, **_: Any) ->
     event messages of each CorrelId grouped (type, queue, coordinator, managers)."""
     out = ctx.job_dir("events")
     log = ctx.log()
-    ctx.step("finding the image the log starts from")
-    opening = None if no_srds else opening_image(ctx, log)
+    messages = message_table(ctx, no_srds=no_srds)
     ctx.step("following each queue's depth")
     changes = message_events(log)
-    messages = message_lives(changes, opening)
     records = depth_event_records(log).cache()
     at_changes = depth_at_changes(
         depth_changes(changes, messages), opening_depths(messages), event_anchors(records)
@@ -55,17 +52,9 @@ def run(ctx: JobContext, *, no_srds: bool = False, limit: int = 20, **_: Any) ->
     tables["groups"] = write_table(groups, out / "groups")
     ctx.step("summarising")
     group_rows = groups.orderBy("time", "correl_id").collect()
-    per_queue = (
-        groups.groupBy("structure", "queue")
-        .pivot("event", list(EVENT_TYPES))
-        .count()
-        .fillna(0)
-        .orderBy("structure", "queue")
-        .collect()
-    )
-    record_count = events.count()
     for frame in (groups, events, at_changes, records):
         frame.unpersist()
+    record_count = sum(int(g.records) for g in group_rows)
     figures: dict[str, Any] = {
         "records": record_count,
         "groups": len(group_rows),
@@ -73,7 +62,7 @@ def run(ctx: JobContext, *, no_srds: bool = False, limit: int = 20, **_: Any) ->
         "messages": sum(int(g.messages) for g in group_rows),
         "event_groups": [_group_figure(g) for g in group_rows[:FIGURE_GROUPS]],
     }
-    summary = _summary(record_count, group_rows, per_queue, limit)
+    summary = _summary(record_count, group_rows, limit)
     return JobResult("events", summary, tables=tables, figures=figures)
 
 
@@ -94,7 +83,7 @@ def _group_figure(row: Any) -> dict[str, Any]:
     }
 
 
-def _summary(records: int, groups: list[Any], per_queue: list[Any], limit: int) -> str:
+def _summary(records: int, groups: list[Any], limit: int) -> str:
     lines = ["queue depth events", ""]
     if not groups:
         lines.append(f"no depth events ({records} DEPTH_EVENT records)")
@@ -106,8 +95,15 @@ def _summary(records: int, groups: list[Any], per_queue: list[Any], limit: int) 
     )
     lines += ["", "events per queue"]
     lines.append(f"{'structure':<10} {'queue':<24} {'high':>5} {'low':>5} {'full':>5}")
-    for r in per_queue:
-        lines.append(f"{r.structure:<10} {r.queue or '?':<24} {r.high:>5} {r.low:>5} {r.full:>5}")
+    per_queue: dict[tuple[str, str], dict[str, int]] = {}
+    for g in groups:
+        tally = per_queue.setdefault((g.structure, g.queue or "?"), dict.fromkeys(EVENT_TYPES, 0))
+        if g.event in tally:
+            tally[g.event] += 1
+    for (structure, queue), tally in sorted(per_queue.items()):
+        lines.append(
+            f"{structure:<10} {queue:<24} {tally['high']:>5} {tally['low']:>5} {tally['full']:>5}"
+        )
     lines += ["", "events by CorrelId (n = event messages issued)"]
     lines.append(
         f"{'time':<12} {'event':<5} {'queue':<16} {'coordinator':<11} {'n':>2}"

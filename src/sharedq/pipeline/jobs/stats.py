@@ -12,10 +12,9 @@ from typing import Any
 
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
 from sharedq.pipeline.job import JobContext, JobResult, write_table
-from sharedq.pipeline.jobs.track import opening_image
+from sharedq.pipeline.jobs.track import message_table
 from sharedq.pipeline.transforms.messages import message_events
 from sharedq.pipeline.transforms.statistics import get_balance, queue_intervals, server_shares
-from sharedq.pipeline.transforms.tracking import message_lives
 
 
 def run(ctx: JobContext, *, interval: float = 1.0, no_srds: bool = False, **_: Any) -> JobResult:
@@ -29,11 +28,9 @@ def run(ctx: JobContext, *, interval: float = 1.0, no_srds: bool = False, **_: A
         )
     out = ctx.job_dir("stats")
     log = ctx.log()
-    ctx.step("finding the image the log starts from")
-    opening = None if no_srds else opening_image(ctx, log)
+    messages = message_table(ctx, no_srds=no_srds)
     ctx.step("collecting message changes")
     events = message_events(log).cache()
-    messages = message_lives(events, opening)
     ctx.step("counting per queue and interval")
     queues = queue_intervals(events, messages, interval)
     tables = {"queues": write_table(queues, out / "queues")}

@@ -1,8 +1,11 @@
 """``sharedq pipeline track``: the life of every message, latencies, stuck messages and
-the balance sheet, from the log (and the SRDS image the log starts from).
+the balance sheet, from the log (and the SRDS image the log starts from); and the
+units of work of the Common Queue Servers, followed across systems as figure 72 does.
 
-Writes ``<output>/track/messages``, ``latency``, ``stuck`` and ``balance`` (Parquet)
-and a summary; the figures hold the balance sheet totals and ``balance_ok``.
+Writes ``<output>/track/messages``, ``latency``, ``stuck`` and ``balance`` (Parquet,
+the queue manager's messages), ``cqs_units`` (every request a CQS logged for a
+message, by origin) and a summary; the figures hold the balance sheet totals,
+``balance_ok``, the CQS counts and, with ``uow``, the chosen unit's rows.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from sharedq.mq import keys
 from sharedq.mq.directory import CONTROL_LIST
 from sharedq.pipeline.job import JobContext, JobResult, write_table
 from sharedq.pipeline.sources import read_srds
+from sharedq.pipeline.transforms.cqs_records import STEP_COLUMNS, cqs_steps, of_origin, step_order
 from sharedq.pipeline.transforms.messages import message_events
+from sharedq.pipeline.transforms.printing import parse_uow
 from sharedq.pipeline.transforms.tracking import (
     BALANCE_FIGURES,
     BALANCE_SHEET,
@@ -42,11 +47,14 @@ def run(
     backout_limit: int = 2,
     no_srds: bool = False,
     limit: int = 20,
+    uow: str | None = None,
     **_: Any,
 ) -> JobResult:
-    """Track every message: who put and got it, latencies, stuck ones, the balance sheet."""
+    """Track every message: who put and got it, latencies, stuck ones, the balance sheet;
+    and follow a CQS unit of work (--uow) across systems."""
     from pyspark.sql import functions as F
 
+    origin = parse_uow(uow)
     out = ctx.job_dir("track")
     log = ctx.log()
     ctx.step("finding the image the log starts from")
@@ -90,7 +98,92 @@ def run(
         for r in latency_rows
     }
     summary = _summary(sheet_rows, total, latency_rows, outcomes, stuck_count, stuck_shown)
+    ctx.step("following the CQS units of work")
+    units, unit_lines = cqs_units(log, out, origin, tables)
+    figures.update(units)
+    summary += "\n\n" + "\n".join(unit_lines)
     return JobResult("track", summary, tables=tables, figures=figures)
+
+
+#: The most rows of a chosen unit of work the summary shows (all are in the table).
+UNIT_ROWS_SHOWN = 200
+
+
+def cqs_units(
+    log: DataFrame, out: Any, origin: str | None, tables: dict[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    """Every request a CQS logged for a message, by origin (``track/cqs_units``), and
+    with ``origin`` (hex, a prefix of the unit of work) figure 72's rows of that unit:
+    the figures and the summary's lines."""
+    from pyspark.sql import functions as F
+
+    steps = cqs_steps(log).cache()
+    tables["cqs_units"] = write_table(
+        steps.orderBy(*step_order()).select(*STEP_COLUMNS), out / "cqs_units"
+    )
+    counted = steps.agg(
+        F.count_distinct("origin").alias("origins"),
+        F.count_distinct("structure", "entry_id").alias("messages"),
+        F.count("*").alias("requests"),
+    ).first()
+    figures: dict[str, Any] = {
+        f"cqs_{name}": int(counted[name]) if counted is not None else 0
+        for name in ("origins", "messages", "requests")
+    }
+    lines = [
+        f"CQS units of work: {figures['cqs_origins']} origin(s), "
+        f"{figures['cqs_messages']} message(s), {figures['cqs_requests']} request(s)"
+    ]
+    if origin is not None:
+        rows = of_origin(steps, origin).orderBy(*step_order()).select(*STEP_COLUMNS).collect()
+        figures["unit"] = [
+            {k: r[k] for k in STEP_COLUMNS if k not in ("time", "origin", "uow")} for r in rows
+        ]
+        lines += _unit_lines(origin, rows)
+    steps.unpersist()
+    return figures, lines
+
+
+def _unit_lines(origin: str, rows: list[Any]) -> list[str]:
+    """Figure 72's table for the chosen unit(s) of work."""
+    origins = sorted({r.origin for r in rows})
+    lines = [
+        "",
+        f"unit of work {origin}*: {len(origins)} origin(s), "
+        f"{len({(r.structure, r.entry_id) for r in rows})} message(s), {len(rows)} request(s)",
+    ]
+    header = (
+        f"{'msg':>3} {'orig':<8} {'orig token':>20} {'proc':<8} {'proc token':>20}"
+        f" {'flag':<4} {'action':<11} {'cqs':<12} {'queue':<22} parts"
+    )
+    for index, r in enumerate(rows):
+        if index == 0 or r.origin != rows[index - 1].origin:
+            lines += ["", f"origin {r.origin_system}/{r.origin_token} ({r.origin})", header]
+        if index >= UNIT_ROWS_SHOWN:
+            lines.append(f"... {len(rows) - index} more in track/cqs_units")
+            break
+        lines.append(
+            f"{r.msg:>3} {r.origin_system:<8} {r.origin_token:>20}"
+            f" {r.processing_system or '':<8} {r.processing_token or '':>20}"
+            f" {r.flag:<4} {r.action:<11} {r.cqs:<12} {r.queue:<22} {r.parts or ''}"
+        )
+    if not rows:
+        lines.append("no CQS record carries that unit of work")
+    return lines
+
+
+def message_table(ctx: JobContext, *, no_srds: bool = False) -> DataFrame:
+    """Every message's life (``message_lives``) from the log and, unless ``no_srds``,
+    the image it starts from: computed once per context (``ctx.shared``), for the jobs
+    that count depth from it (``stats``, ``events``)."""
+
+    def build() -> DataFrame:
+        log = ctx.log()
+        ctx.step("finding the image the log starts from")
+        opening = None if no_srds else opening_image(ctx, log)
+        return message_lives(message_events(log), opening)
+
+    return ctx.shared("messages:no-srds" if no_srds else "messages", build)
 
 
 def opening_image(ctx: JobContext, log: DataFrame) -> DataFrame | None:
