@@ -153,17 +153,7 @@ def prepare_group(facility: CouplingFacility, body_bytes: int, messages: int) ->
 def cycler(qm: QueueManager, body: bytes) -> Callable[[int], None]:
     """A function doing ``n`` cycles of the user's path: a persistent put (out of
     syncpoint), a get in a unit of work, the unit's commit."""
-    queue = qm.open(QUEUE)
-
-    def cycles(n: int) -> None:
-        put, get, begin = queue.put, queue.get, qm.unit_of_work
-        for _ in range(n):
-            put(body, persistent=True)
-            uow = begin()
-            get(uow=uow)
-            uow.commit()
-
-    return cycles
+    return mq_events.cycler(qm, QUEUE, body)
 
 
 def start_manager(
