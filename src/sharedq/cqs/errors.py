@@ -60,7 +60,8 @@ class NotLocked(CQSError):
 
 
 class CQSJournalFailed(CQSError, JournalFailure):
-    """The log could not record a change (the change stands: see docs/cqs.md)."""
+    """The log could not record a change: a put or read took it back; for the other
+    requests it stands (docs/cqs.md)."""
 
 
 _BAD = {
