@@ -5,14 +5,15 @@ its token, one EMC per CQS and queue.  When the sublist goes from empty to non-e
 the structure queues an event for every CQS registered on it; a :class:`Listener`
 thread per structure waits for this CQS's events (woken by the change itself: no
 polling) and hands each queue name to the client's callback and to
-:meth:`Listener.wait_for_work`.
+:meth:`~sharedq.cqs.CQS.wait_for_work` (through a :class:`Work` list: one entry per
+queue with work not yet taken, so it never grows beyond the queues registered).
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 
 from sharedq.cf import CFError, MonitorState
@@ -23,6 +24,29 @@ logger = logging.getLogger("sharedq.cqs")
 
 #: Called with the structure kind and the name of a queue that has work.
 WorkCallback = Callable[[Kind, bytes], None]
+
+
+class Work:
+    """The registered queues that got work, oldest first, each once until taken."""
+
+    def __init__(self) -> None:
+        self._pending: OrderedDict[tuple[Kind, bytes], None] = OrderedDict()
+        self._ready = threading.Condition()
+
+    def put(self, item: tuple[Kind, bytes]) -> None:
+        with self._ready:
+            self._pending[item] = None
+            self._ready.notify()
+
+    def get(self, timeout: float | None) -> tuple[Kind, bytes] | None:
+        """The oldest queue with work, waiting up to ``timeout`` seconds; ``None`` if none."""
+        with self._ready:
+            if not self._ready.wait_for(lambda: bool(self._pending), timeout):
+                return None
+            item, _ = self._pending.popitem(last=False)
+            return item
+
+
 #: How long a listener's wait lasts before it looks whether it is to stop, seconds.
 _STOP_CHECK_S = 0.25
 
@@ -35,7 +59,7 @@ class Listener:
         acc: StructureAccess,
         kind: Kind,
         callback: WorkCallback | None,
-        work: queue.SimpleQueue[tuple[Kind, bytes]],
+        work: Work,
     ) -> None:
         self._acc = acc
         self._kind = kind

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import queue as queues
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Literal
@@ -29,7 +28,7 @@ from sharedq.cqs.layout import Kind, Layout, Private
 from sharedq.cqs.message import Message, QueueCounts
 from sharedq.cqs.messages import PART_BYTES, facts, split
 from sharedq.cqs.names import check_name, text
-from sharedq.cqs.notify import Listener, WorkCallback
+from sharedq.cqs.notify import Listener, Work, WorkCallback
 from sharedq.cqs.pair import StructurePair
 from sharedq.cqs.restart import Finished, finish_interrupted
 from sharedq.cqs.site import LockToken, Site, lock_version
@@ -105,7 +104,7 @@ class CQS:
         self._sites: dict[Kind, Site] = {}
         self._registered: dict[tuple[Kind, bytes], int] = {}
         self._listeners: dict[Kind, Listener] = {}
-        self._work: queues.SimpleQueue[tuple[Kind, bytes]] = queues.SimpleQueue()
+        self._work = Work()
         self._lock = threading.Lock()
         #: What :meth:`connect` found interrupted and finished, per structure.
         self.finished: dict[Kind, Finished] = {}
@@ -314,12 +313,10 @@ class CQS:
             return sorted(self._registered, key=lambda k: (k[0].name, k[1]))
 
     def wait_for_work(self, timeout: float | None = None) -> tuple[Kind, bytes] | None:
-        """The next registered queue that went from empty to non-empty, waiting up to
+        """The registered queue that went from empty to non-empty longest ago and was
+        not taken yet (each queue once, however many times it was told), waiting up to
         ``timeout`` seconds (``None``: no limit); ``None`` when none came."""
-        try:
-            return self._work.get(timeout=timeout)
-        except queues.Empty:
-            return None
+        return self._work.get(timeout)
 
     # -- CQSPUT, CQSREAD, CQSBROWSE -----------------------------------------------------------
 
