@@ -315,6 +315,12 @@ track_command = job_command(
         type=click.IntRange(min=0),
         help="stuck rows shown",
     ),
+    click.option(
+        "--uow",
+        default=None,
+        callback=_checked(parse_uow),
+        help="follow a CQS unit of work: SYSTEM/TOKEN (its origin) or hex (a prefix)",
+    ),
 )
 
 stats_command = job_command(

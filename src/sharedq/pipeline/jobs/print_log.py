@@ -1,5 +1,8 @@
 """``sharedq pipeline print``: the log print utility (after the redbook's Appendix B.5).
 
+A Common Queue Server's records are shown with Appendix B's names, their 16-byte queue
+names and 32-byte units of work decoded (``transforms.cqs_records``).
+
 Every record that passes the filters goes to Parquet (``<output>/print/records``) and,
 one line each, to ``<output>/print/records.txt``; the summary shows the first
 ``--limit`` lines and how many records of each type were chosen.
@@ -10,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from sharedq.pipeline.job import JobContext, JobResult, write_table
+from sharedq.pipeline.transforms.cqs_records import with_cqs_writer
 from sharedq.pipeline.transforms.printing import (
     RecordFilter,
     format_records,
@@ -51,7 +55,7 @@ def run(
     out = ctx.job_dir("print")
     log = ctx.log()
     ctx.step("choosing and formatting records")
-    printed = format_records(select_records(log, chosen)).cache()
+    printed = format_records(select_records(with_cqs_writer(log), chosen)).cache()
     ctx.step("writing records")
     table = write_table(printed.orderBy(*ORDER), out / "records")
     ctx.step("writing records.txt")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from sharedq.log import RecordType
 from sharedq.log.records import ChangeOp, unpack_payload
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
+from sharedq.pipeline.transforms import cqs_records as cqs
 from sharedq.pipeline.transforms.messages import mq_kind
 
 if TYPE_CHECKING:
@@ -32,10 +33,20 @@ PRINT_COLUMNS = (
     "time",
     "type",
     "type_name",
+    "record_name",
     "op_name",
     "kind",
+    "cqs",
     "queue",
+    "queue_type",
+    "queue_type_name",
+    "resource",
+    "imsid",
     "uow",
+    "origin_system",
+    "origin_token",
+    "processing_system",
+    "processing_token",
     "message_id",
     "entry_id",
     "list_number",
@@ -90,15 +101,45 @@ def parse_time(value: str | None, option: str) -> datetime | None:
 
 
 def parse_uow(value: str | None) -> str | None:
-    """A unit-of-work id (or its prefix) as lower-case hex; ``BAD_ARGUMENT`` if not hex."""
+    """A unit-of-work id (or its prefix) as lower-case hex; ``BAD_ARGUMENT`` otherwise.
+
+    Hex, or a CQS unit of work as ``print`` shows it (figure 71): ``IMSA/T1`` (its
+    origin, the first 16 bytes: the message and all it spawned) or ``IMSA/T1:IMSB/T3``
+    (one message's 32 bytes; ``-/0`` is a blank processing half).
+    """
     if value is None:
         return None
+    if "/" in value:
+        return _cqs_uow(value)
     text = value.strip().lower().removeprefix("0x")
     if not text or len(text) % 2 or any(c not in "0123456789abcdef" for c in text):
         raise pipeline_error(
             PipelineReason.BAD_ARGUMENT, f"--uow {value!r} is not hexadecimal bytes", value=value
         )
     return text
+
+
+def _cqs_uow(value: str) -> str:
+    """``SYSTEM/TOKEN[:SYSTEM/TOKEN]`` as the hex of its 16 or 32 bytes."""
+    raw = b""
+    for half in value.strip().split(":"):
+        system, _, token = half.partition("/")
+        blank = system == "-"
+        try:
+            number = int(token)
+            code = b"" if blank else system.encode("ascii")
+            ok = 0 <= number < 2**64 and (blank or 1 <= len(code) <= cqs.SYSTEM_BYTES)
+        except (ValueError, UnicodeEncodeError):
+            ok = False
+        if not ok or len(raw) >= cqs.ORIGIN_BYTES * 2:
+            raise pipeline_error(
+                PipelineReason.BAD_ARGUMENT,
+                f"--uow {value!r} is neither hex nor SYSTEM/TOKEN[:SYSTEM/TOKEN] "
+                "(a system id of 1 to 8 ASCII characters or -, a token in decimal)",
+                value=value,
+            )
+        raw += code.ljust(cqs.SYSTEM_BYTES, b" ") + number.to_bytes(8, "big")
+    return raw.hex()
 
 
 @dataclass(frozen=True)
@@ -130,7 +171,12 @@ def select_records(log: DataFrame, chosen: RecordFilter) -> DataFrame:
     if chosen.types:
         condition = condition & F.col("type").isin(*chosen.types)
     if chosen.queues:
-        condition = condition & F.col("queue").cast("string").isin(*chosen.queues)
+        queue = F.col("queue")
+        condition = condition & (
+            queue.cast("string").isin(*chosen.queues)
+            | cqs.queue_text(queue).isin(*chosen.queues)
+            | cqs.queue_resource(queue).isin(*chosen.queues)
+        )
     if chosen.servers:
         condition = condition & F.col("writer").isin(*chosen.servers)
     if chosen.uow:
@@ -166,12 +212,26 @@ def format_records(records: DataFrame) -> DataFrame:
     other records (checkpoints, statistics) stays binary: :func:`payload_text` shows it
     where the lines are written (the driver reads them one by one anyway), so that no
     Python worker is needed.
+
+    A CQS's records (:mod:`~sharedq.pipeline.transforms.cqs_records`) also get
+    ``record_name`` (Appendix B's name of the type, on every record of a writer that is
+    a CQS), ``cqs`` (the request's step, or the CQS event), the 16-byte queue name
+    decoded (``queue`` as ``01.TRANA[.IMSA]``, ``queue_type``, ``queue_type_name``,
+    ``resource``, ``imsid``) and the 32-byte unit of work of figure 71 (``origin_system``,
+    ``origin_token``, ``processing_system``, ``processing_token``).  Which writers are
+    CQSs is read from ``records`` unless they carry ``cqs_writer`` already
+    (:func:`~sharedq.pipeline.transforms.cqs_records.with_cqs_writer` over the whole
+    log, before a filter leaves out the records that tell).
     """
     from pyspark.sql import functions as F
 
     types = _name_map({int(t): t.name for t in RecordType})
     ops = _name_map({int(o): o.name.lower() for o in ChangeOp})
+    titles = _name_map({int(t): name for t, name in cqs.APPENDIX_B.items()})
     kind = mq_kind(F.col("payload"))
+    payload, queue, uow = F.col("payload"), F.col("queue"), F.col("uow")
+    if "cqs_writer" not in records.columns:
+        records = cqs.with_cqs_writer(records)
     framed = records.select(
         "structure",
         "seq",
@@ -181,40 +241,64 @@ def format_records(records: DataFrame) -> DataFrame:
         F.col("time_us").alias("time"),
         "type",
         F.coalesce(types[F.col("type").cast("int")], F.lit("?")).alias("type_name"),
+        F.when(F.col("cqs_writer"), titles[F.col("type").cast("int")]).alias("record_name"),
         F.coalesce(ops[F.col("op").cast("int")], F.lit("?")).alias("op_name"),
         kind.alias("kind"),
-        F.col("queue").cast("string").alias("queue"),
+        cqs.lead_value(payload).alias("cqs"),
+        cqs.queue_text(queue).alias("queue"),
+        cqs.queue_type(queue).alias("queue_type"),
+        cqs.queue_type_name(queue).alias("queue_type_name"),
+        cqs.queue_resource(queue).alias("resource"),
+        cqs.queue_imsid(queue).alias("imsid"),
         F.lower(F.hex("uow")).alias("uow"),
+        cqs.origin_system(uow).alias("origin_system"),
+        cqs.origin_token(uow).alias("origin_token"),
+        cqs.processing_system(uow).alias("processing_system"),
+        cqs.processing_token(uow).alias("processing_token"),
+        cqs.uow_text(uow).alias("uow_text"),
         F.lower(F.hex("message_id")).alias("message_id"),
         F.lower(F.hex("entry_id")).alias("entry_id"),
         "list_number",
         "from_list",
         "priority",
         "version",
-        F.when(kind.isNull(), F.col("payload")).alias("payload"),
+        F.when(kind.isNull() & cqs.message_tag(payload).isNull(), payload).alias("payload"),
     )
 
     def part(label: str, column: str) -> Column:
         value = F.col(column).cast("string")
         return F.when(F.col(column).isNotNull(), F.concat(F.lit(f" {label}="), value))
 
+    # A CQS's record shows Appendix B's name, its queue's type and its unit of work
+    # decoded (figure 71); the hex of the id stays in the ``uow`` column.
+    named = F.col("record_name").isNotNull()
+    queue_kind = F.when(
+        F.col("queue_type_name").isNotNull(),
+        F.concat(F.lit(" ("), F.col("queue_type_name"), F.lit(")")),
+    )
     line = F.concat(
         F.date_format("time", "yyyy-MM-dd HH:mm:ss.SSSSSS"),
         F.format_string(
-            " %-8s %8d %-8s %6d %02X %-24s",
+            " %-8s %8d %-8s %6d %02X ",
             F.col("structure"),
             F.col("seq"),
             F.col("writer"),
             F.col("lsn"),
             F.col("type").cast("int"),
-            F.col("type_name"),
+        ),
+        F.when(named, F.format_string("%-36s", F.col("record_name"))).otherwise(
+            F.format_string("%-24s", F.col("type_name"))
         ),
         F.concat_ws(
             "",
             F.concat(F.lit(" op="), F.col("op_name")),
             part("mq", "kind"),
+            part("cqs", "cqs"),
             part("queue", "queue"),
-            part("uow", "uow"),
+            queue_kind,
+            F.when(
+                F.col("uow_text").isNotNull(), F.concat(F.lit(" uow="), F.col("uow_text"))
+            ).otherwise(part("uow", "uow")),
             part("msgid", "message_id"),
             part("entry", "entry_id"),
             part("list", "list_number"),
