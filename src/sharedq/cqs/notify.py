@@ -48,7 +48,7 @@ class Work:
 
 
 #: How long a listener's wait lasts before it looks whether it is to stop, seconds.
-_STOP_CHECK_S = 0.25
+STOP_CHECK_S = 0.25
 
 
 class Listener:
@@ -66,6 +66,9 @@ class Listener:
         self._callback = callback
         self._work = work
         self._stop = threading.Event()
+        #: Notifications handed to the client, and spared it (a staggered listener's).
+        self.told = 0
+        self.spared = 0
         self._thread = threading.Thread(
             target=self._run, name=f"cqs-listener-{acc.name}", daemon=True
         )
@@ -74,20 +77,42 @@ class Listener:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                events = self._acc.wait_events(_STOP_CHECK_S)
+                events = self._acc.wait_events(self._timeout())
             except CFError as error:
                 if not self._stop.is_set():
                     logger.warning("%s: event wait failed: %s", self._acc.name, error)
                 return
             for event in events:
-                if event.state is not MonitorState.NONEMPTY:
-                    continue
-                self._work.put((self._kind, event.token))
-                if self._callback is not None:
-                    try:
-                        self._callback(self._kind, event.token)
-                    except Exception:  # a client's callback must not stop the listener
-                        logger.exception("work callback failed for %r", event.token)
+                if event.state is MonitorState.NONEMPTY:
+                    self._nonempty(event.token)
+                else:
+                    self._empty(event.token)
+            self._due()
+
+    # The seed's notification: every registered CQS tells its client at once.  A
+    # subclass (:class:`~sharedq.cqs.stagger.StaggeredListener`) defers some.
+
+    def _timeout(self) -> float:
+        return STOP_CHECK_S
+
+    def _nonempty(self, queue: bytes) -> None:
+        self.tell(queue)
+
+    def _empty(self, queue: bytes) -> None:
+        """The queue went empty (watched only when a subclass asks for it)."""
+
+    def _due(self) -> None:
+        """Deferred notifications whose time came (none here)."""
+
+    def tell(self, queue: bytes) -> None:
+        """Tell the client that ``queue`` has work."""
+        self.told += 1
+        self._work.put((self._kind, queue))
+        if self._callback is not None:
+            try:
+                self._callback(self._kind, queue)
+            except Exception:  # a client's callback must not stop the listener
+                logger.exception("work callback failed for %r", queue)
 
     def stop(self) -> None:
         self._stop.set()

@@ -32,6 +32,7 @@ from sharedq.cqs.notify import Listener, Work, WorkCallback
 from sharedq.cqs.pair import StructurePair
 from sharedq.cqs.restart import Finished, finish_interrupted
 from sharedq.cqs.site import LockToken, Site, lock_version
+from sharedq.cqs.stagger import StaggeredListener, check_stagger
 from sharedq.cqs.uow import TokenSource, Uow, check_uow
 from sharedq.log import DurabilityMode, RecordType
 from sharedq.recovery.settings import RecoverySettings
@@ -63,6 +64,9 @@ class CQS:
         recovery: recovery settings: log, checkpoints, structure recovery.
         security: whose profiles say who may connect (``CQSSTR.<primary>``).
         on_work: called with ``(kind, queue name)`` when a registered queue gets work.
+        stagger_s: tell one client first and the others ``stagger_s`` seconds apart,
+            only if the queue still has work (:mod:`sharedq.cqs.stagger`); ``None``:
+            every registered client at once, as the seed does.
         clock: time for put stamps and unit-of-work tokens.
         faults: a fault hook around every structure request (crash tests).
     """
@@ -78,6 +82,7 @@ class CQS:
         recovery: RecoverySettings | None = None,
         security: SecuritySettings | None = None,
         on_work: WorkCallback | None = None,
+        stagger_s: float | None = None,
         clock: Clock | None = None,
         faults: FaultHook | None = None,
     ) -> None:
@@ -97,6 +102,7 @@ class CQS:
         self._recovery = recovery
         self._security = SECURITY_OFF if security is None else security.security()
         self._on_work = on_work
+        self._stagger_s = check_stagger(stagger_s)
         self.clock = clock or (recovery.clock if recovery is not None else SYSTEM_CLOCK)
         self.tokens = TokenSource(self.clock)
         self._faults = faults
@@ -288,12 +294,21 @@ class CQS:
             if (kind, name) in self._registered:
                 with requests.translated(f"register {text(name)}"):
                     return site.acc.read(ByKey(site.layout.header(name), name)) is not None
-            spec = MonitorSpec(site.layout.header(name), name, name, token=name)
+            staggered = self._stagger_s is not None
+            spec = MonitorSpec(
+                site.layout.header(name), name, name, notify_empty=staggered, token=name
+            )
             with requests.translated(f"register {text(name)}"):
                 registration = site.acc.register_monitor(spec)
             self._registered[(kind, name)] = registration.monitor_id
             if kind not in self._listeners:
-                self._listeners[kind] = Listener(site.acc, kind, self._on_work, self._work)
+                self._listeners[kind] = (
+                    Listener(site.acc, kind, self._on_work, self._work)
+                    if self._stagger_s is None
+                    else StaggeredListener(
+                        site.acc, kind, self._on_work, self._work, self._stagger_s
+                    )
+                )
         return registration.nonempty
 
     def deregister(self, queue: object, *, kind: Kind = Kind.MSGQ) -> None:
@@ -311,6 +326,13 @@ class CQS:
         """The queues this CQS is registered on."""
         with self._lock:
             return sorted(self._registered, key=lambda k: (k[0].name, k[1]))
+
+    def notifications(self) -> dict[str, int]:
+        """How many notifications this CQS gave its client (``told``) and, when
+        staggered, spared it because the queue went empty before its turn (``spared``)."""
+        told = sum(listener.told for listener in self._listeners.values())
+        spared = sum(listener.spared for listener in self._listeners.values())
+        return {"told": told, "spared": spared}
 
     def wait_for_work(self, timeout: float | None = None) -> tuple[Kind, bytes] | None:
         """The registered queue that went from empty to non-empty longest ago and was
