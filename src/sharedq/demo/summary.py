@@ -188,11 +188,14 @@ def print_events(console: Console, groups: list[dict[str, Any]]) -> None:
     """The queue depth events, one row per CorrelId: who coordinated, who issued."""
     table = Table(
         title="queue depth events (from the log)",
-        caption="messages: the event messages issued for one event (one CorrelId), by "
-        "the managers listed; depth: what the coordinator counted, log: committed",
+        caption="n: event messages issued for the event (one CorrelId) by the managers "
+        "listed; depth: what the coordinator counted; log: committed, in the log",
     )
-    for column in ("time", "event", "queue", "coordinator", "messages", "managers", "depth"):
-        table.add_column(column, justify="right" if column in ("messages", "depth") else "left")
+    for column in ("time", "event", "queue", "coordinator", "n", "managers", "depth", "log"):
+        numeric = column in ("n", "depth", "log")
+        table.add_column(
+            column, justify="right" if numeric else "left", no_wrap=column != "managers"
+        )
     for row in groups:
         table.add_row(
             row["time"].strftime("%H:%M:%S.%f")[:-3] if row["time"] is not None else "?",
@@ -201,7 +204,8 @@ def print_events(console: Console, groups: list[dict[str, Any]]) -> None:
             str(row["coordinator"] or "?"),
             str(row["messages"]),
             ", ".join(row["managers"] or []),
-            f"{_int(row['depth'])} (log {_int(row['log_depth'])})",
+            _int(row["depth"]),
+            _int(row["log_depth"]),
         )
     console.print(table)
 

@@ -15,7 +15,7 @@ Column contracts (written by the ``stats``, ``track`` and ``capacity`` jobs):
 - work: ``server, puts, gets, commits, backouts`` (``stats/servers``);
 - usage: ``structure, time, entries, elements`` (``capacity/usage``);
 - events: ``queue, time, depth`` (``events/depth``) and ``queue, time, event,
-  coordinator, log_depth`` (``events/groups``).
+  coordinator, log_depth`` and optionally ``messages`` (``events/groups``).
 """
 
 from __future__ import annotations
@@ -217,7 +217,9 @@ def usage_chart(usage: pd.DataFrame, path: str | Path) -> Path:
 
 def events_chart(depth: pd.DataFrame, groups: pd.DataFrame, path: str | Path) -> Path:
     """Committed depth of each queue that had depth events, with every event marked
-    (High ▲, Low ▼, Full ✕) where it happened on the line, labelled with its coordinator.
+    (High ▲, Low ▼, Full ✕) where it happened on the line, labelled with its coordinator
+    and, in brackets, the event messages issued for it (``messages``, when given); with
+    several queues, the queue's name first.
 
     Why: a High followed soon by a Low is a queue that a burst filled and the
     consumers drained; High after High with no Low between cannot happen (the event
@@ -251,8 +253,10 @@ def events_chart(depth: pd.DataFrame, groups: pd.DataFrame, path: str | Path) ->
             )
     if len(marks) <= MAX_EVENT_LABELS:
         for row in marks[marks["queue"].isin(queues)].itertuples():
+            issued = f" ({row.messages})" if "messages" in marks else ""
+            where = f"{row.queue}: " if len(queues) > 1 else ""
             axes.annotate(
-                str(row.coordinator or "?"),
+                f"{where}{row.coordinator or '?'}{issued}",
                 (row.time, float(row.log_depth or 0)),
                 textcoords="offset points",
                 xytext=(4, 6),

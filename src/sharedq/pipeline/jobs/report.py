@@ -156,7 +156,8 @@ def run_all(
         "work": "puts, gets, commits and backouts per server (stats/servers)",
         "usage": "list entries and data elements in use (capacity/usage)",
         "events": "queue depth events (High, Low, Full) on their queues' committed depth,"
-        " labelled with the coordinator (events/groups, events/depth)",
+        " labelled with the coordinator and the event messages issued"
+        " (events/groups, events/depth)",
     }
     titles = {"work": "Work per server", "events": "Depth events"}
     chart_list = [
@@ -232,7 +233,11 @@ def draw_charts(
             "events",
             lambda: charts.events_chart(
                 _table(events, "depth", ["queue", "time", "depth"]),
-                _table(events, "groups", ["queue", "time", "event", "coordinator", "log_depth"]),
+                _table(
+                    events,
+                    "groups",
+                    ["queue", "time", "event", "coordinator", "messages", "log_depth"],
+                ),
                 directory / "events.png",
             ),
         ),
