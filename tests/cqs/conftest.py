@@ -54,6 +54,20 @@ def facility(backend: str, request: pytest.FixtureRequest) -> Iterator[CouplingF
 
 
 @pytest.fixture
+def redis_facility(redis_server: RedisServer) -> Iterator[RedisFacility]:
+    """For the tests with CQSs in processes of their own: the session's Redis server,
+    empty but for ``MSGQ01``."""
+    redis_server.flush()
+    facility = RedisFacility.from_url(redis_server.url)
+    facility.create(structure_params(MSGQ, messages=500))
+    try:
+        yield facility
+    finally:
+        facility.close()
+        redis_server.flush()
+
+
+@pytest.fixture
 def clock() -> ManualClock:
     return ManualClock(tick_s=0.000_01)
 

@@ -3,30 +3,15 @@
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Iterator
-
-import pytest
 
 from sharedq.cf.redis import RedisFacility
-from sharedq.cqs import CQS, structure_params
+from sharedq.cqs import CQS
 from sharedq.testing.redis_server import RedisServer
 
 from . import workers
 from .helpers import where
 
 SYSTEMS = ("IMSA", "IMSB", "IMSC")
-
-
-@pytest.fixture
-def redis_facility(redis_server: RedisServer) -> Iterator[RedisFacility]:
-    redis_server.flush()
-    facility = RedisFacility.from_url(redis_server.url)
-    facility.create(structure_params(workers.MSGQ, messages=500))
-    try:
-        yield facility
-    finally:
-        facility.close()
-        redis_server.flush()
 
 
 def test_every_process_is_told_the_first_reader_wins(

@@ -6,30 +6,17 @@ from __future__ import annotations
 
 import multiprocessing
 import signal
-from collections.abc import Iterator
 
 import pytest
 
 from sharedq.cf.redis import RedisFacility
-from sharedq.cqs import CQS, Kind, structure_params
+from sharedq.cqs import CQS, Kind
 from sharedq.testing.redis_server import RedisServer
 
 from . import workers
 from .helpers import where
 
 PARTS = tuple(workers.PARTS)
-
-
-@pytest.fixture
-def redis_facility(redis_server: RedisServer) -> Iterator[RedisFacility]:
-    redis_server.flush()
-    facility = RedisFacility.from_url(redis_server.url)
-    facility.create(structure_params(workers.MSGQ, messages=200))
-    try:
-        yield facility
-    finally:
-        facility.close()
-        redis_server.flush()
 
 
 def killed_then_restarted(url: str, facility: RedisFacility, action: str, at: int) -> CQS:
