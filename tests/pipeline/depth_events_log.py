@@ -15,7 +15,7 @@ from typing import Any
 
 from sharedq.log import LogStream, RecordType
 from sharedq.testing import ManualClock
-from tests.pipeline.handmade import RECORD_TYPES, T0, entry_id, message_id, uow_id
+from tests.pipeline.handmade import T0, append_change
 
 STRUCTURE = "EV"
 
@@ -154,21 +154,8 @@ def write_events_log(root: Path) -> Path:
         at_ms = ms
         if isinstance(what[0], str):
             kind, n, uow = what
-            record_type, op = RECORD_TYPES[kind]
             seq += 1
-            writers[writer].append(
-                record_type,
-                op=op,
-                seq=seq,
-                entry_id=entry_id(n),
-                list_number=1,
-                uow=uow_id(uow),
-                queue=queue.encode(),
-                message_id=message_id(n),
-                priority=4,
-                persistent=True,
-                payload={"mq": kind},
-            )
+            append_change(writers[writer], seq, kind, n, queue, uow)
         else:
             number, payload, *stale = what
             writers[writer].append(

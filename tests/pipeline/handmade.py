@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sharedq.log import LogStream, RecordType
+from sharedq.log import LogStream, LogWriter, RecordType
 from sharedq.log.records import ChangeOp
 from sharedq.testing import ManualClock
 
@@ -108,6 +108,24 @@ def uow_id(name: str) -> bytes:
     return name.encode().ljust(8, b"\x00")
 
 
+def append_change(writer: LogWriter, seq: int, kind: str, n: int, queue: str, uow: str) -> None:
+    """Append the record of a change of ``kind`` to message ``n``, as a manager logs it."""
+    record_type, op = RECORD_TYPES[kind]
+    writer.append(
+        record_type,
+        op=op,
+        seq=seq,
+        entry_id=entry_id(n),
+        list_number=1,
+        uow=uow_id(uow),
+        queue=queue.encode(),
+        message_id=message_id(n),
+        priority=4,
+        persistent=True,
+        payload={"mq": kind},
+    )
+
+
 def write_handmade_log(root: Path) -> Path:
     """Write the script as the log of structure HS under ``root``; returns the log dir."""
     clock = ManualClock(T0 / 1_000_000)
@@ -118,20 +136,7 @@ def write_handmade_log(root: Path) -> Path:
     for seq, (ms, writer, kind, n, queue, uow) in enumerate(SCRIPT, start=1):
         clock.advance_s((ms - at_ms) / 1000)  # the script's times only go forward
         at_ms = ms
-        record_type, op = RECORD_TYPES[kind]
-        writers[writer].append(
-            record_type,
-            op=op,
-            seq=seq,
-            entry_id=entry_id(n),
-            list_number=1,
-            uow=uow_id(uow),
-            queue=queue.encode(),
-            message_id=message_id(n),
-            priority=4,
-            persistent=True,
-            payload={"mq": kind},
-        )
+        append_change(writers[writer], seq, kind, n, queue, uow)
     clock.advance_s((END_MS - at_ms) / 1000)
     writers["QM1"].append(RecordType.SHUTDOWN, payload={"qmgr": "QM1"})
     for opened in writers.values():

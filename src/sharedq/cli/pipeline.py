@@ -182,6 +182,14 @@ headroom_option = click.option(
 )
 
 
+#: ``--no-srds`` of the jobs that count queue depth (stats, events).
+no_srds_depth_option = click.option(
+    "--no-srds",
+    is_flag=True,
+    help="do not read the SRDS image the log starts from (opening depth from the log only)",
+)
+
+
 # -- the jobs ------------------------------------------------------------------------------
 
 
@@ -334,11 +342,7 @@ stats_command = job_command(
         callback=_checked_interval,
         help="seconds per interval of the queue figures",
     ),
-    click.option(
-        "--no-srds",
-        is_flag=True,
-        help="do not read the SRDS image the log starts from (opening depth from the log only)",
-    ),
+    no_srds_depth_option,
 )
 
 
@@ -354,11 +358,7 @@ capacity_command = job_command("capacity", capacity_job, headroom_option)
 events_command = job_command(
     "events",
     events.run,
-    click.option(
-        "--no-srds",
-        is_flag=True,
-        help="do not read the SRDS image the log starts from (opening depth from the log only)",
-    ),
+    no_srds_depth_option,
     click.option(
         "--limit",
         default=20,
