@@ -33,6 +33,7 @@ from sharedq.pipeline.transforms import cqs_records as C
 from sharedq.pipeline.transforms.printing import PRINT_COLUMNS, parse_uow
 from sharedq.recovery import RecoverySettings
 from sharedq.testing import ManualClock
+from tests.pipeline.conftest import GroupLog
 
 MSGQ = "MSGQ72"
 TRANA = make_name(1, "TRANA")
@@ -315,3 +316,20 @@ def test_the_track_command_follows_a_unit_of_work(
     assert flags == ["P", "R", "P", "R", "P", "P", "R", "R"]
     refused = CliRunner().invoke(cli, [*args, "--uow", "IMSA/nope"])
     assert refused.exit_code == 2 and "IMSA/nope" in refused.output
+
+
+def test_a_log_no_cqs_wrote_is_printed_and_tracked_as_before(
+    spark: SparkSession, group_log: GroupLog, tmp_path: Path
+) -> None:
+    """On the queue managers' log: no record gets a CQS name or decoding, and track's
+    summary has no CQS part (its ``cqs_units`` table is empty)."""
+    ctx = JobContext.open(spark, group_log.root, tmp_path)
+    result = track.run(ctx)
+    assert result.figures["cqs_requests"] == 0 and "CQS units" not in result.summary
+    assert result.figures["messages"] > 0 and result.figures["balance_ok"]
+    assert spark.read.parquet(str(tmp_path / "track" / "cqs_units")).count() == 0
+    print_log.run(ctx, limit=0)
+    frame = spark.read.parquet(str(tmp_path / "print" / "records"))
+    decoded = ("record_name", "cqs", "queue_type", "origin_system", "processing_token")
+    assert frame.where(F.greatest(*[F.col(c).isNotNull() for c in decoded])).count() == 0
+    assert frame.where(F.col("kind").isNotNull()).count() > 0

@@ -101,7 +101,8 @@ def run(
     ctx.step("following the CQS units of work")
     units, unit_lines = cqs_units(log, out, origin, tables)
     figures.update(units)
-    summary += "\n\n" + "\n".join(unit_lines)
+    if unit_lines:
+        summary += "\n\n" + "\n".join(unit_lines)
     return JobResult("track", summary, tables=tables, figures=figures)
 
 
@@ -130,10 +131,15 @@ def cqs_units(
         f"cqs_{name}": int(counted[name]) if counted is not None else 0
         for name in ("origins", "messages", "requests")
     }
-    lines = [
-        f"CQS units of work: {figures['cqs_origins']} origin(s), "
-        f"{figures['cqs_messages']} message(s), {figures['cqs_requests']} request(s)"
-    ]
+    # A log no CQS wrote keeps the queue manager's summary as it was.
+    lines = (
+        [
+            f"CQS units of work: {figures['cqs_origins']} origin(s), "
+            f"{figures['cqs_messages']} message(s), {figures['cqs_requests']} request(s)"
+        ]
+        if figures["cqs_requests"] or origin is not None
+        else []
+    )
     if origin is not None:
         rows = of_origin(steps, origin).orderBy(*step_order()).select(*STEP_COLUMNS).collect()
         figures["unit"] = [
