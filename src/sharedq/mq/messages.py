@@ -32,13 +32,29 @@ UNLIMITED = _UNLIMITED = 0xFFFFFFFF
 #: The longest queue-manager name, as MQ's MQ_Q_MGR_NAME_LENGTH.
 MAX_QM_NAME = 48
 
-# version, flags, priority, putting qm id, put stamp, expiry (tenths), msg id, correl id,
-# putting qm name length; the name and the body follow.
+# Format 1 (read only, for entries written before format 2): version, flags, priority,
+# putting qm id, put stamp, expiry (tenths), msg id, correl id, putting qm name length;
+# the name and the body follow.
 _HEADER = struct.Struct(">BBBBQI24s24sB")
 _FORMAT = 1
+# Format 2, written now, leaves out what is known without it (Redis keeps every byte of
+# a queued message, and these were half of a 100-byte message's data): version, flags,
+# priority, putting qm id, put stamp, putting qm name length; then the expiry (4, only
+# with _EXPIRES), the name, the msg id (its 3-byte nonce when the manager generated it,
+# else 24 bytes), the correl id (24, only with _CORREL), the body.  At most as long as
+# format 1, so a queue's largest body is the same.
+_HEADER2 = struct.Struct(">BBBBQB")
+_FORMAT2 = 2
 _PERSISTENT = 0x01
-# put list number, msg id, correl id
+_GENERATED = 0x02
+_EXPIRES = 0x04
+_CORREL = 0x08
+_U32 = struct.Struct(">I")
+# Adjunct, format 1: put list number, msg id, correl id.  Format 2: put list number with
+# its top bit set (list numbers stay below 4096), the msg id's length, then both ids
+# without their trailing zeros (ids are padded with zeros to 24 bytes).
 _ADJUNCT = struct.Struct(">H24s24s")
+_ADJUNCT2_MARK = 0x8000
 
 
 @dataclass(slots=True)
@@ -101,6 +117,19 @@ def expiry_tenths(expiry: float | None) -> int:
     return tenths
 
 
+def generated_msg_id(qm_name: bytes, stamp: int, qm_id: int, nonce: bytes) -> bytes:
+    """The msg id a manager generates for a put (see ``ManagerCore``): its name's first
+    four characters, the put stamp, its id and its nonce."""
+    return (
+        b"CSQ "
+        + qm_name[:4].ljust(4)
+        + stamp.to_bytes(8, "big")
+        + bytes((qm_id,))
+        + nonce
+        + b"\x00" * 4
+    )
+
+
 def encode(
     body: bytes,
     priority: int,
@@ -112,22 +141,25 @@ def encode(
     qm_id: int,
     qm_name: bytes,
 ) -> bytes:
-    """The data of a message's list entry.  ``expiry`` is in tenths (or unlimited)."""
-    return (
-        _HEADER.pack(
-            _FORMAT,
-            _PERSISTENT if persistent else 0,
-            priority,
-            qm_id,
-            stamp,
-            expiry,
-            msg_id,
-            correl_id,
-            len(qm_name),
-        )
-        + qm_name
-        + body
-    )
+    """The data of a message's list entry (format 2).  ``expiry`` is in tenths (or
+    unlimited)."""
+    flags = _PERSISTENT if persistent else 0
+    parts = [b"", b"", qm_name]
+    if expiry != _UNLIMITED:
+        flags |= _EXPIRES
+        parts[1] = _U32.pack(expiry)
+    nonce = msg_id[17:20]
+    if msg_id == generated_msg_id(qm_name, stamp, qm_id, nonce):
+        flags |= _GENERATED
+        parts.append(nonce)
+    else:
+        parts.append(msg_id)
+    if correl_id != NO_ID:
+        flags |= _CORREL
+        parts.append(correl_id)
+    parts.append(body)
+    parts[0] = _HEADER2.pack(_FORMAT2, flags, priority, qm_id, stamp, len(qm_name))
+    return b"".join(parts)
 
 
 class Decoded:
@@ -147,27 +179,56 @@ class Decoded:
     )
 
     def __init__(self, data: bytes) -> None:
-        (
-            fmt,
-            flags,
-            self.priority,
-            self.qm_id,
-            self.stamp,
-            self.expiry_tenths,
-            self.msg_id,
-            self.correl_id,
-            name_length,
-        ) = _HEADER.unpack_from(data)
-        if fmt != _FORMAT:
-            raise mq_error(MQReason.UNEXPECTED_ERROR, f"unknown message format {fmt}")
-        self.persistent = bool(flags & _PERSISTENT)
-        start = _HEADER.size
-        self.body_offset = start + name_length
-        self.qm_name = data[start : self.body_offset].decode()
+        if data[:1] == b"\x02":
+            self._format2(data)
+        elif data[:1] == b"\x01":
+            (
+                _,
+                flags,
+                self.priority,
+                self.qm_id,
+                self.stamp,
+                self.expiry_tenths,
+                self.msg_id,
+                self.correl_id,
+                name_length,
+            ) = _HEADER.unpack_from(data)
+            self.persistent = bool(flags & _PERSISTENT)
+            start = _HEADER.size
+            self.body_offset = start + name_length
+            self.qm_name = data[start : self.body_offset].decode()
+        else:
+            raise mq_error(MQReason.UNEXPECTED_ERROR, f"unknown message format {data[:1]!r}")
         tenths = self.expiry_tenths
         self.expires_at: float | None = (
             None if tenths == _UNLIMITED else stamp_seconds(self.stamp) + tenths / 10
         )
+
+    def _format2(self, data: bytes) -> None:
+        _, flags, self.priority, qm_id, stamp, name_length = _HEADER2.unpack_from(data)
+        self.qm_id, self.stamp = qm_id, stamp
+        self.persistent = bool(flags & _PERSISTENT)
+        at = 13
+        if flags & _EXPIRES:
+            self.expiry_tenths = _U32.unpack_from(data, at)[0]
+            at += 4
+        else:
+            self.expiry_tenths = _UNLIMITED
+        name = data[at : at + name_length]
+        self.qm_name = name.decode()
+        at += name_length
+        if flags & _GENERATED:
+            self.msg_id = generated_msg_id(name, stamp, qm_id, data[at : at + 3])
+            at += 3
+        else:
+            self.msg_id = data[at : at + ID_LENGTH]
+            at += ID_LENGTH
+        if flags & _CORREL:
+            self.correl_id = data[at : at + ID_LENGTH]
+            at += ID_LENGTH
+        else:
+            self.correl_id = NO_ID
+        self.body_offset = at
 
     def expired(self, now: float) -> bool:
         deadline = self.expires_at
@@ -208,25 +269,39 @@ def to_message(
 
 def message_facts(data: bytes) -> tuple[bool, int, bytes, bytes]:
     """``(persistent, priority, msg id, correl id)`` of a message entry's data."""
-    _, flags, priority, _, _, _, msg_id, correl_id, _ = _HEADER.unpack_from(data)
-    return bool(flags & _PERSISTENT), priority, msg_id, correl_id
+    h = Decoded(data)
+    return h.persistent, h.priority, h.msg_id, h.correl_id
 
 
 def entry_facts(data: bytes) -> tuple[bool, bytes]:
     """``(persistent, msg id)`` of a message entry, for a journal that must know them."""
-    flags = data[1]
-    start = 16  # after format, flags, priority, qm id, stamp, expiry
-    return bool(flags & _PERSISTENT), data[start : start + ID_LENGTH]
+    h = Decoded(data)
+    return h.persistent, h.msg_id
 
 
 def encode_adjunct(put_list: int, msg_id: bytes, correl_id: bytes) -> bytes:
-    return _ADJUNCT.pack(put_list, msg_id, correl_id)
+    """A message entry's adjunct (format 2)."""
+    mid = msg_id.rstrip(b"\x00")
+    return (
+        (put_list | _ADJUNCT2_MARK).to_bytes(2, "big")
+        + bytes((len(mid),))
+        + mid
+        + correl_id.rstrip(b"\x00")
+    )
 
 
 def decode_adjunct(adjunct: bytes) -> tuple[int, bytes, bytes]:
-    """``(put list, msg id, correl id)`` of a message entry's adjunct."""
-    put_list, msg_id, correl_id = _ADJUNCT.unpack_from(adjunct)
-    return put_list, msg_id, correl_id
+    """``(put list, msg id, correl id)`` of a message entry's adjunct (either format)."""
+    head = int.from_bytes(adjunct[:2], "big")
+    if not head & _ADJUNCT2_MARK:
+        put_list, msg_id, correl_id = _ADJUNCT.unpack_from(adjunct)
+        return put_list, msg_id, correl_id
+    end = 3 + adjunct[2]
+    return (
+        head & ~_ADJUNCT2_MARK,
+        adjunct[3:end].ljust(ID_LENGTH, b"\x00"),
+        adjunct[end:].ljust(ID_LENGTH, b"\x00"),
+    )
 
 
 def check_id(value: bytes | None, what: str, reason: MQReason) -> bytes | None:
