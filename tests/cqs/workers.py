@@ -94,3 +94,37 @@ def doomed(url: str, action: str, at: int) -> None:
             assert token is not None
             cqs.delete(token)
         os.kill(os.getpid(), signal.SIGKILL)  # finished: die all the same
+
+
+def logged_and_killed(url: str, root: str, overflow: str | None, kill_at: str) -> None:
+    """As CQSIMSA with a recovery log under ``root``: four messages put, two of them
+    read (left locked), then SIGKILL; or, with ``kill_at`` a structure checkpoint's
+    point (``quiesced``, ``written``), killed there while it is the checkpoint's master."""
+    import os
+    import signal
+    from pathlib import Path
+
+    from sharedq.cqs import StructurePair
+    from sharedq.recovery import RecoverySettings
+
+    def faults(point: str) -> None:
+        if point == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    settings = RecoverySettings(Path(root), poll_seconds=0.05)
+    with open_facility(url) as facility:
+        cqs = CQS(
+            facility,
+            "CQSIMSA",
+            system="IMSA",
+            msgq=StructurePair(MSGQ, overflow),
+            recovery=settings,
+            checkpoint_faults=faults,
+        ).connect()
+        for n in range(4):
+            cqs.put(TRANA, b"message %d" % n)
+        cqs.read(TRANA)
+        cqs.read(TRANA)
+        if kill_at != "now":
+            cqs.checkpoint("structure")
+        os.kill(os.getpid(), signal.SIGKILL)

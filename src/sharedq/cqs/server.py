@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 from sharedq import names
@@ -69,6 +69,8 @@ class CQS:
             every registered client at once, as the seed does.
         clock: time for put stamps and unit-of-work tokens.
         faults: a fault hook around every structure request (crash tests).
+        checkpoint_faults: called at each point of a structure checkpoint this CQS
+            takes as master (crash tests of a master's takeover).
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class CQS:
         stagger_s: float | None = None,
         clock: Clock | None = None,
         faults: FaultHook | None = None,
+        checkpoint_faults: Callable[[str], None] | None = None,
     ) -> None:
         problem = names.SERVER.problem(name, kind="CQS name")
         if problem is not None or len(name) > 32:
@@ -106,8 +109,10 @@ class CQS:
         self.clock = clock or (recovery.clock if recovery is not None else SYSTEM_CLOCK)
         self.tokens = TokenSource(self.clock)
         self._faults = faults
+        self._checkpoint_faults = checkpoint_faults
         self._log: RecoveryLog | None = None
         self._sites: dict[Kind, Site] = {}
+        self._overflow: dict[Kind, StructureAccess] = {}
         self._registered: dict[tuple[Kind, bytes], int] = {}
         self._listeners: dict[Kind, Listener] = {}
         self._work = Work()
@@ -154,6 +159,8 @@ class CQS:
                 CQSClient(self.name, self.system),
                 payload_key=PAYLOAD_KEY,
                 facts=facts,
+                overflow={p.primary: p.overflow for p in self.pairs.values() if p.overflow},
+                faults=self._checkpoint_faults,
             )
         try:
             for kind, pair in self.pairs.items():
@@ -177,13 +184,21 @@ class CQS:
         return self
 
     def _connect_one(self, kind: Kind, pair: StructurePair) -> Site:
+        connecting.allocate_overflow(self._facility, pair, self.name)
         if self._log is not None:
             self._log.prepare(pair.primary)
-        conn = connecting.connect_afresh(self._facility, pair.primary, self.name)
         journal = NO_JOURNAL if self._log is None else self._log.journal
-        acc = StructureAccess(conn, len(self._sites), journal, _journal_failed, self._faults, facts)
-        if self._log is not None:
-            self._log.attach(acc)
+        accesses = []
+        for slot, structure in enumerate(connecting.members(pair)):
+            conn = connecting.connect_afresh(self._facility, structure, self.name)
+            number = 2 * len(self._sites) + slot
+            access = StructureAccess(conn, number, journal, _journal_failed, self._faults, facts)
+            if self._log is not None:
+                self._log.attach(access)
+            accesses.append(access)
+        acc, *overflow = accesses
+        if overflow:  # connected, logged and recovered with the pair; no queue there yet
+            self._overflow[kind] = overflow[0]
         owner = self.name.encode("ascii")
         interval = self._recovery is not None and self._recovery.durability.mode is INTERVAL
         return Site(
@@ -246,10 +261,11 @@ class CQS:
         for listener in self._listeners.values():
             listener.stop()
         self._listeners.clear()
-        for site in self._sites.values():
+        for acc in [*(site.acc for site in self._sites.values()), *self._overflow.values()]:
             with contextlib.suppress(CFError):
-                site.acc.disconnect()
+                acc.disconnect()
         self._sites.clear()
+        self._overflow.clear()
         self._registered.clear()
         if self._log is not None:
             self._log.close()

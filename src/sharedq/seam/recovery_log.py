@@ -63,6 +63,9 @@ class RecoveryLog:
         own: structures only this server uses, each in a facility of its own (a
             queue manager's structure for its nonshared queues): each is a pair of
             its own too, logged and checkpointed like the others.
+        overflow: a pair's overflow structure, by its primary's name: the two are
+            one pair, logged to the primary's stream, checkpointed and recovered as
+            one (``pairs`` stays keyed by the primary; :meth:`pair_of` finds either).
     """
 
     def __init__(
@@ -77,21 +80,26 @@ class RecoveryLog:
         facts: FactsOf,
         faults: Faults | None = None,
         own: Mapping[str, CouplingFacility] | None = None,
+        overflow: Mapping[str, str] | None = None,
     ) -> None:
         self.server = server
         self.settings = settings
         self._client = client
         self._faults = faults
         self.pairs: dict[str, PairRecovery] = {}
+        overflow = overflow or {}
         for name in dict.fromkeys(structures):
-            self.pairs[name] = PairRecovery(facility, settings, [name], server, self, faults=faults)
+            members = [name] if overflow.get(name) is None else [name, overflow[name]]
+            self.pairs[name] = PairRecovery(
+                facility, settings, members, server, self, faults=faults
+            )
         for name, own_facility in (own or {}).items():
             self.pairs[name] = PairRecovery(
                 own_facility, settings, [name], server, self, faults=faults
             )
         self.journal = LogJournal(
             server,
-            {s: p.stream for s, p in self.pairs.items()},
+            {s: p.stream for p in self.pairs.values() for s in p.structures},
             payload_key=payload_key,
             facts=facts,
         )
@@ -105,16 +113,24 @@ class RecoveryLog:
 
     # -- connecting ----------------------------------------------------------------------
 
+    def pair_of(self, structure: str) -> PairRecovery:
+        """The pair ``structure`` belongs to (as its primary or its overflow)."""
+        pair = self.pairs.get(structure)
+        if pair is None:
+            [pair] = [p for p in self.pairs.values() if structure in p.structures]
+        return pair
+
     def prepare(self, structure: str) -> None:
-        """Recover the structure if it is missing, empty or behind its log, before
-        connecting to it."""
-        pair = self.pairs[structure]
+        """Recover the structure's pair (both structures) if it is missing, empty or
+        behind its log, before connecting to it."""
+        pair = self.pair_of(structure)
         pair.prepare(self.journal.writer_for(structure))
-        self.journal.listeners[structure] = pair.note_appended
+        for name in pair.structures:
+            self.journal.listeners[name] = pair.note_appended
 
     def attach(self, acc: StructureAccess) -> None:
         """The server connected: its changes go through the pair's quiesce gate."""
-        pair = self.pairs[acc.name]
+        pair = self.pair_of(acc.name)
         acc.gate = pair.gate.run
         acc.relocate = lambda lost: pair.relocate(acc.name, lost)
         pair.attach(acc.name, acc.conn)
@@ -187,8 +203,8 @@ class RecoveryLog:
         for pair in self.pairs.values():
             pair.system_checkpoint("restart")
             pair.start()
-        for name in self.rebuilt():
-            self.pairs[name].structure_checkpoint("after-recovery")
+        for primary in dict.fromkeys(self.pair_of(name).primary for name in self.rebuilt()):
+            self.pairs[primary].structure_checkpoint("after-recovery")
 
     # -- the recovery client the pairs ask -----------------------------------------------------
 
