@@ -24,6 +24,7 @@ import sharedq
 import sharedq.cf
 import sharedq.cqs
 import sharedq.errors
+import sharedq.ims
 import sharedq.log
 import sharedq.mq
 import sharedq.pipeline
@@ -32,6 +33,7 @@ import sharedq.security
 from sharedq.cf import CFError, CFReason, InvalidRequest
 from sharedq.cf.errors import cf_error
 from sharedq.cqs import CQSError, CQSReason, InvalidCQSRequest, cqs_error
+from sharedq.ims import IMSError, IMSReason, InvalidIMSRequest, ims_error
 from sharedq.log import InvalidLogRequest, LogError, LogReason, log_error
 from sharedq.mq import MQError, MQReason
 from sharedq.mq.errors import mq_error
@@ -80,6 +82,7 @@ LAYERS = {
         SecurityReason, SecurityError, InvalidSecurityRequest, security_error, sharedq.security
     ),
     "cqs": Layer(CQSReason, CQSError, InvalidCQSRequest, cqs_error, sharedq.cqs),
+    "ims": Layer(IMSReason, IMSError, InvalidIMSRequest, ims_error, sharedq.ims),
 }
 
 _ROW = re.compile(r"^(\d{4})-(\d{4})\s+.*?``sharedq\.(\w+)``.*?\s(\d{4})\s*$")

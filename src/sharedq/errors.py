@@ -27,6 +27,7 @@ codes      layer                                             BAD_ARGUMENT
 3600-3699  authorization profiles (``sharedq.security``)     3601
 4000-4099  Spark pipeline (``sharedq.pipeline``)             4001
 5000-5499  Common Queue Server (``sharedq.cqs``)             5001
+5500-5999  IMS systems (``sharedq.ims``)                     5501
 =========  ================================================  ============
 
 The queue manager's codes are IBM MQ's reason codes (MQRC) where MQ has one for the

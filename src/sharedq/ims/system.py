@@ -1,0 +1,597 @@
+"""An IMS system on shared queues: one per CQS, several in a shared-queues group.
+
+:class:`IMS` owns its CQS connection (made through the CQS's public requests), starts
+its regions, registers interest as the seed's triggers say (redbook §1.11): a
+transaction when the IMS starts, when the transaction is started again and when a
+region serving its class starts (§9.1: interest follows the regions that can process
+it); an LTERM at logon.  It deregisters on stop, logoff and shutdown.
+
+Input (§1.16, §9.2): a full-function transaction is processed **locally** (the CQS
+put goes straight to the lock queue; no one is told) when a region serving its class
+is waiting, its PSB is started, the message fits one queue buffer, it is not serial
+and ``MAXRGN`` allows; otherwise **globally**: on the transaction ready queue (the
+serial queue for a serial transaction), where every registered IMS is told when it
+goes from empty to non-empty, each schedules a region, and the first to read wins:
+the others' ``GU`` gets ``QC``.  Limit priority and ``PARLIM`` are ignored.
+
+A dispatcher thread per IMS turns notifications into scheduling and LTERM output
+into deliveries; each region is a thread of its own (:mod:`sharedq.ims.region`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from sharedq.cf import CouplingFacility
+from sharedq.clock import Clock
+from sharedq.cqs import CQS, CQSError, CQSReason, Kind, Uow
+from sharedq.ims import messages, queues
+from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
+from sharedq.ims.dli import DLI, Destination, Input, Output, Program
+from sharedq.ims.errors import IMSReason, ims_error
+from sharedq.ims.queues import Routed
+from sharedq.ims.region import Assignment, Region
+from sharedq.ims.terminal import Delivered, Terminal
+from sharedq.recovery.settings import RecoverySettings
+
+logger = logging.getLogger("sharedq.ims")
+#: How often the dispatcher retries committed output the structure had no room for.
+RETRY_S = 0.2
+
+
+class IMS:
+    """One IMS system: definitions, programs, its CQS, regions and terminals.
+
+    Args:
+        facility: where the shared queue structures are.
+        definition: the system's resources and IMSID.
+        programs: the application program for each PSB (a callable taking a ``DLI``).
+        msgq: the MSGQ structure (its CQS connects to it).
+        cqs_name: its CQS's name (``CQS<IMSID>`` by default).
+        recovery: the CQS's log and checkpoints, if any.
+        clock: time for units of work and put stamps.
+    """
+
+    def __init__(
+        self,
+        facility: CouplingFacility,
+        definition: SystemDefinition,
+        programs: Mapping[str, Program],
+        *,
+        msgq: str = "MSGQ01",
+        cqs_name: str | None = None,
+        recovery: RecoverySettings | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        if not isinstance(definition, SystemDefinition):
+            raise ims_error(IMSReason.BAD_ARGUMENT, "definition: a SystemDefinition")
+        for program in definition.programs:
+            if not callable(programs.get(program.psb)):
+                raise ims_error(IMSReason.NO_PROGRAM, f"no callable for PSB {program.psb}")
+        self.definition = definition
+        self.imsid = definition.imsid
+        self._programs = dict(programs)
+        self.cqs = CQS(
+            facility,
+            cqs_name or f"CQS{self.imsid}",
+            system=self.imsid,
+            msgq=msgq,
+            recovery=recovery,
+            on_work=self._told,
+            clock=clock,
+        )
+        self._lock = threading.Condition()
+        self._reg_lock = threading.Lock()
+        self._started = False
+        self._stopping = False
+        self._regions: dict[str, Region] = {}
+        self._running: dict[str, int] = {}
+        self._work: dict[str, None] = {}  # transactions with work (the SMB flag)
+        self._lterm_work: dict[str, None] = {}
+        self._in_flight: dict[str, Delivered] = {}
+        self._terminals: dict[str, Terminal] = {}  # by node
+        self._by_lterm: dict[str, Terminal] = {}
+        self._stopped_trans: set[str] = set()
+        self._stopped_psbs: set[str] = set()
+        self._interest: set[str] = set()  # transaction codes registered
+        self._pending: list[tuple[Input | None, Output, Uow]] = []
+        self._full = False
+        self._dispatcher: threading.Thread | None = None
+        #: What this IMS did: inputs local/global/serial, messages processed, QCs,
+        #: abends, outputs put and delivered.
+        self.counts: dict[str, int] = dict.fromkeys(
+            ("local", "global", "serial", "processed", "qc", "abends", "outputs", "delivered"),
+            0,
+        )
+
+    def __repr__(self) -> str:
+        return f"<IMS {self.imsid} {'started' if self._started else 'stopped'}>"
+
+    # -- start and shutdown -------------------------------------------------------------------
+
+    def start(self) -> IMS:
+        """Connect the CQS, start the defined regions, register the static transactions."""
+        if self._started:
+            raise ims_error(IMSReason.ALREADY_STARTED, f"{self.imsid} is started")
+        self.cqs.connect()
+        self._started, self._stopping = True, False
+        self._dispatcher = threading.Thread(
+            target=self._dispatch, name=f"ims-{self.imsid}", daemon=True
+        )
+        self._dispatcher.start()
+        for region in self.definition.regions:
+            self._regions[region.name] = Region(self, region)
+        self._reconcile()
+        return self
+
+    def shutdown(self) -> None:
+        """Stop the regions (after their programs), log every terminal off, deregister
+        everything and disconnect the CQS.  Messages stay on the shared queues."""
+        if not self._started:
+            return
+        for region in list(self._regions.values()):
+            region.stop()
+        self._regions.clear()
+        for terminal in list(self._terminals.values()):
+            self.logoff(terminal)
+        with self._reg_lock:
+            for code in sorted(self._interest):
+                self._deregister(code)
+        with self._lock:
+            self._stopping = True
+            self._lock.notify_all()
+        if self._dispatcher is not None:
+            self._dispatcher.join()
+        self.cqs.disconnect()
+        self._started = False
+
+    def __enter__(self) -> IMS:
+        return self if self._started else self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def _check_started(self) -> None:
+        if not self._started:
+            raise ims_error(IMSReason.NOT_STARTED, f"{self.imsid} is not started")
+
+    # -- commands: /START, /STOP --------------------------------------------------------------
+
+    def stop_transaction(self, code: str) -> None:
+        """/STOP TRAN: no scheduling here; interest deregistered.  Input is still queued."""
+        self._transaction(code)
+        with self._lock:
+            self._stopped_trans.add(code)
+        self._reconcile()
+
+    def start_transaction(self, code: str) -> None:
+        """/START TRAN: interest registered again (a trigger of §1.11)."""
+        self._transaction(code)
+        with self._lock:
+            self._stopped_trans.discard(code)
+        self._reconcile()
+        self._wake()
+
+    def stop_program(self, psb: str) -> None:
+        """/STOP PGM: its transactions are not scheduled here (input goes global)."""
+        self._psb(psb)
+        with self._lock:
+            self._stopped_psbs.add(psb)
+
+    def start_program(self, psb: str) -> None:
+        """/START PGM: its transactions are scheduled here again."""
+        self._psb(psb)
+        with self._lock:
+            self._stopped_psbs.discard(psb)
+        self._wake()
+
+    def stopped_programs(self) -> set[str]:
+        with self._lock:
+            return set(self._stopped_psbs)
+
+    def stop_region(self, name: str) -> None:
+        """/STOP REGION: stops after its program; interest in transactions no running
+        region serves any more is deregistered."""
+        self._check_started()
+        region = self._regions.pop(name, None)
+        if region is None:
+            raise ims_error(IMSReason.UNKNOWN_RESOURCE, f"no region {name} running")
+        region.stop()
+        self._reconcile()
+
+    def start_region(self, name: str) -> None:
+        """/START REGION: a defined region starts; transactions of its classes registered."""
+        self._check_started()
+        found = next((r for r in self.definition.regions if r.name == name), None)
+        if found is None:
+            raise ims_error(IMSReason.UNKNOWN_RESOURCE, f"no region {name} defined")
+        with self._lock:
+            if name in self._regions:
+                raise ims_error(IMSReason.ALREADY_STARTED, f"region {name} is running")
+            self._regions[name] = Region(self, found)
+        self._reconcile()
+        self._wake()
+
+    def _transaction(self, code: str) -> Transaction:
+        tran = self.definition.transaction(code)
+        if tran is None:
+            raise ims_error(IMSReason.UNKNOWN_RESOURCE, f"{self.imsid}: no transaction {code!r}")
+        return tran
+
+    def _psb(self, psb: str) -> None:
+        if all(p.psb != psb for p in self.definition.programs):
+            raise ims_error(IMSReason.UNKNOWN_RESOURCE, f"{self.imsid}: no PSB {psb!r}")
+
+    # -- interest registration ----------------------------------------------------------------
+
+    def _wanted(self, tran: Transaction) -> bool:
+        served = any(r.serves(tran.message_class) for r in self._regions.values())
+        return self._started and not tran.remote and tran.code not in self._stopped_trans and served
+
+    def _queue_of(self, tran: Transaction) -> bytes:
+        if tran.serial:
+            return queues.transaction_serial(tran.code, self.imsid)
+        return queues.transaction_ready(tran.code)
+
+    def _reconcile(self) -> None:
+        """Register interest in each transaction that should have it, deregister the rest."""
+        with self._reg_lock:
+            for tran in self.definition.transactions:
+                with self._lock:
+                    wanted = self._wanted(tran) and not self._stopping
+                if wanted and tran.code not in self._interest:
+                    if self.cqs.register(self._queue_of(tran)):
+                        self._flag(tran.code)  # work there already: no event comes for it
+                    self._interest.add(tran.code)
+                elif not wanted and tran.code in self._interest:
+                    self._deregister(tran.code)
+
+    def _deregister(self, code: str) -> None:
+        self.cqs.deregister(self._queue_of(self._transaction(code)))
+        self._interest.discard(code)
+        with self._lock:
+            self._work.pop(code, None)
+
+    def interests(self) -> list[str]:
+        """The transaction codes this IMS is registered on."""
+        with self._reg_lock:
+            return sorted(self._interest)
+
+    # -- notification -------------------------------------------------------------------------
+
+    def _told(self, kind: Kind, queue: bytes) -> None:
+        """The CQS says ``queue`` went from empty to non-empty (its listener thread)."""
+        name = queues.resource(queue)
+        if queue[0] == queues.LTERM_READY:
+            with self._lock:
+                self._lterm_work[name] = None
+                self._lock.notify_all()
+        else:
+            self._flag(name)
+
+    def _flag(self, code: str) -> None:
+        with self._lock:
+            self._work[code] = None
+            self._lock.notify_all()
+
+    def _wake(self) -> None:
+        with self._lock:
+            self._lock.notify_all()
+
+    # -- input --------------------------------------------------------------------------------
+
+    def enter(
+        self, source: str, segments: Sequence[bytes | str], *, terminal: Terminal | None = None
+    ) -> Routed:
+        """A message from LTERM ``source`` whose first segment starts with a transaction
+        code: FINDDEST, then local or global processing (§9.2).  Unknown code:
+        ``UNKNOWN_DESTINATION``; the structure full: ``STRUCTURE_FULL`` (DFS070)."""
+        self._check_started()
+        message = messages.make(segments, source)
+        code = message.segments[0].split(b" ", 1)[0].decode("ascii", "replace")
+        tran = self.definition.transaction(code)
+        if tran is None:
+            raise ims_error(IMSReason.UNKNOWN_DESTINATION, f"{self.imsid}: {code!r}: no such code")
+        parts = messages.buffers(message.encode(), self.definition.queue_buffer)
+        uow = self.cqs.new_uow()
+        region = self._claim_region(tran) if len(parts) == 1 and not tran.serial else None
+        if region is not None:
+            try:
+                token = self.cqs.put(queues.transaction_ready(code), parts, uow=uow, local=True)
+            except CQSError as error:
+                self._release(region, tran)
+                raise self._rejected(error) from error
+            assert not isinstance(token, bytes)
+            self._count("local")
+            first = Input(code, message, uow, token)
+            region.assign(Assignment(tran, self._programs[tran.psb], first))
+            return Routed("local", uow, 1)
+        try:
+            self.cqs.put(self._queue_of(tran), parts, uow=uow)
+        except CQSError as error:
+            raise self._rejected(error) from error
+        routing: Literal["global", "serial"] = "serial" if tran.serial else "global"
+        self._count(routing)
+        return Routed(routing, uow, len(parts))
+
+    def _rejected(self, error: CQSError) -> Exception:
+        if error.reason is CQSReason.STRUCTURE_FULL:
+            with self._lock:
+                self._full = True
+            return ims_error(IMSReason.STRUCTURE_FULL, f"DFS070 UNABLE TO ROUTE MESSAGE: {error}")
+        return ims_error(IMSReason.QUEUE_ERROR, str(error))
+
+    def _claim_region(self, tran: Transaction) -> Region | None:
+        """A waiting region that may process ``tran`` now, marked busy; ``None`` if none."""
+        with self._lock:
+            if (
+                tran.remote
+                or tran.code in self._stopped_trans
+                or tran.psb in self._stopped_psbs
+                or self._stopping
+                or (tran.maxrgn and self._running.get(tran.code, 0) >= tran.maxrgn)
+            ):
+                return None
+            for region in self._regions.values():
+                if not region.busy and region.serves(tran.message_class):
+                    region.busy = True
+                    self._running[tran.code] = self._running.get(tran.code, 0) + 1
+                    return region
+        return None
+
+    def _release(self, region: Region, tran: Transaction) -> None:
+        with self._lock:
+            region.busy = False
+            self._running[tran.code] -= 1
+            self._lock.notify_all()
+
+    def _count(self, what: str, n: int = 1) -> None:
+        with self._lock:
+            self.counts[what] += n
+
+    # -- what regions call (region.Host) ------------------------------------------------------
+
+    def read_input(self, transaction: Transaction) -> Input | None:
+        """A ``GU``: read the transaction's next message, or ``None`` (``QC``, and the
+        work flag reset)."""
+        with self._lock:
+            if (
+                transaction.code in self._stopped_trans
+                or transaction.psb in self._stopped_psbs
+                or self._stopping
+            ):
+                return None
+            self._work.pop(transaction.code, None)
+        try:
+            got = self.cqs.read(self._queue_of(transaction))
+        except CQSError as error:
+            logger.warning("%s: read of %s failed: %s", self.imsid, transaction.code, error)
+            got = None
+        if got is None:
+            self._count("qc")
+            return None
+        self._flag(transaction.code)  # there may be more: the flag stays until a QC
+        assert got.token is not None
+        return Input(transaction.code, messages.decode(got.body), got.uow, got.token)
+
+    def sync_point(self, held: Input | None, outputs: list[Output]) -> None:
+        """Put what the program inserted, then delete its input (Table 4's order).
+        Output the structure has no room for stays here and is put when it can be."""
+        for output in outputs:
+            uow = held.uow.spawn(self.imsid, self.cqs.tokens) if held else self.cqs.new_uow()
+            if not self._put_output(held, output, uow):
+                with self._lock:
+                    self._pending.append((held, output, uow))
+        if held is not None:
+            try:
+                self.cqs.delete(held.token)
+            except CQSError as error:
+                logger.warning("%s: delete of an input failed: %s", self.imsid, error)
+            self._count("processed")
+
+    def _put_output(self, held: Input | None, output: Output, uow: Uow) -> bool:
+        dest = output.destination
+        source = held.message.source if held is not None else ""
+        body = messages.ImsMessage(tuple(output.segments), source if dest.transaction else "")
+        if dest.transaction:
+            queue = self._queue_of(self._transaction(dest.name))
+        else:
+            queue = queues.lterm_ready(dest.name)
+        parts = messages.buffers(body.encode(), self.definition.queue_buffer)
+        try:
+            self.cqs.put(queue, parts, uow=uow)
+        except CQSError as error:
+            if error.reason is CQSReason.STRUCTURE_FULL:
+                with self._lock:
+                    self._full = True
+            else:
+                logger.warning("%s: output put failed: %s", self.imsid, error)
+            return False
+        self._count("outputs")
+        return True
+
+    def back_out(self, held: Input | None, transaction: Transaction, error: BaseException) -> None:
+        """An abend: the input back to the head of its queue, the PSB stopped here."""
+        self._count("abends")
+        with self._lock:
+            self._stopped_psbs.add(transaction.psb)
+        if held is not None:
+            try:
+                self.cqs.unlock(held.token, first=True)
+            except CQSError as failure:
+                logger.warning("%s: unlock after an abend failed: %s", self.imsid, failure)
+
+    def destination(self, name: str) -> Destination | None:
+        """FINDDEST for an alternate PCB: a transaction or an LTERM defined here."""
+        if self.definition.transaction(name) is not None:
+            return Destination(name, True)
+        if self.definition.lterm(name) is not None:
+            return Destination(name, False)
+        return None
+
+    def structure_full(self) -> bool:
+        """Whether the MSGQ structure is known full (an insert then gets ``A7``):
+        set by a put that found no room, cleared when the structure has room again."""
+        with self._lock:
+            if not self._full:
+                return False
+        stats = self.cqs.statistics()
+        room = stats.entries < stats.max_entries and stats.elements < stats.max_elements
+        with self._lock:
+            self._full = not room
+            return self._full
+
+    def region_done(self, region: Region, transaction: Transaction, dli: DLI) -> None:
+        self._release(region, transaction)
+
+    # -- the dispatcher -----------------------------------------------------------------------
+
+    def _dispatch(self) -> None:
+        while True:
+            with self._lock:
+                self._lock.wait_for(self._has_business, RETRY_S if self._pending else None)
+                if self._stopping:
+                    return
+                jobs = self._schedulable()
+                lterms = [lt for lt in self._lterm_work if lt not in self._in_flight]
+                for lterm in lterms:
+                    del self._lterm_work[lterm]
+                pending, self._pending = self._pending, []
+            for region, job in jobs:
+                region.assign(job)
+            for lterm in lterms:
+                self._deliver(lterm)
+            for held, output, uow in pending:
+                if not self._put_output(held, output, uow):
+                    with self._lock:
+                        self._pending.append((held, output, uow))
+
+    def _has_business(self) -> bool:
+        if self._stopping:
+            return True
+        if any(lt not in self._in_flight and lt in self._by_lterm for lt in self._lterm_work):
+            return True
+        return any(self._can_schedule(code) is not None for code in self._work)
+
+    def _can_schedule(self, code: str) -> Region | None:
+        tran = self.definition.transaction(code)
+        if (
+            tran is None
+            or tran.remote
+            or code in self._stopped_trans
+            or tran.psb in self._stopped_psbs
+        ):
+            return None
+        limit = 1 if tran.serial else tran.maxrgn
+        if limit and self._running.get(code, 0) >= limit:
+            return None
+        return next(
+            (r for r in self._regions.values() if not r.busy and r.serves(tran.message_class)),
+            None,
+        )
+
+    def _schedulable(self) -> list[tuple[Region, Assignment]]:
+        """Scheduling (under the lock): a free region for each transaction with work."""
+        jobs = []
+        progress = True
+        while progress:
+            progress = False
+            for code in list(self._work):
+                region = self._can_schedule(code)
+                if region is None:
+                    continue
+                tran = self._transaction(code)
+                region.busy = True
+                self._running[code] = self._running.get(code, 0) + 1
+                jobs.append((region, Assignment(tran, self._programs[tran.psb], None)))
+                # one region per notified transaction per pass: a GU that reads resets
+                # or keeps the flag; the next pass schedules more if the work is there
+                self._work.pop(code)
+                progress = True
+        return jobs
+
+    # -- terminals ----------------------------------------------------------------------------
+
+    def logon(self, node: str) -> Terminal:
+        """A node logs on: its static LTERMs are registered; output waiting for them
+        on the shared queues is delivered."""
+        self._check_started()
+        check_name(node, "node")
+        lterms = self.definition.lterms_of(node)
+        if not lterms:
+            raise ims_error(IMSReason.UNKNOWN_NODE, f"{self.imsid}: no node {node}")
+        with self._lock:
+            if node in self._terminals:
+                raise ims_error(IMSReason.NODE_IN_SESSION, f"{node} is in session")
+            terminal = Terminal(self, node, lterms)
+            self._terminals[node] = terminal
+            for lterm in lterms:
+                self._by_lterm[lterm.name] = terminal
+        for lterm in lterms:
+            if self.cqs.register(queues.lterm_ready(lterm.name)):
+                with self._lock:
+                    self._lterm_work[lterm.name] = None
+                    self._lock.notify_all()
+        return terminal
+
+    def logoff(self, terminal: Terminal) -> None:
+        """Deregister the terminal's LTERMs; an output not acknowledged goes back to
+        the head of its queue."""
+        with self._lock:
+            if self._terminals.get(terminal.node) is not terminal:
+                return
+            del self._terminals[terminal.node]
+            terminal.in_session = False
+            held = []
+            for name in terminal.lterms:
+                self._by_lterm.pop(name, None)
+                self._lterm_work.pop(name, None)
+                if name in self._in_flight:
+                    held.append(self._in_flight.pop(name))
+        for name in terminal.lterms:
+            self.cqs.deregister(queues.lterm_ready(name))
+        for output in held:
+            self.cqs.unlock(output.token, first=True)
+
+    def _deliver(self, lterm: str) -> None:
+        """Read the LTERM's next output (to the lock queue) and send it."""
+        with self._lock:
+            terminal = self._by_lterm.get(lterm)
+            if terminal is None or lterm in self._in_flight:
+                return
+        try:
+            got = self.cqs.read(queues.lterm_ready(lterm))
+        except CQSError as error:
+            logger.warning("%s: read for %s failed: %s", self.imsid, lterm, error)
+            return
+        if got is None:
+            return
+        assert got.token is not None
+        output = Delivered(lterm, messages.decode(got.body).segments, got.uow, got.token)
+        with self._lock:
+            if self._by_lterm.get(lterm) is not terminal:
+                undo = True
+            else:
+                undo = False
+                self._in_flight[lterm] = output
+        if undo:  # logged off meanwhile
+            self.cqs.unlock(got.token, first=True)
+            return
+        terminal.arrive(output)
+
+    def acknowledge(self, terminal: Terminal, output: Delivered) -> None:
+        """The terminal received ``output``: delete it; send the LTERM's next."""
+        with self._lock:
+            if self._in_flight.get(output.lterm) is not output:
+                raise ims_error(IMSReason.BAD_ARGUMENT, f"{output.lterm}: nothing to acknowledge")
+            del self._in_flight[output.lterm]
+        try:
+            self.cqs.delete(output.token)
+        finally:
+            self._count("delivered")
+            with self._lock:
+                self._lterm_work[output.lterm] = None
+                self._lock.notify_all()

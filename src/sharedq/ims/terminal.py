@@ -1,0 +1,94 @@
+"""A terminal in session with one IMS: input in, output delivered and acknowledged.
+
+A node logs on to an IMS (:meth:`sharedq.ims.IMS.logon`): the IMS registers interest in
+the node's static LTERMs' ready queues (redbook §1.11).  Output for an LTERM is read by
+that IMS (to its CQS's lock queue) one message at a time per LTERM, handed to the
+terminal (:meth:`Terminal.receive`), and deleted from the structure only when the
+terminal acknowledges it (:meth:`Terminal.ack`: Appendix A, step 22).  Logoff
+deregisters; an output not yet acknowledged goes back to the head of its queue, where
+it waits for the next logon.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from sharedq.cqs import LockToken, Uow
+from sharedq.ims.definitions import Lterm
+from sharedq.ims.queues import Routed
+
+
+@dataclass(frozen=True)
+class Delivered:
+    """An output message at the terminal: its LTERM, segments and unit of work."""
+
+    lterm: str
+    segments: tuple[bytes, ...]
+    uow: Uow
+    token: LockToken
+
+    @property
+    def text(self) -> str:
+        return b"".join(self.segments).decode("ascii", "replace")
+
+
+class Session(Protocol):
+    """What a terminal needs of the IMS it is in session with."""
+
+    imsid: str
+
+    def enter(
+        self, source: str, segments: Sequence[bytes | str], *, terminal: Terminal | None = None
+    ) -> Routed: ...
+
+    def acknowledge(self, terminal: Terminal, output: Delivered) -> None: ...
+
+    def logoff(self, terminal: Terminal) -> None: ...
+
+
+class Terminal:
+    """A node in session with an IMS (made by :meth:`IMS.logon`)."""
+
+    def __init__(self, ims: Session, node: str, lterms: list[Lterm]) -> None:
+        self._ims = ims
+        self.node = node
+        self.lterms = [lt.name for lt in lterms]
+        self._arrived: deque[Delivered] = deque()
+        self._ready = threading.Condition()
+        self.in_session = True
+
+    def __repr__(self) -> str:
+        return f"<Terminal {self.node} on {self._ims.imsid} lterms={self.lterms}>"
+
+    def enter(self, *segments: bytes | str, lterm: str | None = None) -> Routed:
+        """Enter a message: the first segment starts with the transaction code.  From
+        the node's first LTERM unless ``lterm`` says which of its LTERMs."""
+        source = self.lterms[0] if lterm is None else lterm
+        return self._ims.enter(source, segments, terminal=self)
+
+    def receive(self, timeout: float | None = None) -> Delivered | None:
+        """The next output delivered to this terminal, waiting up to ``timeout``
+        seconds; ``None`` if none came.  Acknowledge it with :meth:`ack`."""
+        with self._ready:
+            if not self._ready.wait_for(lambda: bool(self._arrived), timeout):
+                return None
+            return self._arrived.popleft()
+
+    def ack(self, output: Delivered) -> None:
+        """Acknowledge receipt: the IMS deletes the message from the shared queues
+        and sends the LTERM's next one."""
+        self._ims.acknowledge(self, output)
+
+    def logoff(self) -> None:
+        """End the session: the IMS deregisters the LTERMs."""
+        self._ims.logoff(self)
+
+    def arrive(self, output: Delivered) -> None:
+        """The IMS sent ``output`` (the IMS's call)."""
+        with self._ready:
+            self._arrived.append(output)
+            self._ready.notify_all()

@@ -1,0 +1,75 @@
+"""Fixtures for the IMS tests: a facility per backend, IMS systems that shut down.
+
+Every test that takes ``facility`` (or ``make_ims``) runs on a ``MemoryFacility`` and on
+the session's private Redis server (flushed around each test), with the MSGQ structure
+``MSGQ01`` allocated empty.  The IMSs of one test share one ``ManualClock`` that moves
+on at each reading, so units of work made on different systems are ordered as made.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import pytest
+
+from sharedq.cf import CouplingFacility
+from sharedq.cf.memory import MemoryFacility
+from sharedq.cf.redis import RedisFacility
+from sharedq.cqs import structure_params
+from sharedq.ims import IMS, SystemDefinition
+from sharedq.ims.dli import Program
+from sharedq.testing import ManualClock
+from sharedq.testing.redis_server import RedisServer
+
+MSGQ = "MSGQ01"
+
+MakeIMS = Callable[..., IMS]
+
+
+@pytest.fixture(params=["memory", "redis"])
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    return name
+
+
+@pytest.fixture
+def facility(backend: str, request: pytest.FixtureRequest) -> Iterator[CouplingFacility]:
+    server: RedisServer | None = (
+        request.getfixturevalue("redis_server") if backend == "redis" else None
+    )
+    if server is not None:
+        server.flush()
+    fac: CouplingFacility = (
+        MemoryFacility() if server is None else RedisFacility.from_url(server.url)
+    )
+    fac.create(structure_params(MSGQ, messages=200))
+    try:
+        yield fac
+    finally:
+        fac.close()
+        if server is not None:
+            server.flush()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(tick_s=0.000_01)
+
+
+@pytest.fixture
+def make_ims(facility: CouplingFacility, clock: ManualClock) -> Iterator[MakeIMS]:
+    """Start an IMS from a definition and its programs; shut down at the end."""
+    started: list[IMS] = []
+
+    def make(definition: SystemDefinition, programs: Mapping[str, Program], **options: Any) -> IMS:
+        options.setdefault("clock", clock)
+        ims = IMS(facility, definition, programs, msgq=MSGQ, **options)
+        started.append(ims)
+        return ims.start()
+
+    yield make
+    for ims in reversed(started):
+        with contextlib.suppress(Exception):
+            ims.shutdown()
