@@ -60,8 +60,9 @@ class NotLocked(CQSError):
 
 
 class CQSJournalFailed(CQSError, JournalFailure):
-    """The log could not record a change: a put or read took it back; for the other
-    requests it stands (docs/cqs.md)."""
+    """The log could not record a change, and the request took it back (put, read,
+    move, unlock, delete: :mod:`sharedq.cqs.takeback`); only a multi-part delete past
+    its first step is finished instead, with ``context["deleted"]`` (docs/cqs.md)."""
 
 
 _BAD = {

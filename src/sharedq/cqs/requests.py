@@ -21,6 +21,7 @@ from contextlib import contextmanager, nullcontext, suppress
 
 from sharedq.cf import ById, ByKey, CFError, Change, ListEntry, NoSuchEntry, Position
 from sharedq.cf.errors import ListMismatch, VersionMismatch
+from sharedq.cqs import takeback
 from sharedq.cqs.errors import CQSJournalFailed, CQSReason, cqs_error, from_cf
 from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import Private
@@ -28,6 +29,7 @@ from sharedq.cqs.message import Message, QueueCounts
 from sharedq.cqs.messages import Prefix, unpack, uow_in
 from sharedq.cqs.names import STAGING_TYPE, make_name, text
 from sharedq.cqs.site import LockToken, Site
+from sharedq.cqs.takeback import Origin
 from sharedq.cqs.uow import Uow
 from sharedq.seam.access import FromEntry, tolerating
 
@@ -243,19 +245,27 @@ def unlock(
     """CQSUNLCK: a locked message back to its ready queue (first or last), or to
     another queue; ``force`` takes a failed client's lock."""
     target = to_queue or token.queue
+    origin = Origin(token.queue, site.owner, site.lock_version)
+    if force:  # whose lock it is, to give it back if the log fails
+        held = locked_entry(site, token, force=True)
+        origin = Origin(token.queue, held.secondary_key, held.version)
     with translated(f"unlock to {text(target)}"), holding(site, token, force=force) as version:
-        change = site.acc.move(
-            ById(token.entry_id, Private.LOCK.header(token.queue)),
-            site.layout.header(target),
-            new_key=target,
-            new_secondary_key=None,
-            set_version=0,
-            position=Position.HEAD if first else Position.TAIL,
-            expect_version=version,
-            kind=site.means(Request.UNLOCK),
-            queue=text(target),
-            uow=OWN_UOW,
-        )
+        try:
+            change = site.acc.move(
+                ById(token.entry_id, Private.LOCK.header(token.queue)),
+                site.layout.header(target),
+                new_key=target,
+                new_secondary_key=None,
+                set_version=0,
+                position=Position.HEAD if first else Position.TAIL,
+                expect_version=version,
+                kind=site.means(Request.UNLOCK),
+                queue=text(target),
+                uow=OWN_UOW,
+            )
+        except CQSJournalFailed as failure:
+            takeback.move_back(site, failure, origin)
+            raise
     assert change is not None  # ById finds it or raises
     return change
 
@@ -275,21 +285,28 @@ def move(
     its secondary key: a CQS that stopped between the steps finishes its own moves when
     it connects again (:func:`finish_move`)."""
     via = Private.MOVE.header(target)
-    with translated(f"move {text(source_queue)} to {text(target)}"):
-        guard = holding(site, locked, force=False) if locked is not None else nullcontext(None)
-        with guard as version:
-            staged = site.acc.move(
-                source,
-                via,
-                new_key=target,
-                new_secondary_key=site.owner,
-                expect_version=version,
-                kind=site.means(Request.MOVE_STEP),
-                queue=text(source_queue),
-                uow=OWN_UOW,
-            )
-        assert staged is not None
-    return finish_move(site, staged.entry.entry_id, via, target)
+    origin = Origin(source_queue)
+    if locked is not None:
+        origin = Origin(source_queue, site.owner, site.lock_version)
+    try:
+        with translated(f"move {text(source_queue)} to {text(target)}"):
+            guard = holding(site, locked, force=False) if locked else nullcontext(None)
+            with guard as version:
+                staged = site.acc.move(
+                    source,
+                    via,
+                    new_key=target,
+                    new_secondary_key=site.owner,
+                    expect_version=version,
+                    kind=site.means(Request.MOVE_STEP),
+                    queue=text(source_queue),
+                    uow=OWN_UOW,
+                )
+            assert staged is not None
+        return finish_move(site, staged.entry.entry_id, via, target)
+    except CQSJournalFailed as failure:  # either step: back where it was
+        takeback.move_back(site, failure, origin)
+        raise
 
 
 def finish_move(site: Site, entry_id: bytes, via: int, target: bytes) -> Change:
@@ -317,29 +334,44 @@ def delete(site: Site, token: LockToken) -> Change:
     queue = token.queue
     if not token.staged:
         with translated(f"delete from {text(queue)}"), holding(site, token, force=False) as v:
-            gone = site.acc.delete(
-                ById(token.entry_id, Private.LOCK.header(queue)),
-                expect_version=v,
-                kind=site.means(Request.DELETE),
-                queue=text(queue),
-                uow=OWN_UOW,
-            )
+            try:
+                gone = site.acc.delete(
+                    ById(token.entry_id, Private.LOCK.header(queue)),
+                    expect_version=v,
+                    kind=site.means(Request.DELETE),
+                    queue=text(queue),
+                    uow=OWN_UOW,
+                )
+            except CQSJournalFailed as failure:
+                takeback.write_back(site, failure)
+                raise
         assert gone is not None
         prefix, _ = unpack(gone.entry.data)
         if prefix.staging is not None:  # a token that did not say: its parts too
             _remove_staged(site, prefix)
         return gone
     with translated(f"delete from {text(queue)}"), holding(site, token, force=False) as version:
-        staged = site.acc.move(
-            ById(token.entry_id, Private.LOCK.header(queue)),
-            Private.DELETE.header(queue),
-            expect_version=version,
-            kind=site.means(Request.DELETE_STEP),
-            queue=text(queue),
-            uow=OWN_UOW,
-        )
+        try:
+            staged = site.acc.move(
+                ById(token.entry_id, Private.LOCK.header(queue)),
+                Private.DELETE.header(queue),
+                expect_version=version,
+                kind=site.means(Request.DELETE_STEP),
+                queue=text(queue),
+                uow=OWN_UOW,
+            )
+        except CQSJournalFailed as failure:
+            takeback.move_back(site, failure, Origin(queue, site.owner, site.lock_version))
+            raise
     assert staged is not None
-    return finish_delete(site, staged.entry)
+    with tolerating() as failures:  # partly gone: finished rather than taken back
+        done = finish_delete(site, staged.entry)
+    if failures:
+        unlogged = failures[0]
+        assert isinstance(unlogged, CQSJournalFailed)
+        unlogged.context["deleted"] = True
+        raise unlogged
+    return done
 
 
 def finish_delete(site: Site, entry: ListEntry) -> Change:
