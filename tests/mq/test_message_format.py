@@ -52,7 +52,7 @@ def _rewrite_as_format1(facility: CouplingFacility) -> int:
                 if entry.data[:1] != b"\x02":
                     continue
                 h = m.Decoded(entry.data)
-                put_list, msg_id, correl_id = m.decode_adjunct(entry.adjunct)
+                put_list, msg_id, correl_id = m.decode_adjunct(entry.adjunct, entry.entry_id)
                 assert (msg_id, correl_id) == (h.msg_id, h.correl_id)
                 conn.delete(ById(entry.entry_id))
                 conn.write(
@@ -95,6 +95,27 @@ def test_format2_is_compact_and_reads_back() -> None:
     assert len(adjunct) == 3 + 20
     assert m.decode_adjunct(adjunct) == (3, msg_id, m.NO_ID)
     assert m.decode_adjunct(m.encode_adjunct(4095, given, correl)) == (4095, given, correl)
+    # Given the entry id the msg id was generated with, the adjunct keeps 4 bytes of it.
+    entry_id = bytes((7,)) + stamp.to_bytes(8, "big") + b"abc"
+    adjunct = m.encode_adjunct(3, msg_id, correl, entry_id)
+    assert len(adjunct) == 3 + 4 + 24
+    assert m.adjunct_put_list(adjunct) == 3
+    assert m.decode_adjunct(adjunct, entry_id) == (3, msg_id, correl)
+    with pytest.raises(MQError, match="without its entry id"):
+        m.decode_adjunct(adjunct)
+    assert len(m.encode_adjunct(3, msg_id, m.NO_ID, b"\0" * 12)) == 3 + 20  # not its id
+
+
+def test_format2_messages_matched_by_both_ids(make_qm: MakeManager) -> None:
+    """A generated msg id kept in the entry id matches a get and a browse by both ids."""
+    qm = make_qm(1)
+    qm.define_queue("Q", structure=APP, index=IndexType.CORREL_ID)
+    q = qm.open("Q")
+    first, second = q.put(b"one", correl_id=b"C"), q.put(b"two", correl_id=b"C")
+    both = list(q.browser(msg_id=second.msg_id, correl_id=b"C"))
+    assert [msg.body for msg in both] == [b"two"]
+    _same(q.get(msg_id=second.msg_id, correl_id=b"C"), second)
+    _same(q.get(msg_id=first.msg_id, correl_id=b"C"), first)
 
 
 def test_unknown_format_is_refused_not_misread() -> None:

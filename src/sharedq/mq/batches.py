@@ -257,7 +257,7 @@ def _prepare(
     data = m.encode(
         body, priority, persistent, ident, m.NO_ID, stamp, tenths, core.qm_id, core.name_bytes
     )
-    adjunct = m.encode_adjunct(queue.put_list, ident, m.NO_ID)
+    adjunct = m.encode_adjunct(queue.put_list, ident, m.NO_ID, entry_id)
     uow_id = uow.uow_id if uow is not None else stamps.uow_id(stamp)
     index = queue.index
     secondary = (

@@ -169,7 +169,7 @@ class Browser:
             if entry.secondary_key != select.index_key:
                 continue
             if select.both:
-                _, msg_id, correl_id = m.decode_adjunct(entry.adjunct)
+                _, msg_id, correl_id = m.decode_adjunct(entry.adjunct, entry.entry_id)
                 if msg_id != select.msg_id or correl_id != select.correl_id:
                     continue
             yield entry

@@ -19,7 +19,7 @@ import msgpack
 from sharedq.cf import ListEntry
 from sharedq.mq import keys
 from sharedq.mq.directory import CONTROL_LIST, USE_COLD, USE_EXPIRY, USE_GET, USE_QUEUE
-from sharedq.mq.messages import decode_adjunct, message_facts
+from sharedq.mq.messages import adjunct_put_list, message_facts
 from sharedq.recovery.control import ControlArea
 from sharedq.recovery.restore import StructureContents
 
@@ -63,7 +63,7 @@ def classify(entry: ListEntry, roles: Mapping[int, ListRole]) -> EntryClass:
     persistent = message_facts(entry.data)[0]
     queue: bytes | None = role.name.encode() if role.use == USE_QUEUE else None
     if role.use == USE_COLD:  # the queue it came from
-        origin = roles.get(decode_adjunct(entry.adjunct)[0])
+        origin = roles.get(adjunct_put_list(entry.adjunct))
         queue = origin.name.encode() if origin is not None else None
     uow = None
     if role.use == USE_QUEUE and entry.key[0] == keys.UNCOMMITTED_MARK:

@@ -170,7 +170,7 @@ class RecoveryCommands:
                     moves = [
                         BulkMove(
                             e.entry_id,
-                            m.decode_adjunct(e.adjunct)[0],
+                            m.adjunct_put_list(e.adjunct),
                             increment_version=True,
                             from_list=number,
                         )

@@ -52,9 +52,12 @@ _CORREL = 0x08
 _U32 = struct.Struct(">I")
 # Adjunct, format 1: put list number, msg id, correl id.  Format 2: put list number with
 # its top bit set (list numbers stay below 4096), the msg id's length, then both ids
-# without their trailing zeros (ids are padded with zeros to 24 bytes).
+# without their trailing zeros (ids are padded with zeros to 24 bytes), or for a msg id
+# generated with the entry's id the 4 bytes of it the entry id does not hold.
 _ADJUNCT = struct.Struct(">H24s24s")
 _ADJUNCT2_MARK = 0x8000
+#: The msg id's length byte of an adjunct keeping a generated msg id in the entry id.
+_FROM_ENTRY_ID = 0xFF
 
 
 @dataclass(slots=True)
@@ -279,29 +282,62 @@ def entry_facts(data: bytes) -> tuple[bool, bytes]:
     return h.persistent, h.msg_id
 
 
-def encode_adjunct(put_list: int, msg_id: bytes, correl_id: bytes) -> bytes:
-    """A message entry's adjunct (format 2)."""
-    mid = msg_id.rstrip(b"\x00")
+def _generated_for(msg_id: bytes, entry_id: bytes) -> bool:
+    """Whether ``msg_id`` is the one the manager generated with entry ``entry_id`` (both
+    made of its id, the put stamp and its nonce: ``qm id | stamp | nonce``)."""
+    return (
+        len(entry_id) == 12
+        and msg_id[:4] == b"CSQ "
+        and msg_id[8:] == entry_id[1:9] + entry_id[:1] + entry_id[9:] + b"\x00" * 4
+    )
+
+
+def encode_adjunct(
+    put_list: int, msg_id: bytes, correl_id: bytes, entry_id: bytes | None = None
+) -> bytes:
+    """A message entry's adjunct (format 2).  Given the entry's id, a msg id generated
+    with it is kept as the four characters of the manager's name it holds (length byte
+    255), the rest being in the entry id."""
+    if entry_id is not None and _generated_for(msg_id, entry_id):
+        mid = msg_id[4:8]
+        length = _FROM_ENTRY_ID
+    else:
+        mid = msg_id.rstrip(b"\x00")
+        length = len(mid)
     return (
         (put_list | _ADJUNCT2_MARK).to_bytes(2, "big")
-        + bytes((len(mid),))
+        + bytes((length,))
         + mid
         + correl_id.rstrip(b"\x00")
     )
 
 
-def decode_adjunct(adjunct: bytes) -> tuple[int, bytes, bytes]:
-    """``(put list, msg id, correl id)`` of a message entry's adjunct (either format)."""
+def adjunct_put_list(adjunct: bytes) -> int:
+    """The put list a message entry's adjunct names (either format)."""
+    return int.from_bytes(adjunct[:2], "big") & ~_ADJUNCT2_MARK
+
+
+def decode_adjunct(adjunct: bytes, entry_id: bytes | None = None) -> tuple[int, bytes, bytes]:
+    """``(put list, msg id, correl id)`` of a message entry's adjunct (either format).
+
+    ``entry_id`` is the entry's: an adjunct that keeps its msg id in it cannot be read
+    without it, and is refused rather than read wrong.
+    """
     head = int.from_bytes(adjunct[:2], "big")
     if not head & _ADJUNCT2_MARK:
         put_list, msg_id, correl_id = _ADJUNCT.unpack_from(adjunct)
         return put_list, msg_id, correl_id
-    end = 3 + adjunct[2]
-    return (
-        head & ~_ADJUNCT2_MARK,
-        adjunct[3:end].ljust(ID_LENGTH, b"\x00"),
-        adjunct[end:].ljust(ID_LENGTH, b"\x00"),
-    )
+    length = adjunct[2]
+    if length == _FROM_ENTRY_ID:
+        if entry_id is None or len(entry_id) != 12:
+            raise mq_error(MQReason.UNEXPECTED_ERROR, "a message adjunct read without its entry id")
+        end = 7
+        msg_id = b"CSQ " + adjunct[3:7] + entry_id[1:9] + entry_id[:1] + entry_id[9:]
+        msg_id += b"\x00" * 4
+    else:
+        end = 3 + length
+        msg_id = adjunct[3:end].ljust(ID_LENGTH, b"\x00")
+    return head & ~_ADJUNCT2_MARK, msg_id, adjunct[end:].ljust(ID_LENGTH, b"\x00")
 
 
 def check_id(value: bytes | None, what: str, reason: MQReason) -> bytes | None:

@@ -138,7 +138,7 @@ def put(
     data = m.encode(
         body, priority, persistent, ident, correl, stamp, tenths, core.qm_id, core.name_bytes
     )
-    adjunct = m.encode_adjunct(queue.put_list, ident, correl)
+    adjunct = m.encode_adjunct(queue.put_list, ident, correl, entry_id)
     uow_id = uow.uow_id if uow is not None else stamps.uow_id(stamp)
     version = int.from_bytes(uow_id, "big")
     acc = queue.acc
@@ -395,7 +395,7 @@ def _matching(
 
 
 def _other_id_matches(entry: ListEntry, request: getting.GetRequest) -> bool:
-    _, msg_id, correl_id = m.decode_adjunct(entry.adjunct)
+    _, msg_id, correl_id = m.decode_adjunct(entry.adjunct, entry.entry_id)
     return msg_id == request.msg_id and correl_id == request.correl_id
 
 

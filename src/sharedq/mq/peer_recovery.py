@@ -371,7 +371,7 @@ def _sweep_gets(
     for entry in entries:
         if entry.entry_id in excluded:
             continue
-        put_list = m.decode_adjunct(entry.adjunct)[0]
+        put_list = m.adjunct_put_list(entry.adjunct)
         persistent, msg_id = m.entry_facts(entry.data)
         moves.append(BulkMove(entry.entry_id, put_list, increment_version=True, from_list=get_list))
         meanings.append(EntryMeaning(entry.entry_id, None, persistent, msg_id))
@@ -398,7 +398,7 @@ def _to_cold_queue(
     meanings = []
     for entry in entries:
         persistent, msg_id = m.entry_facts(entry.data)
-        queue = names.get(m.decode_adjunct(entry.adjunct)[0])
+        queue = names.get(m.adjunct_put_list(entry.adjunct))
         meanings.append(EntryMeaning(entry.entry_id, queue, persistent, msg_id))
         report.cold_queued.append(ColdMessage(acc.name, queue, msg_id, entry.entry_id))
     bulk_move(acc, moves, meanings, kind=ChangeKind.COLD_QUEUE, uow_id=uow_id, ignore_limit=True)
