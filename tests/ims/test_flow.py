@@ -70,3 +70,53 @@ def test_appendix_a2_put_notify_read_process_reply_ack(
     assert where(facility) == {}
     assert imsa.counts["processed"] == 2 and imsa.counts["delivered"] == 1
     assert (imsa.counts["local"], imsa.counts["global"]) == (1, 1)
+
+
+def test_full_function_flow_across_two_systems_with_a_two_buffer_reply(
+    facility: CouplingFacility, make_ims: MakeIMS
+) -> None:
+    """§3.1.3, figures 10-13: MSG1 entered on IMSA, processed by IMSB; the reply
+    MSG2 in two queue buffers (MSG2B on the LTERM staging queue first, then MSG2A on
+    the LTERM ready queue) delivered by IMSA and deleted whole on acknowledgement."""
+    gate = Gate()
+    tranb = Transaction("TRANB", 1, "PGMB")
+    seen: dict[str, object] = {}
+    long_reply = b"MSG2 " + b"x" * 100  # more than one 64-byte queue buffer
+
+    def pgmb(dli: DLI) -> None:
+        dli.io.gu()
+        seen["read by"] = dli.imsid
+        seen["after read"] = where(facility)
+        dli.io.isrt(long_reply)
+        assert dli.io.gu() is None
+
+    def not_here(dli: DLI) -> None:
+        raise AssertionError("IMSA has no region free for TRANB")
+
+    # Step 1: IMSA and IMSB register TRANB; step 2: IMSA registers LTERMA at logon
+    imsa = make_ims(
+        define("IMSA", transactions=(tranb, BUSY), lterms=(LTERMA,)),
+        {"PGMB": not_here, "PGMX": blocker(gate)},
+    )
+    imsb = make_ims(define("IMSB", transactions=(tranb,), queue_buffer=64), {"PGMB": pgmb})
+    assert "TRANB" in imsa.interests() and imsb.interests() == ["TRANB"]
+    node1 = imsa.logon("NODE1")
+    node1.enter("BUSY")
+    gate.wait_reached("busy")
+    # Steps 3-4: IMSA has no resources: MSG1 goes to the TRANB ready queue
+    assert node1.enter("TRANB MSG1").routing == "global"
+    # Steps 5-8: both told; IMSB schedules and reads: MSG1 to the lock queue
+    out = node1.receive(30)
+    assert out is not None
+    assert seen["read by"] == "IMSB"
+    busy_lock = make_name(1, "BUSY")
+    assert seen["after read"] == {"lock": sorted([busy_lock, make_name(1, "TRANB")])}
+    # Steps 9-12: MSG2 in two buffers, read whole by IMSA, sent to LTERMA
+    assert out.segments == (long_reply,)
+    state = where(facility)
+    assert state["lock"] == sorted([busy_lock, make_name(5, "LTERMA")])
+    assert len(state["staging"]) == 1
+    node1.ack(out)  # MSG2A and MSG2B deleted
+    assert where(facility) == {"lock": [busy_lock]}
+    gate.open("busy")
+    assert imsb.counts["processed"] == 1 and imsa.counts["delivered"] == 1
