@@ -6,9 +6,10 @@ queue).  It is measured on the memory backend and on Redis (a private
 ``redis-server``, or ``--redis URL``), with one CQS and with three (threads of this
 process, each its own CQS and connection, all on one queue), without a log and with a
 recovery log (``RecoverySettings`` in a temporary directory, records synced at each
-request's end: a quarter of the cycles per round, they wait for the disk; and once
-synced every 10 ms instead), and with a multi-part variant: a 4 KiB body in eight 512-byte parts
-(seven staged, one on the ready queue).
+request's end: a quarter of the cycles per round, they wait for the disk; once with
+only puts waiting for the sync, ``Sync.PUTS``; and once synced every 10 ms instead),
+and with a multi-part variant: a 4 KiB body in eight 512-byte parts (seven staged,
+one on the ready queue).
 
 Baseline: ``LPUSH`` then ``RPOP`` of the same body through redis-py, on the facility's
 own client (same URL, one connection), in turns with the cycle.
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.harness import Report, RoundTrips, best_rates_in_turns, parse_args, redis_url
 from sharedq.cf import CouplingFacility, open_facility
 from sharedq.cf.redis import RedisFacility
-from sharedq.cqs import CQS, make_name, structure_params
+from sharedq.cqs import CQS, Sync, make_name, structure_params
 from sharedq.log import Durability
 from sharedq.recovery import RecoverySettings
 
@@ -72,6 +73,7 @@ def group(
     count: int,
     root: Path | None,
     durability: Durability | None = None,
+    sync: Sync = Sync.EVERY_REQUEST,
 ) -> tuple[list[CQS], Callable[[], None]]:
     fresh(facility)
     settings = (
@@ -82,7 +84,9 @@ def group(
         )
     )
     cqss = [
-        CQS(facility, f"BENCHCQS{i}", system=f"IMS{i}", msgq=MSGQ, recovery=settings).connect()
+        CQS(
+            facility, f"BENCHCQS{i}", system=f"IMS{i}", msgq=MSGQ, recovery=settings, sync=sync
+        ).connect()
         for i in range(count)
     ]
 
@@ -163,6 +167,18 @@ def interval_logged(facility: RedisFacility, n: int, rounds: int) -> float:
             close()
 
 
+def puts_synced(facility: RedisFacility, n: int, rounds: int) -> float:
+    """One CQS, 1 KiB, logged with ``Sync.PUTS``: a put waits for the sync, a read and a
+    delete ride the next one (one sync per cycle, not three)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cqss, close = group(facility, 1, Path(tmp), sync=Sync.PUTS)
+        try:
+            m = max(50, n // 2)
+            return best_rates_in_turns(m, {"cqs": together(cqss, BODY, m)}, rounds)["cqs"]
+        finally:
+            close()
+
+
 def round_trips(facility: RedisFacility, body: bytes | list[bytes]) -> float:
     cqss, close = group(facility, 1, None)
     try:
@@ -205,6 +221,14 @@ def main() -> None:
             interval / rates["redis_1k_1cqs_unlogged"],
             "",
             "records synced every 10 ms (Durability.interval(10))",
+        )
+        puts = puts_synced(facility, n, rounds)
+        report.add("redis_1k_1cqs_logged_puts_synced", puts, "cycles/s")
+        report.add(
+            "logged_puts_synced_ratio_vs_unlogged",
+            puts / rates["redis_1k_1cqs_unlogged"],
+            "",
+            "Sync.PUTS: only puts wait for the sync",
         )
         report.add("redis_round_trips_per_cycle", round_trips(facility, BODY), "", "1 KiB")
         report.add(

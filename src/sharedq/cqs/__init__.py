@@ -16,6 +16,7 @@ from sharedq.cqs.errors import (
     NotLocked,
     cqs_error,
 )
+from sharedq.cqs.journal import Sync
 from sharedq.cqs.layout import (
     ELEMENT_SIZE,
     HEADERS_PER_TYPE,
@@ -54,6 +55,7 @@ __all__ = [
     "QueueCounts",
     "QueueName",
     "StructurePair",
+    "Sync",
     "TokenSource",
     "Uow",
     "check_name",

@@ -79,5 +79,28 @@ class Unsynced:
         return True
 
 
+class Sync(Enum):
+    """Which requests wait for the log's sync before they return (``CQS(sync=...)``).
+
+    ``EVERY_REQUEST`` (the default, strict): every request's records are on the disk
+    before it returns.  ``PUTS``: only a put waits; a read's, move's, unlock's or
+    delete's records are written to the operating system at once and reach the disk
+    with the next sync of the stream (the next put's, a checkpoint's, the disconnect's).
+    Only a put's record lost can lose a message; the others lost in a machine crash
+    that also loses the structure make a recovery put the message back where it was
+    before that request: delivered again, never lost (docs/cqs.md, "Durability").
+    """
+
+    EVERY_REQUEST = "every-request"
+    PUTS = "puts"
+
+    @property
+    def waits(self) -> frozenset[Request]:
+        """The requests whose records are synced before they return."""
+        if self is Sync.PUTS:
+            return frozenset({Request.PUT})
+        return frozenset(Request)
+
+
 #: The key of the CQS's words in its log records' payloads.
 PAYLOAD_KEY = "cqs"

@@ -23,7 +23,7 @@ from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.cqs import connecting, requests, resync
 from sharedq.cqs.client import CQSClient
 from sharedq.cqs.errors import CQSError, CQSJournalFailed, CQSReason, cqs_error, from_cf
-from sharedq.cqs.journal import PAYLOAD_KEY
+from sharedq.cqs.journal import PAYLOAD_KEY, Request, Sync
 from sharedq.cqs.layout import Kind, Layout, Private
 from sharedq.cqs.message import Message, QueueCounts
 from sharedq.cqs.messages import PART_BYTES, facts, split
@@ -71,6 +71,8 @@ class CQS:
         faults: a fault hook around every structure request (crash tests).
         checkpoint_faults: called at each point of a structure checkpoint this CQS
             takes as master (crash tests of a master's takeover).
+        sync: which requests wait for the log's sync: ``Sync.EVERY_REQUEST`` (the
+            default) or ``Sync.PUTS`` (:class:`~sharedq.cqs.journal.Sync`).
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class CQS:
         clock: Clock | None = None,
         faults: FaultHook | None = None,
         checkpoint_faults: Callable[[str], None] | None = None,
+        sync: Sync = Sync.EVERY_REQUEST,
     ) -> None:
         problem = names.SERVER.problem(name, kind="CQS name")
         if problem is not None or len(name) > 32:
@@ -110,6 +113,9 @@ class CQS:
         self.tokens = TokenSource(self.clock)
         self._faults = faults
         self._checkpoint_faults = checkpoint_faults
+        if not isinstance(sync, Sync):
+            raise cqs_error(CQSReason.BAD_ARGUMENT, f"sync {sync!r}: Sync.EVERY_REQUEST or PUTS")
+        self._sync = sync
         self._log: RecoveryLog | None = None
         self._sites: dict[Kind, Site] = {}
         self._overflow: dict[Kind, StructureAccess] = {}
@@ -201,6 +207,7 @@ class CQS:
             self._overflow[kind] = overflow[0]
         owner = self.name.encode("ascii")
         interval = self._recovery is not None and self._recovery.durability.mode is INTERVAL
+        synced = frozenset[Request]() if interval else self._sync.waits
         return Site(
             acc,
             Layout(kind),
@@ -209,7 +216,7 @@ class CQS:
             self.clock,
             self.tokens,
             lock_version(owner),
-            not interval,
+            synced,
         )
 
     def _log_event(self, structure: str, record_type: RecordType, **extra: object) -> None:

@@ -35,12 +35,13 @@ class Site:
     clock: Clock
     tokens: TokenSource
     lock_version: int
-    #: Requests wait for the log's sync (the default), or not (interval durability).
-    synced: bool = True
+    #: The requests that wait for the log's sync: all (the default), only puts
+    #: (``Sync.PUTS``), or none (interval durability).
+    synced: frozenset[Request] = frozenset(Request)
 
     def means(self, request: Request) -> Request | Unsynced:
         """What a request's change means to the log (see :mod:`sharedq.cqs.journal`)."""
-        return request if self.synced else Unsynced(request)
+        return request if request in self.synced else Unsynced(request)
 
     @property
     def kind(self) -> Kind:
