@@ -215,3 +215,25 @@ def test_interest_follows_the_regions_that_serve_the_class(make_ims: MakeIMS) ->
     assert imsa.interests() == []
     imsa.start_region("MPR1")
     assert imsa.interests() == ["TRANA"]
+
+
+def test_local_processing_off_sends_every_input_global(make_ims: MakeIMS) -> None:
+    runs = Runs()
+    definition = define("IMSA", transactions=(TRANA,), lterms=(LTERMA,))
+    imsa = make_ims(
+        type(definition)(
+            "IMSA",
+            transactions=definition.transactions,
+            programs=definition.programs,
+            regions=definition.regions,
+            lterms=definition.lterms,
+            local_processing=False,
+        ),
+        {"PGMA": echo(runs)},
+    )
+    node1 = imsa.logon("NODE1")
+    assert node1.enter("TRANA off").routing == "global"
+    out = node1.receive(30)
+    assert out is not None and out.text == "OUT TRANA off"
+    node1.ack(out)
+    assert imsa.cqs.notifications()["told"] == 2  # TRANA's ready queue, LTERMA's

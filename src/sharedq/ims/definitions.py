@@ -122,7 +122,9 @@ class Lterm:
 class SystemDefinition:
     """One IMS system's resources.  Checked whole: names unique across transactions
     and LTERMs (one destination name space, as FINDDEST sees it), every transaction's
-    PSB defined, regions and nodes named once."""
+    PSB defined, regions and nodes named once.  ``local_processing=False``: every
+    input goes global, as if no region were ever waiting (for a system that should
+    only route, and to measure what local processing saves)."""
 
     imsid: str
     transactions: tuple[Transaction, ...] = ()
@@ -130,6 +132,7 @@ class SystemDefinition:
     regions: tuple[Region, ...] = ()
     lterms: tuple[Lterm, ...] = ()
     queue_buffer: int = DEFAULT_QUEUE_BUFFER
+    local_processing: bool = True
     _by_code: dict[str, Transaction] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:

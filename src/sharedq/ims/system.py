@@ -329,6 +329,7 @@ class IMS:
         with self._lock:
             if (
                 tran.remote
+                or not self.definition.local_processing
                 or tran.code in self._stopped_trans
                 or tran.psb in self._stopped_psbs
                 or self._stopping
