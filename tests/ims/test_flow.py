@@ -13,7 +13,7 @@ from sharedq.cqs import make_name
 from sharedq.ims import DLI, Lterm, Transaction
 
 from .conftest import MakeIMS
-from .helpers import Gate, blocker, define, where
+from .helpers import Gate, blocker, define, until, where
 
 TRANA = Transaction("TRANA", 1, "PGMA")
 BUSY = Transaction("BUSY", 1, "PGMX")
@@ -65,6 +65,7 @@ def test_appendix_a2_put_notify_read_process_reply_ack(
     assert seen["segment"] == b"TRANA MSG-IN"
     # Step 16 done: MSG-IN deleted; step 22: MSG-OUT stays on the lock queue until the
     # terminal acknowledges it, then it is deleted
+    assert until(lambda: imsa.counts["processed"] == 2)  # the delete follows the put
     assert where(facility) == {"lock": [make_name(5, "LTERMA")]}
     node1.ack(out)
     assert where(facility) == {}
@@ -113,6 +114,7 @@ def test_full_function_flow_across_two_systems_with_a_two_buffer_reply(
     assert seen["after read"] == {"lock": sorted([busy_lock, make_name(1, "TRANB")])}
     # Steps 9-12: MSG2 in two buffers, read whole by IMSA, sent to LTERMA
     assert out.segments == (long_reply,)
+    assert until(lambda: imsb.counts["processed"] == 1)  # MSG1's delete, after the put
     state = where(facility)
     assert state["lock"] == sorted([busy_lock, make_name(5, "LTERMA")])
     assert len(state["staging"]) == 1

@@ -79,7 +79,7 @@ def test_an_abend_backs_out_and_stops_the_program(
         node1.ack(out)
     # the unlocked message went back to the head: processed first
     assert texts == ["OUT TRANA abend", "OUT TRANA second"]
-    assert where(facility) == {} and imsa.counts["outputs"] == 2
+    assert until(lambda: where(facility) == {}) and imsa.counts["outputs"] == 2
 
 
 def test_replies_reach_the_terminal_through_its_own_system(make_ims: MakeIMS) -> None:
@@ -97,7 +97,7 @@ def test_replies_reach_the_terminal_through_its_own_system(make_ims: MakeIMS) ->
     out = node1.receive(30)
     assert out is not None and out.text == "OUT TRANB hello"
     node1.ack(out)
-    assert imsb.counts["processed"] == 1 and imsb.counts["delivered"] == 0
+    assert until(lambda: imsb.counts["processed"] == 1) and imsb.counts["delivered"] == 0
     assert imsa.counts["delivered"] == 1
 
 
@@ -120,13 +120,13 @@ def test_output_for_an_lterm_nobody_registered_waits_for_its_logon(
         out = node2.receive(30)
         assert out is not None and out.lterm == "LTERMB"
         node2.ack(out)
-    assert where(facility) == {}
+    assert until(lambda: where(facility) == {})
     # an output not acknowledged at logoff goes back and waits for the next logon
     node1.enter("TRANA three")
     out = node2.receive(30)
     assert out is not None
     node2.logoff()
-    assert where(facility) == {"\x05LTERMB": [b"for LTERMB"]}
+    assert until(lambda: where(facility) == {"\x05LTERMB": [b"for LTERMB"]})
     node2 = imsa.logon("NODE2")
     out = node2.receive(30)
     assert out is not None and out.text == "for LTERMB"

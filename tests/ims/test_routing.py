@@ -14,7 +14,7 @@ from sharedq.cqs import make_name
 from sharedq.ims import DLI, Lterm, Region, Transaction
 
 from .conftest import MakeIMS
-from .helpers import Gate, Runs, blocker, define, echo, where
+from .helpers import Gate, Runs, blocker, define, echo, until, where
 
 TRANA = Transaction("TRANA", 1, "PGMA")
 BUSY = Transaction("BUSY", 1, "PGMX")
@@ -100,7 +100,7 @@ def test_a_message_bigger_than_one_queue_buffer_means_global_in_parts(
     assert out is not None and out.text == "done"
     node1.ack(out)
     assert got == [segments]
-    assert where(facility) == {}
+    assert until(lambda: where(facility) == {})
 
 
 def test_a_serial_transaction_goes_to_its_serial_queue_and_keeps_its_order(
@@ -131,7 +131,7 @@ def test_a_serial_transaction_goes_to_its_serial_queue_and_keeps_its_order(
         texts.append(out.text)
         node1.ack(out)
     assert texts == [f"OUT SERT {n}" for n in range(5)]  # in order, one region at a time
-    assert imsa.counts["processed"] == 5 and imsb.counts["processed"] == 0
+    assert until(lambda: imsa.counts["processed"] == 5) and imsb.counts["processed"] == 0
 
 
 def test_maxrgn_reached_means_global(make_ims: MakeIMS) -> None:
