@@ -135,18 +135,7 @@ def read(site: Site, queue: bytes) -> Message | None:
             )
         except CQSJournalFailed as failure:
             # Taken but not logged: back to the head of its queue, as if never read.
-            if failure.entry is not None:
-                with tolerating(), suppress(CFError):
-                    site.acc.move(
-                        ById(failure.entry.entry_id, failure.entry.list_number),
-                        header,
-                        new_secondary_key=None,
-                        set_version=0,
-                        position=Position.HEAD,
-                        kind=site.means(Request.UNLOCK),
-                        queue=text(queue),
-                        uow=OWN_UOW,
-                    )
+            takeback.move_back(site, failure, Origin(queue))
             raise
         if change is None:
             return None
