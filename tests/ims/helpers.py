@@ -10,7 +10,7 @@ from sharedq.cf import CouplingFacility
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
 from sharedq.cqs import LIST_COUNT, Private
 from sharedq.cqs.messages import unpack
-from sharedq.ims import DLI, Lterm, Program, Region, SystemDefinition, Transaction
+from sharedq.ims import DLI, Lterm, Program, Region, SystemDefinition, Terminal, Transaction
 from sharedq.ims.messages import decode
 
 WAIT_S = 30.0
@@ -146,3 +146,14 @@ def until(condition: Callable[[], bool]) -> bool:
     from sharedq.clock import retry_until
 
     return bool(retry_until(condition, timeout_s=WAIT_S, first_pause_s=0.002, longest_pause_s=0.05))
+
+
+def take(terminal: Terminal, count: int) -> list[str]:
+    """Receive and acknowledge ``count`` outputs at ``terminal``; their texts in order."""
+    texts = []
+    for _ in range(count):
+        out = terminal.receive(WAIT_S)
+        assert out is not None, f"{terminal}: {len(texts)} of {count} outputs came"
+        texts.append(out.text)
+        terminal.ack(out)
+    return texts

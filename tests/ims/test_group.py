@@ -11,7 +11,7 @@ from sharedq.cqs import CQS, Uow, make_name
 from sharedq.ims import A1, A7, DLI, IMSError, IMSReason, Lterm, Region, Transaction
 
 from .conftest import MSGQ, MakeIMS
-from .helpers import Gate, Runs, define, echo, until, where
+from .helpers import Gate, Runs, define, echo, take, until, where
 
 TRANA = Transaction("TRANA", 1, "PGMA")
 TRANB = Transaction("TRANB", 2, "PGMB")
@@ -71,12 +71,7 @@ def test_an_abend_backs_out_and_stops_the_program(
     assert node1.enter("TRANA second").routing == "global"
     failing.clear()
     imsa.start_program("PGMA")
-    texts = []
-    for _ in range(2):
-        out = node1.receive(30)
-        assert out is not None
-        texts.append(out.text)
-        node1.ack(out)
+    texts = take(node1, 2)
     # the unlocked message went back to the head: processed first
     assert texts == ["OUT TRANA abend", "OUT TRANA second"]
     assert until(lambda: where(facility) == {}) and imsa.counts["outputs"] == 2
@@ -116,10 +111,7 @@ def test_output_for_an_lterm_nobody_registered_waits_for_its_logon(
     node1.enter("TRANA two")
     assert until(lambda: where(facility) == {"\x05LTERMB": [b"for LTERMB", b"for LTERMB"]})
     node2 = imsb.logon("NODE2")  # registration finds the queue non-empty: read at once
-    for _ in range(2):
-        out = node2.receive(30)
-        assert out is not None and out.lterm == "LTERMB"
-        node2.ack(out)
+    assert take(node2, 2) == ["for LTERMB", "for LTERMB"]
     assert until(lambda: where(facility) == {})
     # an output not acknowledged at logoff goes back and waits for the next logon
     node1.enter("TRANA three")

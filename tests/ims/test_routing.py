@@ -14,7 +14,7 @@ from sharedq.cqs import make_name
 from sharedq.ims import DLI, Lterm, Region, Transaction
 
 from .conftest import MakeIMS
-from .helpers import Gate, Runs, blocker, define, echo, until, where
+from .helpers import Gate, Runs, blocker, define, echo, take, until, where
 
 TRANA = Transaction("TRANA", 1, "PGMA")
 BUSY = Transaction("BUSY", 1, "PGMX")
@@ -124,12 +124,7 @@ def test_a_serial_transaction_goes_to_its_serial_queue_and_keeps_its_order(
     node1 = imsa.logon("NODE1")
     for n in range(5):
         assert node1.enter(f"SERT {n}").routing == "serial"
-    texts = []
-    for _ in range(5):
-        out = node1.receive(30)
-        assert out is not None
-        texts.append(out.text)
-        node1.ack(out)
+    texts = take(node1, 5)
     assert texts == [f"OUT SERT {n}" for n in range(5)]  # in order, one region at a time
     assert until(lambda: imsa.counts["processed"] == 5) and imsb.counts["processed"] == 0
 
@@ -162,13 +157,7 @@ def test_maxrgn_reached_means_global(make_ims: MakeIMS) -> None:
     # MPR2 waits, but TRANM already has its one region: global
     assert node1.enter("TRANM second").routing == "global"
     gate.open("first")
-    texts = set()
-    for _ in range(2):
-        out = node1.receive(30)
-        assert out is not None
-        texts.add(out.text)
-        node1.ack(out)
-    assert texts == {"OUT TRANM first", "OUT TRANM second"}
+    assert sorted(take(node1, 2)) == ["OUT TRANM first", "OUT TRANM second"]
 
 
 def test_a_stopped_transaction_is_queued_deregistered_and_scheduled_when_started(
