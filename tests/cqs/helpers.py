@@ -5,7 +5,9 @@ from __future__ import annotations
 from sharedq.cf import CouplingFacility
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
 from sharedq.cqs import LIST_COUNT, Kind, Layout, Private, make_name
+from sharedq.cqs.client import recoverable_contents
 from sharedq.cqs.messages import unpack
+from sharedq.recovery import StructureContents, contents
 
 TRANA = make_name(1, "TRANA")
 TRANB = make_name(1, "TRANB")
@@ -35,3 +37,9 @@ def _role(number: int, key: bytes) -> str:
         if number in private.headers():
             return private.name.lower()
     return "staging" if key[0] in (2, 6) else "ready"
+
+
+def snapshot(facility: CouplingFacility, structure: str = "MSGQ01") -> StructureContents:
+    """The structure's recoverable messages: what structure recovery must bring back."""
+    with facility.connect(structure, "AUDITOR") as auditor:
+        return recoverable_contents(contents(auditor))

@@ -8,17 +8,11 @@ import pytest
 
 from sharedq.cf import CouplingFacility
 from sharedq.cqs import CQS, CQSJournalFailed, CQSReason, make_name, structure_params
-from sharedq.cqs.client import recoverable_contents
 from sharedq.log import Durability, LogConfig, LogStream, RecordType
-from sharedq.recovery import PairLayout, RecoverySettings, StructureContents, contents
+from sharedq.recovery import PairLayout, RecoverySettings
 
 from .conftest import MSGQ, MakeCQS
-from .helpers import LTERMA, TRANA, TRANB, where
-
-
-def snapshot(facility: CouplingFacility) -> StructureContents:
-    with facility.connect(MSGQ, "AUDITOR") as auditor:
-        return recoverable_contents(contents(auditor))
+from .helpers import LTERMA, TRANA, TRANB, snapshot, where
 
 
 def log_records(root: Path) -> list:  # type: ignore[type-arg]

@@ -20,8 +20,7 @@ import pytest
 from sharedq.cf import CouplingFacility, open_facility
 from sharedq.cf.redis import RedisFacility
 from sharedq.cqs import CQS, Kind, StructurePair, structure_params
-from sharedq.cqs.client import recoverable_contents
-from sharedq.recovery import PairLayout, RecoverySettings, StructureContents, contents, slot_status
+from sharedq.recovery import PairLayout, RecoverySettings, slot_status
 from sharedq.recovery.control import KIND_CHECKPOINT
 from sharedq.recovery.master import read_function
 from sharedq.recovery.structure_recovery import (
@@ -34,15 +33,10 @@ from tests.recovery.helpers import eventually
 
 from . import workers
 from .conftest import MSGQ, MakeCQS
-from .helpers import TRANA, TRANB, where
+from .helpers import TRANA, TRANB, snapshot, where
 from .test_recovery import workload
 
 OVERFLOW = "OVFL01"
-
-
-def snapshot(facility: CouplingFacility, structure: str = MSGQ) -> StructureContents:
-    with facility.connect(structure, "AUDITOR") as auditor:
-        return recoverable_contents(contents(auditor))
 
 
 def run_worker(url: str, root: Path, overflow: str | None, kill_at: str) -> None:

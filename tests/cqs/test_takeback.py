@@ -16,16 +16,10 @@ import pytest
 
 from sharedq.cf import CouplingFacility
 from sharedq.cqs import CQS, CQSJournalFailed, CQSReason, LockToken
-from sharedq.cqs.client import recoverable_contents
-from sharedq.recovery import RecoverySettings, StructureContents, contents
+from sharedq.recovery import RecoverySettings
 
 from .conftest import MSGQ, MakeCQS
-from .helpers import TRANA, TRANB, where
-
-
-def snapshot(facility: CouplingFacility) -> StructureContents:
-    with facility.connect(MSGQ, "AUDITOR") as auditor:
-        return recoverable_contents(contents(auditor))
+from .helpers import TRANA, TRANB, snapshot, where
 
 
 def fail_change(cqs: CQS, at: int = 1) -> None:
