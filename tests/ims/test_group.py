@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from sharedq.cf import CouplingFacility
-from sharedq.cqs import CQS, Uow, make_name
+from sharedq.cqs import CQS, CQSError, CQSReason, Uow, make_name
 from sharedq.ims import A1, A7, DLI, IMSError, IMSReason, Lterm, Region, Transaction
 
 from .conftest import MSGQ, MakeIMS
@@ -17,6 +19,7 @@ TRANA = Transaction("TRANA", 1, "PGMA")
 TRANB = Transaction("TRANB", 2, "PGMB")
 LTERMA = Lterm("LTERMA", "NODE1")
 LTERMB = Lterm("LTERMB", "NODE2")
+FILL = [make_name(1, f"FILL{n}") for n in range(40)]
 
 
 def test_first_reader_wins_across_three_systems_and_the_others_get_QC(
@@ -175,6 +178,26 @@ def test_figure_72_units_of_work(facility: CouplingFacility, make_ims: MakeIMS) 
     assert {m.origin_id for m in (msg1, msg2, msg3.uow, msg4.uow)} == {msg1.origin_id}
 
 
+def _fill(facility: CouplingFacility) -> CQS:
+    """Fill the structure from a CQS of its own, until a put is refused."""
+    filler = CQS(facility, "FILLER", system="FILL", msgq=MSGQ).connect()
+    for size in (400, 1):  # big messages, then small ones into what room is left
+        for queue in FILL:  # queues on every header: a header's list limit is not enough
+            with pytest.raises(CQSError) as full:
+                while True:
+                    filler.put(queue, b"f" * size)
+            assert full.value.reason is CQSReason.STRUCTURE_FULL
+    return filler
+
+
+def _drain(filler: CQS) -> None:
+    for queue in FILL:
+        while (message := filler.read(queue)) is not None:
+            assert message.token is not None
+            filler.delete(message.token)
+    filler.disconnect()
+
+
 def test_a_full_structure_gives_A7_to_inserts_and_DFS070_to_input(
     facility: CouplingFacility, make_ims: MakeIMS
 ) -> None:
@@ -193,23 +216,42 @@ def test_a_full_structure_gives_A7_to_inserts_and_DFS070_to_input(
     node1 = imsa.logon("NODE1")
     assert node1.enter("TRANA before").routing == "local"
     gate.wait_reached("full")
-    filler = CQS(facility, "FILLER", system="FILL", msgq=MSGQ).connect()
-    try:
-        while True:
-            filler.put(make_name(1, "FILL"), b"f" * 400)
-    except Exception as error:  # the structure is full
-        assert getattr(error, "reason_name", "") == "STRUCTURE_FULL"
-    try:
+    filler = _fill(facility)
+    with pytest.raises(IMSError) as refused:
         node1.enter("TRANA after")
-        raise AssertionError("input accepted by a full structure")
-    except IMSError as error:
-        assert error.reason is IMSReason.STRUCTURE_FULL and "DFS070" in str(error)
+    assert refused.value.reason is IMSReason.STRUCTURE_FULL and "DFS070" in str(refused.value)
     gate.open("full")
     assert until(lambda: len(statuses) == 2)
     assert statuses == [A7, A1]
-    while filler.read(make_name(1, "FILL")) is not None:
-        pass  # (left locked: the filler disconnects; the test ends)
-    filler.disconnect()
+    _drain(filler)
+
+
+def test_committed_output_the_structure_has_no_room_for_waits_in_the_ims(
+    facility: CouplingFacility, make_ims: MakeIMS
+) -> None:
+    """§1.13: committed output not yet on the shared queue is kept in the IMS and
+    moved when space becomes available."""
+    gate = Gate()
+
+    def pgma(dli: DLI) -> None:
+        while dli.io.gu() is not None:
+            assert dli.io.isrt(b"OUT 1") == "  "
+            dli.io.purg()
+            assert dli.io.isrt(b"OUT 2") == "  "
+            gate.stop_at("inserted")
+
+    imsa = make_ims(define("IMSA", transactions=(TRANA,), lterms=(LTERMA,)), {"PGMA": pgma})
+    node1 = imsa.logon("NODE1")
+    node1.enter("TRANA kept")
+    gate.wait_reached("inserted")
+    filler = _fill(facility)
+    # the sync point: both puts refused and kept, the input deleted; its entry, freed,
+    # takes one of the two when the IMS retries; the other stays in the IMS
+    gate.open("inserted")
+    assert until(lambda: imsa.counts["processed"] == 1 and imsa.counts["outputs"] == 1)
+    _drain(filler)  # room again: the IMS puts the reply it kept
+    assert take(node1, 2) == ["OUT 1", "OUT 2"]
+    assert imsa.counts["outputs"] == 2
 
 
 def test_a_transaction_not_defined_is_rejected(make_ims: MakeIMS) -> None:

@@ -386,6 +386,7 @@ class IMS:
             if not self._put_output(held, output, uow):
                 with self._lock:
                     self._pending.append((held, output, uow))
+                    self._lock.notify_all()
         if held is not None:
             try:
                 self.cqs.delete(held.token)
@@ -453,7 +454,10 @@ class IMS:
     def _dispatch(self) -> None:
         while True:
             with self._lock:
-                self._lock.wait_for(self._has_business, RETRY_S if self._pending else None)
+                while not self._has_business():
+                    self._lock.wait(RETRY_S if self._pending else None)
+                    if self._pending:  # committed output waiting for room: retry now
+                        break
                 if self._stopping:
                     return
                 jobs = self._schedulable()
