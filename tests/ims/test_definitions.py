@@ -90,13 +90,20 @@ def test_every_psb_needs_a_program_and_commands_name_what_exists() -> None:
             with pytest.raises(IMSError) as refused:
                 call(arg)
             assert refused.value.reason is reason
-        ims.logon("NODE1")
+        node1 = ims.logon("NODE1")
+        with pytest.raises(IMSError) as no_lterm:
+            node1.enter("TRANA x", lterm="LTERMZ")
+        assert no_lterm.value.reason is IMSReason.UNKNOWN_RESOURCE
         with pytest.raises(IMSError) as twice:
             ims.logon("NODE1")
         assert twice.value.reason is IMSReason.NODE_IN_SESSION
         with pytest.raises(IMSError) as started:
             ims.start()
         assert started.value.reason is IMSReason.ALREADY_STARTED
+        node1.logoff()
+        with pytest.raises(IMSError) as off:
+            node1.enter("TRANA x")
+        assert off.value.reason is IMSReason.NOT_IN_SESSION
     facility.close()
 
 

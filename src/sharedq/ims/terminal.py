@@ -19,6 +19,7 @@ from typing import Protocol
 
 from sharedq.cqs import LockToken, Uow
 from sharedq.ims.definitions import Lterm
+from sharedq.ims.errors import IMSReason, ims_error
 from sharedq.ims.queues import Routed
 
 
@@ -67,7 +68,11 @@ class Terminal:
     def enter(self, *segments: bytes | str, lterm: str | None = None) -> Routed:
         """Enter a message: the first segment starts with the transaction code.  From
         the node's first LTERM unless ``lterm`` says which of its LTERMs."""
+        if not self.in_session:
+            raise ims_error(IMSReason.NOT_IN_SESSION, f"{self.node} is logged off")
         source = self.lterms[0] if lterm is None else lterm
+        if source not in self.lterms:
+            raise ims_error(IMSReason.UNKNOWN_RESOURCE, f"{self.node} has no LTERM {lterm!r}")
         return self._ims.enter(source, segments, terminal=self)
 
     def receive(self, timeout: float | None = None) -> Delivered | None:
