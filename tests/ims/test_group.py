@@ -5,12 +5,16 @@ units of work of figure 72."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sharedq.cf import CouplingFacility
 from sharedq.cqs import CQS, CQSError, CQSReason, Uow, make_name
 from sharedq.ims import A1, A7, DLI, IMSError, IMSReason, Lterm, Region, Transaction
+from sharedq.log import LogStream, RecordType
+from sharedq.recovery import PairLayout, RecoverySettings
 
 from .conftest import MSGQ, MakeIMS
 from .helpers import Gate, Runs, define, echo, take, until, where
@@ -128,35 +132,36 @@ def test_output_for_an_lterm_nobody_registered_waits_for_its_logon(
     node2.ack(out)
 
 
-def test_figure_72_units_of_work(facility: CouplingFacility, make_ims: MakeIMS) -> None:
+def figure_72(make_ims: MakeIMS, **options: Any) -> dict[str, Uow]:
     """MSG1 from LTERMA on IMSA -> PGMA on IMSA switches to MSG2 -> PGMB on IMSB
-    answers MSG3 to LTERMA (I/O PCB) and MSG4 to LTERMB (alternate PCB)."""
-    held: dict[str, Uow | None] = {}
+    answers MSG3 to LTERMA (I/O PCB) and MSG4 to LTERMB (alternate PCB).  Returns
+    each message's unit of work, as the programs and terminals saw it."""
+    held: dict[str, Uow] = {}
 
     def pgma(dli: DLI) -> None:
         while dli.io.gu() is not None:
+            assert dli.uow is not None
             held["MSG1"] = dli.uow
             assert dli.alt_pcb("TRANB").isrt(b"TRANB MSG2") == "  "
 
     def pgmb(dli: DLI) -> None:
         while dli.io.gu() is not None:
+            assert dli.uow is not None
             held["MSG2"] = dli.uow
             assert dli.io.lterm == "LTERMA"  # the switch kept the input's LTERM
             dli.io.isrt(b"MSG3")
             dli.alt_pcb("LTERMB").isrt(b"MSG4")
 
+    programs = {"PGMA": pgma, "PGMB": pgmb}
     imsa = make_ims(
-        define("IMSA", transactions=(TRANA, TRANB), lterms=(LTERMA,)),
-        {"PGMA": pgma, "PGMB": pgmb},
+        define("IMSA", transactions=(TRANA, TRANB), lterms=(LTERMA,)), programs, **options
     )
     imsb = make_ims(
         define(
-            "IMSB",
-            transactions=(TRANA, TRANB),
-            lterms=(LTERMB,),
-            regions=(Region("MPR1", (2,)),),
+            "IMSB", transactions=(TRANA, TRANB), lterms=(LTERMB,), regions=(Region("MPR1", (2,)),)
         ),
-        {"PGMA": pgma, "PGMB": pgmb},
+        programs,
+        **options,
     )
     node1, node2 = imsa.logon("NODE1"), imsb.logon("NODE2")
     routed = node1.enter("TRANA MSG1")
@@ -165,17 +170,52 @@ def test_figure_72_units_of_work(facility: CouplingFacility, make_ims: MakeIMS) 
     assert msg3 is not None and msg4 is not None
     node1.ack(msg3)
     node2.ack(msg4)
-    msg1, msg2 = held["MSG1"], held["MSG2"]
-    assert msg1 is not None and msg2 is not None
-    a, b, blank = b"IMSA    ", b"IMSB    ", b" " * 8
-    assert msg1 == routed.uow
-    assert (msg1.origin, msg1.processor, msg1.processed) == (a, blank, 0)
-    assert (msg2.origin, msg2.arrival, msg2.processor) == (a, msg1.arrival, a)
-    assert (msg3.uow.origin, msg3.uow.arrival, msg3.uow.processor) == (a, msg1.arrival, b)
-    assert (msg4.uow.origin, msg4.uow.arrival, msg4.uow.processor) == (a, msg1.arrival, b)
-    t1, t2, t3, t4 = msg1.arrival, msg2.processed, msg3.uow.processed, msg4.uow.processed
-    assert t1 < t2 < t3 < t4
-    assert {m.origin_id for m in (msg1, msg2, msg3.uow, msg4.uow)} == {msg1.origin_id}
+    assert held["MSG1"] == routed.uow
+    assert until(lambda: imsb.counts["processed"] == 1)
+    imsa.shutdown()
+    imsb.shutdown()
+    return {**held, "MSG3": msg3.uow, "MSG4": msg4.uow}
+
+
+A, B, BLANK = b"IMSA    ", b"IMSB    ", b" " * 8
+
+
+def test_figure_72_units_of_work(make_ims: MakeIMS) -> None:
+    uows = figure_72(make_ims)
+    msg1, msg2, msg3, msg4 = (uows[f"MSG{n}"] for n in range(1, 5))
+    assert (msg1.origin, msg1.processor, msg1.processed) == (A, BLANK, 0)
+    assert (msg2.origin, msg2.arrival, msg2.processor) == (A, msg1.arrival, A)
+    assert (msg3.origin, msg3.arrival, msg3.processor) == (A, msg1.arrival, B)
+    assert (msg4.origin, msg4.arrival, msg4.processor) == (A, msg1.arrival, B)
+    assert msg1.arrival < msg2.processed < msg3.processed < msg4.processed
+    assert {m.origin_id for m in (msg1, msg2, msg3, msg4)} == {msg1.origin_id}
+
+
+def test_the_cqs_log_follows_figure_72_across_two_systems(
+    make_ims: MakeIMS, tmp_path: Path
+) -> None:
+    """Both IMSs' CQSs log to one log stream; every message record of the flow carries
+    the unit of work of its message, all with MSG1's first 16 bytes."""
+    root = tmp_path / "recovery"
+    uows = figure_72(make_ims, recovery=RecoverySettings(root))
+    log = PairLayout(root, MSGQ).log
+    records = list(LogStream(log, name=f"{MSGQ}.LOG", structure=MSGQ).records())
+    flow = [r for r in records if RecordType(r.type).carries_uow]
+    assert {r.uow[:16] for r in flow} == {uows["MSG1"].origin_id}
+    puts = {(r.queue, r.uow) for r in flow if RecordType(r.type) is RecordType.PUT}
+    assert puts == {
+        (make_name(1, "TRANA"), bytes(uows["MSG1"])),  # the local put
+        (make_name(1, "TRANB"), bytes(uows["MSG2"])),
+        (make_name(5, "LTERMA"), bytes(uows["MSG3"])),
+        (make_name(5, "LTERMB"), bytes(uows["MSG4"])),
+    }
+    writers = {(r.writer, r.queue) for r in flow if RecordType(r.type) is RecordType.DELETE}
+    assert writers == {
+        ("CQSIMSA", make_name(1, "TRANA")),
+        ("CQSIMSB", make_name(1, "TRANB")),
+        ("CQSIMSA", make_name(5, "LTERMA")),
+        ("CQSIMSB", make_name(5, "LTERMB")),
+    }
 
 
 def _fill(facility: CouplingFacility) -> CQS:
