@@ -122,29 +122,38 @@ class IMS:
             target=self._dispatch, name=f"ims-{self.imsid}", daemon=True
         )
         self._dispatcher.start()
-        for region in self.definition.regions:
-            self._regions[region.name] = Region(self, region)
+        with self._lock:
+            for region in self.definition.regions:
+                self._regions[region.name] = Region(self, region)
         self._reconcile()
         return self
 
     def shutdown(self) -> None:
-        """Stop the regions (after their programs), log every terminal off, deregister
-        everything and disconnect the CQS.  Messages stay on the shared queues."""
+        """Stop the regions (a program's next ``GU`` gets ``QC``), log every terminal
+        off, deregister everything and disconnect the CQS.  Messages stay on the shared
+        queues; committed output the structure still has no room for is lost (logged
+        as a warning: this model has no IMS checkpoint to keep it in)."""
         if not self._started:
             return
-        for region in list(self._regions.values()):
+        with self._lock:
+            self._stopping = True
+            regions = list(self._regions.values())
+            self._regions.clear()
+            self._lock.notify_all()
+        for region in regions:
             region.stop()
-        self._regions.clear()
+        if self._dispatcher is not None:
+            self._dispatcher.join()
         for terminal in list(self._terminals.values()):
             self.logoff(terminal)
         with self._reg_lock:
             for code in sorted(self._interest):
                 self._deregister(code)
         with self._lock:
-            self._stopping = True
-            self._lock.notify_all()
-        if self._dispatcher is not None:
-            self._dispatcher.join()
+            pending, self._pending = self._pending, []
+        lost = [p for p in pending if not self._put_output(*p)]
+        if lost:
+            logger.warning("%s: %d committed outputs lost at shutdown", self.imsid, len(lost))
         self.cqs.disconnect()
         self._started = False
 
@@ -196,7 +205,8 @@ class IMS:
         """/STOP REGION: stops after its program; interest in transactions no running
         region serves any more is deregistered."""
         self._check_started()
-        region = self._regions.pop(name, None)
+        with self._lock:
+            region = self._regions.pop(name, None)
         if region is None:
             raise ims_error(IMSReason.UNKNOWN_RESOURCE, f"no region {name} running")
         region.stop()
