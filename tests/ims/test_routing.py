@@ -226,3 +226,37 @@ def test_local_processing_off_sends_every_input_global(make_ims: MakeIMS) -> Non
     assert out is not None and out.text == "OUT TRANA off"
     node1.ack(out)
     assert imsa.cqs.notifications()["told"] == 2  # TRANA's ready queue, LTERMA's
+
+
+def test_maxrgn_bounds_global_scheduling_too(make_ims: MakeIMS) -> None:
+    """MAXRGN=1 and two regions: while one region holds TRANM, the notification of
+    more TRANM work schedules no second region; the one region takes it next."""
+    gate, runs = Gate(), Runs()
+    limited = Transaction("TRANM", 1, "PGMM", maxrgn=1)
+
+    def pgmm(dli: DLI) -> None:
+        got: list[bytes | None] = []
+        while (segment := dli.io.gu()) is not None:
+            got.append(segment)
+            if segment == b"TRANM first":
+                gate.stop_at("first")
+            dli.io.isrt(b"OUT " + segment)
+        runs.record(dli.imsid, [*got, None])
+
+    definition = define(
+        "IMSA",
+        transactions=(limited,),
+        lterms=(LTERMA,),
+        regions=(Region("MPR1", (1,)), Region("MPR2", (1,))),
+    )
+    imsa = make_ims(definition, {"PGMM": pgmm})
+    node1 = imsa.logon("NODE1")
+    imsa.stop_program("PGMM")  # both inputs global
+    node1.enter("TRANM first")
+    imsa.start_program("PGMM")
+    gate.wait_reached("first")
+    assert node1.enter("TRANM second").routing == "global"  # MAXRGN reached: not local
+    assert until(lambda: imsa.cqs.notifications()["told"] >= 2)  # TRANM told again
+    gate.open("first")
+    assert sorted(take(node1, 2)) == ["OUT TRANM first", "OUT TRANM second"]
+    assert runs.wait_for(1) == [("IMSA", [b"TRANM first", b"TRANM second", None])]
