@@ -32,6 +32,7 @@ from sharedq.ims import messages, queues
 from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
 from sharedq.ims.dli import DLI, Destination, Input, Output, Program
 from sharedq.ims.errors import IMSReason, ims_error
+from sharedq.ims.output import Outputs
 from sharedq.ims.queues import Routed
 from sharedq.ims.region import Assignment, Region
 from sharedq.ims.terminal import Delivered, Terminal
@@ -90,10 +91,7 @@ class IMS:
         self._regions: dict[str, Region] = {}
         self._running: dict[str, int] = {}
         self._work: dict[str, None] = {}  # transactions with work (the SMB flag)
-        self._lterm_work: dict[str, None] = {}
-        self._in_flight: dict[str, Delivered] = {}
-        self._terminals: dict[str, Terminal] = {}  # by node
-        self._by_lterm: dict[str, Terminal] = {}
+        self._outputs = Outputs(self.cqs, self._lock)
         self._stopped_trans: set[str] = set()
         self._stopped_psbs: set[str] = set()
         self._interest: set[str] = set()  # transaction codes registered
@@ -144,7 +142,7 @@ class IMS:
             region.stop()
         if self._dispatcher is not None:
             self._dispatcher.join()
-        for terminal in list(self._terminals.values()):
+        for terminal in self._outputs.terminals():
             self.logoff(terminal)
         with self._reg_lock:
             for code in sorted(self._interest):
@@ -276,9 +274,7 @@ class IMS:
         """The CQS says ``queue`` went from empty to non-empty (its listener thread)."""
         name = queues.resource(queue)
         if queue[0] == queues.LTERM_READY:
-            with self._lock:
-                self._lterm_work[name] = None
-                self._lock.notify_all()
+            self._outputs.told(name)
         else:
             self._flag(name)
 
@@ -471,14 +467,12 @@ class IMS:
                 if self._stopping:
                     return
                 jobs = self._schedulable()
-                lterms = [lt for lt in self._lterm_work if lt not in self._in_flight]
-                for lterm in lterms:
-                    del self._lterm_work[lterm]
+                lterms = self._outputs.due()
                 pending, self._pending = self._pending, []
             for region, job in jobs:
                 region.assign(job)
             for lterm in lterms:
-                self._deliver(lterm)
+                self._outputs.deliver(lterm)
             for held, output, uow in pending:
                 if not self._put_output(held, output, uow):
                     with self._lock:
@@ -487,7 +481,7 @@ class IMS:
     def _has_business(self) -> bool:
         if self._stopping:
             return True
-        if any(lt not in self._in_flight and lt in self._by_lterm for lt in self._lterm_work):
+        if self._outputs.has_due():
             return True
         return any(self._can_schedule(code) is not None for code in self._work)
 
@@ -528,7 +522,7 @@ class IMS:
                 progress = True
         return jobs
 
-    # -- terminals ----------------------------------------------------------------------------
+    # -- terminals (sharedq.ims.output) -------------------------------------------------------
 
     def logon(self, node: str) -> Terminal:
         """A node logs on: its static LTERMs are registered; output waiting for them
@@ -538,75 +532,14 @@ class IMS:
         lterms = self.definition.lterms_of(node)
         if not lterms:
             raise ims_error(IMSReason.UNKNOWN_NODE, f"{self.imsid}: no node {node}")
-        with self._lock:
-            if node in self._terminals:
-                raise ims_error(IMSReason.NODE_IN_SESSION, f"{node} is in session")
-            terminal = Terminal(self, node, lterms)
-            self._terminals[node] = terminal
-            for lterm in lterms:
-                self._by_lterm[lterm.name] = terminal
-        for lterm in lterms:
-            if self.cqs.register(queues.lterm_ready(lterm.name)):
-                with self._lock:
-                    self._lterm_work[lterm.name] = None
-                    self._lock.notify_all()
-        return terminal
+        return self._outputs.logon(Terminal(self, node, lterms))
 
     def logoff(self, terminal: Terminal) -> None:
         """Deregister the terminal's LTERMs; an output not acknowledged goes back to
         the head of its queue."""
-        with self._lock:
-            if self._terminals.get(terminal.node) is not terminal:
-                return
-            del self._terminals[terminal.node]
-            terminal.in_session = False
-            held = []
-            for name in terminal.lterms:
-                self._by_lterm.pop(name, None)
-                self._lterm_work.pop(name, None)
-                if name in self._in_flight:
-                    held.append(self._in_flight.pop(name))
-        for name in terminal.lterms:
-            self.cqs.deregister(queues.lterm_ready(name))
-        for output in held:
-            self.cqs.unlock(output.token, first=True)
-
-    def _deliver(self, lterm: str) -> None:
-        """Read the LTERM's next output (to the lock queue) and send it."""
-        with self._lock:
-            terminal = self._by_lterm.get(lterm)
-            if terminal is None or lterm in self._in_flight:
-                return
-        try:
-            got = self.cqs.read(queues.lterm_ready(lterm))
-        except CQSError as error:
-            logger.warning("%s: read for %s failed: %s", self.imsid, lterm, error)
-            return
-        if got is None:
-            return
-        assert got.token is not None
-        output = Delivered(lterm, messages.decode(got.body).segments, got.uow, got.token)
-        with self._lock:
-            if self._by_lterm.get(lterm) is not terminal:
-                undo = True
-            else:
-                undo = False
-                self._in_flight[lterm] = output
-        if undo:  # logged off meanwhile
-            self.cqs.unlock(got.token, first=True)
-            return
-        terminal.arrive(output)
+        self._outputs.logoff(terminal)
 
     def acknowledge(self, terminal: Terminal, output: Delivered) -> None:
         """The terminal received ``output``: delete it; send the LTERM's next."""
-        with self._lock:
-            if self._in_flight.get(output.lterm) is not output:
-                raise ims_error(IMSReason.BAD_ARGUMENT, f"{output.lterm}: nothing to acknowledge")
-            del self._in_flight[output.lterm]
-        try:
-            self.cqs.delete(output.token)
-        finally:
-            self._count("delivered")
-            with self._lock:
-                self._lterm_work[output.lterm] = None
-                self._lock.notify_all()
+        self._outputs.acknowledge(output)
+        self._count("delivered")

@@ -1,0 +1,121 @@
+"""Output for terminals: an IMS's sessions, its LTERMs' deliveries and acknowledgements.
+
+The IMS the terminal is in session with registers interest in the node's LTERMs at
+logon (redbook §1.11).  When an LTERM's ready queue goes from empty to non-empty the
+CQS tells the IMS; its dispatcher reads the LTERM's next message (to the lock queue),
+sends it to the terminal, and deletes it when the terminal acknowledges it (Appendix
+A, steps 18-22): one output per LTERM in flight.  Logoff deregisters; an output not
+yet acknowledged goes back to the head of its queue and waits for the next logon.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from sharedq.cqs import CQS, CQSError
+from sharedq.ims import messages, queues
+from sharedq.ims.errors import IMSReason, ims_error
+from sharedq.ims.terminal import Delivered, Terminal
+
+logger = logging.getLogger("sharedq.ims")
+
+
+class Outputs:
+    """An IMS's terminals and their LTERMs' output.  ``lock`` is the IMS's condition:
+    its dispatcher waits on it for LTERMs with output due (:meth:`has_due`)."""
+
+    def __init__(self, cqs: CQS, lock: threading.Condition) -> None:
+        self._cqs = cqs
+        self._lock = lock
+        self._work: dict[str, None] = {}  # LTERMs told of output, not yet read
+        self._in_flight: dict[str, Delivered] = {}
+        self._terminals: dict[str, Terminal] = {}  # by node
+        self._by_lterm: dict[str, Terminal] = {}
+
+    def terminals(self) -> list[Terminal]:
+        with self._lock:
+            return list(self._terminals.values())
+
+    def logon(self, terminal: Terminal) -> Terminal:
+        """Put ``terminal`` in session and register its LTERMs; an LTERM whose queue
+        has messages already gets them (no event comes for those)."""
+        with self._lock:
+            if terminal.node in self._terminals:
+                raise ims_error(IMSReason.NODE_IN_SESSION, f"{terminal.node} is in session")
+            self._terminals[terminal.node] = terminal
+            for name in terminal.lterms:
+                self._by_lterm[name] = terminal
+        for name in terminal.lterms:
+            if self._cqs.register(queues.lterm_ready(name)):
+                self.told(name)
+        return terminal
+
+    def logoff(self, terminal: Terminal) -> None:
+        with self._lock:
+            if self._terminals.get(terminal.node) is not terminal:
+                return
+            del self._terminals[terminal.node]
+            terminal.in_session = False
+            held = []
+            for name in terminal.lterms:
+                self._by_lterm.pop(name, None)
+                self._work.pop(name, None)
+                if name in self._in_flight:
+                    held.append(self._in_flight.pop(name))
+        for name in terminal.lterms:
+            self._cqs.deregister(queues.lterm_ready(name))
+        for output in held:
+            self._cqs.unlock(output.token, first=True)
+
+    def told(self, lterm: str) -> None:
+        """The LTERM's queue has output (a notification, or found at logon)."""
+        with self._lock:
+            self._work[lterm] = None
+            self._lock.notify_all()
+
+    def has_due(self) -> bool:
+        """Whether an LTERM in session has output to read (the caller holds the lock)."""
+        return any(lt not in self._in_flight and lt in self._by_lterm for lt in self._work)
+
+    def due(self) -> list[str]:
+        """The LTERMs to read for now, taken off the list (the caller holds the lock)."""
+        lterms = [lt for lt in self._work if lt not in self._in_flight]
+        for lterm in lterms:
+            del self._work[lterm]
+        return lterms
+
+    def deliver(self, lterm: str) -> None:
+        """Read the LTERM's next output (to the lock queue) and send it."""
+        with self._lock:
+            terminal = self._by_lterm.get(lterm)
+            if terminal is None or lterm in self._in_flight:
+                return
+        try:
+            got = self._cqs.read(queues.lterm_ready(lterm))
+        except CQSError as error:
+            logger.warning("%s: read for %s failed: %s", self._cqs.system, lterm, error)
+            return
+        if got is None:
+            return
+        assert got.token is not None
+        output = Delivered(lterm, messages.decode(got.body).segments, got.uow, got.token)
+        with self._lock:
+            still = self._by_lterm.get(lterm) is terminal
+            if still:
+                self._in_flight[lterm] = output
+        if not still:  # logged off meanwhile
+            self._cqs.unlock(got.token, first=True)
+            return
+        terminal.arrive(output)
+
+    def acknowledge(self, output: Delivered) -> None:
+        """Delete the acknowledged output; the LTERM's next is due."""
+        with self._lock:
+            if self._in_flight.get(output.lterm) is not output:
+                raise ims_error(IMSReason.BAD_ARGUMENT, f"{output.lterm}: nothing to acknowledge")
+            del self._in_flight[output.lterm]
+        try:
+            self._cqs.delete(output.token)
+        finally:
+            self.told(output.lterm)
