@@ -34,6 +34,9 @@ class CQSReason(IntEnum):
     STRUCTURE_FULL = 5031
     MESSAGE_TOO_LARGE = 5032
     NOT_REGISTERED = 5033
+    #: A put to a queue in overflow mode on a pair without an overflow structure
+    #: (seed 000: CQSPUT rejected until usage falls 20 % below the threshold).
+    QUEUE_IN_OVERFLOW = 5034
     JOURNAL_FAILED = 5040
     STRUCTURE_ERROR = 5050
 
@@ -77,6 +80,7 @@ _CLASS_OF: dict[CQSReason, type[CQSError]] = {
     CQSReason.NOT_AUTHORIZED: NotAuthorized,
     CQSReason.EMC_FULL: CapacityExceeded,
     CQSReason.STRUCTURE_FULL: CapacityExceeded,
+    CQSReason.QUEUE_IN_OVERFLOW: CapacityExceeded,
     CQSReason.NOT_LOCKED_BY_YOU: NotLocked,
     CQSReason.NOT_LOCKED: NotLocked,
     CQSReason.JOURNAL_FAILED: CQSJournalFailed,

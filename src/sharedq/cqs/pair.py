@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from sharedq import names
 from sharedq.cqs.errors import CQSReason, cqs_error
 from sharedq.cqs.layout import Kind
+from sharedq.cqs.overflow_select import Target
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,11 @@ class StructurePair:
     primary: str
     overflow: str | None = None
     kind: Kind = Kind.MSGQ
+    #: OVFLWMAX: per cent of the primary's data elements in use that starts overflow
+    #: processing (seed 000; CQSSGxxx).
+    ovflwmax: int = 70
+    #: Which reading of "20 % below the threshold" ends selection (patent §8.2).
+    target: Target = Target.RELATIVE
 
     def __post_init__(self) -> None:
         for name in (self.primary, self.overflow):
@@ -34,6 +40,10 @@ class StructurePair:
             raise cqs_error(
                 CQSReason.BAD_ARGUMENT, f"overflow structure {self.overflow} is the primary"
             )
+        if type(self.ovflwmax) is not int or not 1 <= self.ovflwmax <= 100:
+            raise cqs_error(CQSReason.BAD_ARGUMENT, f"OVFLWMAX {self.ovflwmax!r}: 1 to 100")
+        if not isinstance(self.target, Target):
+            raise cqs_error(CQSReason.BAD_ARGUMENT, f"target {self.target!r}: a Target")
         if not isinstance(self.kind, Kind):
             raise cqs_error(CQSReason.BAD_ARGUMENT, f"kind {self.kind!r}: Kind.MSGQ or Kind.EMHQ")
 

@@ -10,6 +10,7 @@ Redis across processes and hosts).  Each request is a method named after the see
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -29,6 +30,7 @@ from sharedq.cqs.message import Message, QueueCounts
 from sharedq.cqs.messages import PART_BYTES, facts, split
 from sharedq.cqs.names import check_name, text
 from sharedq.cqs.notify import Listener, Work, WorkCallback
+from sharedq.cqs.overflow import Overflow, OverflowOptions
 from sharedq.cqs.pair import StructurePair
 from sharedq.cqs.restart import Finished, finish_interrupted
 from sharedq.cqs.site import LockToken, Site, lock_version
@@ -73,6 +75,8 @@ class CQS:
             takes as master (crash tests of a master's takeover).
         sync: which requests wait for the log's sync: ``Sync.EVERY_REQUEST`` (the
             default) or ``Sync.PUTS`` (:class:`~sharedq.cqs.journal.Sync`).
+        overflow: this CQS's part in structure overflow (exit, notification, how
+            often it checks and scans: :mod:`sharedq.cqs.overflow`).
     """
 
     def __init__(
@@ -91,6 +95,7 @@ class CQS:
         faults: FaultHook | None = None,
         checkpoint_faults: Callable[[str], None] | None = None,
         sync: Sync = Sync.EVERY_REQUEST,
+        overflow: OverflowOptions | None = None,
     ) -> None:
         problem = names.SERVER.problem(name, kind="CQS name")
         if problem is not None or len(name) > 32:
@@ -116,6 +121,9 @@ class CQS:
         if not isinstance(sync, Sync):
             raise cqs_error(CQSReason.BAD_ARGUMENT, f"sync {sync!r}: Sync.EVERY_REQUEST or PUTS")
         self._sync = sync
+        self._overflow_options = overflow or OverflowOptions()
+        #: Overflow processing per pair (:mod:`sharedq.cqs.overflow`), once connected.
+        self.overflow: dict[Kind, Overflow] = {}
         self._log: RecoveryLog | None = None
         self._sites: dict[Kind, Site] = {}
         self._overflow: dict[Kind, StructureAccess] = {}
@@ -208,15 +216,33 @@ class CQS:
         owner = self.name.encode("ascii")
         interval = self._recovery is not None and self._recovery.durability.mode is INTERVAL
         synced = frozenset[Request]() if interval else self._sync.waits
-        return Site(
-            acc,
-            Layout(kind),
-            owner,
-            self.system,
-            self.clock,
-            self.tokens,
-            lock_version(owner),
-            synced,
+        version = lock_version(owner)
+        site = Site(acc, Layout(kind), owner, self.system, self.clock, self.tokens, version, synced)
+        self.overflow[kind] = self._overflow_of(pair, site, kind)
+        return site
+
+    def _overflow_of(self, pair: StructurePair, site: Site, kind: Kind) -> Overflow:
+        options, log = self._overflow_options, self._log
+        other = self._overflow.get(kind)
+        return Overflow(
+            self.name,
+            site,
+            None if other is None else dataclasses.replace(site, acc=other),
+            threshold=pair.ovflwmax,
+            target=pair.target,
+            clock=self.clock,
+            check_every=options.check_every,
+            refresh_s=options.refresh_s,
+            record=None
+            if log is None
+            else (lambda **extra: self._log_event(pair.primary, RecordType.OVERFLOW, **extra)),
+            scan_interval_s=options.scan_interval_s,
+            exit=options.exit,
+            notify=options.notify,
+            faults=options.faults,
+            checkpoint=None
+            if log is None
+            else (lambda: log.structure_checkpoint(pair.primary, "overflow")),
         )
 
     def _log_event(self, structure: str, record_type: RecordType, **extra: object) -> None:
@@ -300,7 +326,23 @@ class CQS:
     def _token(self, token: object) -> tuple[Site, LockToken]:
         if not isinstance(token, LockToken):
             raise cqs_error(CQSReason.BAD_TOKEN, f"{token!r} is not a lock token")
-        return self._site(token.kind), token
+        site = self._site(token.kind)
+        flow = self.overflow.get(token.kind)
+        if flow is None or flow.overflow is None or not flow.table.mode:
+            return site, token
+        # The lock is where the queue was when it was read: look there.
+        lock = ById(token.entry_id, Private.LOCK.header(token.queue))
+        for where in (flow.site(token.queue), site, flow.overflow):
+            if where.acc.read(lock) is not None:
+                return where, token
+        return site, token
+
+    def _routed(self, kind: Kind, queue: object) -> tuple[Site, bytes]:
+        """The structure of the pair that holds ``queue`` now, and its checked name."""
+        site = self._site(kind)
+        name = self._queue(site, queue)
+        flow = self.overflow.get(kind)
+        return (site if flow is None else flow.site(name)), name
 
     # -- CQSREG / CQSDEREG ------------------------------------------------------------------
 
@@ -388,6 +430,9 @@ class CQS:
         """
         site = self._site(kind)
         name = self._queue(site, queue)
+        flow = self.overflow.get(kind)
+        if flow is not None:
+            site = flow.before_put(name)
         parts = split(body) if isinstance(body, bytes) else list(body)
         if not parts or any(not isinstance(p, bytes) or len(p) > PART_BYTES for p in parts):
             raise cqs_error(
@@ -402,6 +447,8 @@ class CQS:
             raise cqs_error(CQSReason.BAD_ARGUMENT, "recoverable and local are True or False")
         uow_bytes = bytes(self.new_uow()) if uow is None else check_uow(uow)
         change = requests.put(site, name, parts, uow_bytes, recoverable=recoverable, local=local)
+        if flow is not None:
+            flow.after_put()
         if local:
             return LockToken(kind, name, change.entry.entry_id, len(parts) > 1)
         return change.entry.entry_id
@@ -409,17 +456,17 @@ class CQS:
     def read(self, queue: object, *, kind: Kind = Kind.MSGQ) -> Message | None:
         """CQSREAD: take the queue's first message onto the lock queue; ``None`` when
         the queue is empty (another reader was first: not an error)."""
-        site = self._site(kind)
-        return requests.read(site, self._queue(site, queue))
+        site, name = self._routed(kind, queue)
+        return requests.read(site, name)
 
     def browse(
         self, queue: object, *, kind: Kind = Kind.MSGQ, limit: int | None = None
     ) -> list[Message]:
         """CQSBROWSE: the queue's messages, whole, in order, without taking them."""
-        site = self._site(kind)
+        site, name = self._routed(kind, queue)
         if limit is not None and (type(limit) is not int or limit < 0):
             raise cqs_error(CQSReason.BAD_ARGUMENT, f"limit {limit!r}")
-        return requests.browse(site, self._queue(site, queue), limit)
+        return requests.browse(site, name, limit)
 
     def browse_locked(self, token: LockToken) -> Message:
         """CQSBROWSE of a message this CQS holds locked (its whole contents)."""
@@ -443,8 +490,8 @@ class CQS:
             locator = ById(token.entry_id, Private.LOCK.header(token.queue))
             change = requests.move(site, locator, token.queue, target, locked=token)
             return change.entry.entry_id
-        site = self._site(kind)
-        name, target = self._queue(site, source), self._queue(site, to_queue)
+        site, name = self._routed(kind, source)
+        target = self._queue(site, to_queue)
         with requests.translated(f"move from {text(name)}"):
             first = site.acc.read(ByKey(site.layout.header(name), name))
         while first is not None:
@@ -509,9 +556,9 @@ class CQS:
 
     def query(self, queues: Iterable[object], *, kind: Kind = Kind.MSGQ) -> list[QueueCounts]:
         """CQSQUERY: per queue, messages ready and locked, and the oldest one's age."""
-        site = self._site(kind)
-        names = [self._queue(site, queue) for queue in queues]
-        return requests.counts(site, names, self.clock.now_us())
+        now = self.clock.now_us()
+        routed = [self._routed(kind, queue) for queue in queues]
+        return [requests.counts(site, [name], now)[0] for site, name in routed]
 
     def statistics(self, *, kind: Kind = Kind.MSGQ) -> StructureStats:
         """CQSQUERY of the structure: its entries, elements and EMCs in use and at most."""
