@@ -17,7 +17,7 @@ from sharedq.cqs import CQSError, CQSReason, Kind, StructurePair, make_name
 from sharedq.cqs.overflow import OverflowOptions, OverflowReport
 from sharedq.cqs.overflow_select import MAX_QUEUES, Target, select
 from sharedq.recovery import RecoverySettings
-from sharedq.testing import ManualClock
+from sharedq.testing import ManualClock, SimulatedFailure
 from tests.cqs.conftest import MakeCQS
 from tests.cqs.helpers import MSGQ_LAYOUT
 
@@ -286,3 +286,37 @@ def test_the_first_put_over_the_threshold_starts_it(
     cqs.put(D, b"x" * UNIT_BODY)
     assert other.overflow[Kind.MSGQ].state()["queues"][0]["queue"] == A  # type: ignore[index]
     assert len(other.browse(A)) == 30  # the other CQS routes the same way
+
+
+@pytest.mark.parametrize("at", ["recorded", "on-move-queue", "written", "moved"])
+def test_a_master_that_dies_mid_way_is_replaced(
+    facility: CouplingFacility, make_cqs: MakeCQS, tmp_path: object, at: str
+) -> None:
+    """The master stops at a step of the process (the third time it gets there); the
+    other CQS takes over at its next check: A is whole in the overflow structure, once."""
+    allocate(facility)
+    seen: list[str] = []
+
+    def fault(point: str) -> None:
+        seen.append(point)
+        if point == at and seen.count(point) == (1 if at in ("recorded", "moved") else 3):
+            raise SimulatedFailure(f"master stopped at {point}")
+
+    settings = RecoverySettings(tmp_path)  # type: ignore[arg-type]
+    master = make_cqs("IMSA", msgq=pair(True), recovery=settings, overflow=options(faults=fault))
+    peer = make_cqs("IMSB", msgq=pair(True), recovery=settings, overflow=options())
+    fill(master, {A: 30, B: 20, C: 10, D: 10})
+    with pytest.raises(SimulatedFailure):
+        master.overflow[Kind.MSGQ].check()
+    master.stop_dead()
+    with facility.connect(PRIMARY, "INSPECT") as conn:
+        [user] = [u.user_id for u in conn.users() if u.name == master.name]
+        conn.mark_failed(user)
+    assert peer.overflow[Kind.MSGQ].take_over()
+    header = MSGQ_LAYOUT.header(A)
+    with facility.connect(PRIMARY, "LOOK") as conn:
+        assert list(conn.scan(header, A, A)) == []
+    with facility.connect(OVERFLOW, "LOOK") as conn:
+        assert len(list(conn.scan(header, A, A))) == 30
+    assert len(peer.browse(A)) == 30 and len(peer.browse(B)) == 20
+    peer.put(C, b"not held: the dead master's quiesce went with it")

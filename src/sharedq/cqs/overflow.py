@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from sharedq.cf import CFError, LockHeld
@@ -184,6 +184,7 @@ class Overflow:
         overflow mode when the rule for this pair says so; scan when due."""
         self.checks += 1
         self.refresh()
+        self.take_over()
         used, capacity = self.usage()
         percent = 100.0 * used / capacity
         report = None
@@ -213,6 +214,22 @@ class Overflow:
         if self.faults is not None:
             self.faults(point)
 
+    @contextmanager
+    def _unless_dead(self, release: Callable[[], None]) -> Iterator[None]:
+        """Release a lock when the block ends or fails, but not when the server is
+        stopped dead (a ``BaseException``: a killed process releases nothing; its
+        locks go with its user when it is declared failed)."""
+        try:
+            yield
+        except Exception:
+            release()
+            raise
+        release()
+
+    def _unlock_master(self) -> None:
+        with suppress(CFError):
+            self.primary.acc.conn.unlock(MASTER_LOCK)
+
     def _master(self) -> bool:
         conn = self.primary.acc.conn
         try:
@@ -226,15 +243,42 @@ class Overflow:
                     return True
             return False
 
+    def take_over(self) -> bool:
+        """A master that died mid-way (its user failed, holding the master lock): take
+        the lock, finish what it moved and what it left of the queues it recorded, and
+        resume the structure (its quiesce lock went with its user).  One request when
+        no process is under way."""
+        conn = self.primary.acc.conn
+        holder = conn.lock_holder(MASTER_LOCK)
+        if holder is None or holder == conn.user_id or not self._master():
+            return False
+        with self._unless_dead(self._unlock_master):
+            logger.warning("%s: overflow master (user %d) failed: taken over", self.name, holder)
+            self.refresh()
+            self.finish_moves()
+            self.finish_queues()
+            self._fault("taken-over")
+        if self.checkpoint is not None:
+            self.checkpoint()
+        self._tell("overflow", tuple(self.table.queues))
+        return True
+
+    def finish_queues(self) -> int:
+        """Whatever of a queue in overflow is still on the primary goes over too."""
+        if self.overflow is None:
+            return 0
+        return sum(self.move_queue(queue) for queue in self.table.queues)
+
     def run(self) -> OverflowReport | None:
         """The overflow process as master; ``None`` when another CQS is master."""
         if not self._master():
             return None
         conn = self.primary.acc.conn
-        try:
+        with self._unless_dead(self._unlock_master):
             self._fault("master")
             self.refresh()
             self.finish_moves()
+            self.finish_queues()
             used, capacity = self.usage()
             if 100.0 * used / capacity < self.threshold:
                 return None
@@ -244,7 +288,7 @@ class Overflow:
                 return OverflowReport(altered=True)
             area = ControlArea()
             hold_quiesce(conn, area, timeout=self.max_wait_s, clock=self.clock)
-            try:
+            with self._unless_dead(lambda: release_quiesce(conn, area)):
                 self._fault("quiesced")
                 selection = self._select()
                 self._fault("selected")
@@ -257,23 +301,19 @@ class Overflow:
                 for queue in approved:
                     self.table.queues[queue] = now
                     self.table.sizes[queue] = sizes.get(queue, 0)
+                self._store()  # first: a master that takes over knows what to finish
+                self._fault("recorded")
                 moved = 0
                 if self.overflow is not None:
                     for queue in approved:
                         moved += self.move_queue(queue)
-                self._store()
                 self._fault("moved")
-            finally:
-                release_quiesce(conn, area)
             if self.checkpoint is not None:
                 self.checkpoint()
             self._tell("overflow", approved)
             return OverflowReport(
                 False, selection.queues, approved, moved, selection.target, selection.left
             )
-        finally:
-            with suppress(CFError):
-                conn.unlock(MASTER_LOCK)
 
     def _alter(self) -> bool:
         conn = self.primary.acc.conn
@@ -395,7 +435,7 @@ class Overflow:
         if not self._master():
             return ()
         self.last_scan_s = now
-        try:
+        with self._unless_dead(self._unlock_master):
             self.refresh()
             empty = tuple(q for q in self.table.queues if self._empty(q))
             for queue in empty:
@@ -407,9 +447,6 @@ class Overflow:
             if self.table.mode and not self.table.queues:
                 self._leave_mode()
             return empty
-        finally:
-            with suppress(CFError):
-                self.primary.acc.conn.unlock(MASTER_LOCK)
 
     def _empty(self, queue: bytes) -> bool:
         assert self.overflow is not None
