@@ -320,3 +320,27 @@ def test_a_master_that_dies_mid_way_is_replaced(
         assert len(list(conn.scan(header, A, A))) == 30
     assert len(peer.browse(A)) == 30 and len(peer.browse(B)) == 20
     peer.put(C, b"not held: the dead master's quiesce went with it")
+
+
+def test_recovery_rebuilds_both_structures_and_the_table(
+    facility: CouplingFacility, make_cqs: MakeCQS, tmp_path: object
+) -> None:
+    """The overflow table is in the primary's control queue: the structure checkpoint
+    after the process holds it, and the moves are logged, so a pair lost after an
+    overflow comes back with A in the overflow structure and routed there."""
+    allocate(facility)
+    settings = RecoverySettings(tmp_path)  # type: ignore[arg-type]
+    cqs = make_cqs("IMSA", msgq=pair(True), recovery=settings, overflow=options())
+    fill(cqs, {A: 30, B: 20, C: 10, D: 10})
+    assert cqs.overflow[Kind.MSGQ].check() is not None
+    cqs.put(A, b"after the checkpoint: only in the log")
+    cqs.disconnect()
+    facility.delete(PRIMARY, force=True)
+    facility.delete(OVERFLOW, force=True)
+    again = make_cqs("IMSB", msgq=pair(True), recovery=settings, overflow=options())
+    assert again.recovery_log is not None
+    assert sorted(again.recovery_log.rebuilt()) == [PRIMARY, OVERFLOW]
+    assert [q["queue"] for q in again.overflow[Kind.MSGQ].state()["queues"]] == [A]  # type: ignore[union-attr]
+    assert len(again.browse(A)) == 31 and len(again.browse(B)) == 20
+    with facility.connect(OVERFLOW, "LOOK") as conn:
+        assert len(list(conn.scan(MSGQ_LAYOUT.header(A), A, A))) == 31

@@ -140,6 +140,8 @@ class Overflow:
         self.checks = 0
         self.last_scan_s = clock.monotonic_s()
         self.refresh()
+        if not self.table.mode and overflow is not None:
+            self.rebuild_table()
 
     @property
     def name(self) -> str:
@@ -202,6 +204,25 @@ class Overflow:
         self.refreshed_s = self.clock.monotonic_s()
         entry = self.primary.acc.conn.read(ByKey(Private.CONTROL.first, TABLE_KEY))
         self.table = Table() if entry is None else Table.unpack(entry.data)
+
+    def rebuild_table(self) -> tuple[bytes, ...]:
+        """After structure recovery the table may be missing (an SRDS holds messages,
+        not the control queue's overflow entry): every client queue with messages in
+        the overflow structure is in overflow.  Empty ones would have left at the next
+        scan anyway."""
+        assert self.overflow is not None
+        found = {
+            entry.key
+            for header in self.overflow.layout.client_headers()
+            for entry in self.overflow.acc.scan(header, LOWEST_KEY, HIGHEST_KEY)
+            if entry.key[0] not in (2, 6)
+        }
+        if found:
+            now = self.clock.now_us()
+            self.table = Table(True, dict.fromkeys(sorted(found), now))
+            self._store()
+            logger.info("%s: overflow table rebuilt: %d queues", self.name, len(found))
+        return tuple(sorted(found))
 
     def _store(self) -> None:
         conn = self.primary.acc.conn
