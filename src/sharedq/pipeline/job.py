@@ -125,9 +125,10 @@ class JobResult:
         return path
 
 
-def write_table(frame: DataFrame, path: Path) -> Path:
-    """Write a DataFrame as Parquet (replacing what was there); returns the path."""
-    frame.write.mode("overwrite").parquet(str(path))
+def write_table(frame: DataFrame, path: Path, options: dict[str, str] | None = None) -> Path:
+    """Write a DataFrame as Parquet (replacing what was there), with Parquet writer
+    ``options`` if given; returns the path."""
+    frame.write.mode("overwrite").options(**(options or {})).parquet(str(path))
     return path
 
 

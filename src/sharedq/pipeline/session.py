@@ -41,6 +41,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
     "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
     "spark.sql.parquet.binaryAsString": "false",
+    # An aggregation per entry (recover's fold, a message's life) keeps a buffer per
+    # key in a hash map; past 128 keys (Spark's default) it sorts every row instead.
+    "spark.sql.objectHashAggregate.sortBased.fallbackThreshold": "262144",
     # Log data sets carry a CRC on every page: have Spark's reader check them, so a
     # damaged page fails the job instead of being read as records.
     "spark.hadoop.parquet.page.verify-checksum.enabled": "true",

@@ -154,7 +154,14 @@ def stage_log(
 
 def log_frame(spark: SparkSession, staged: StagedLog) -> DataFrame:
     """Every record of a staged log, one row per record (see :func:`read_log`)."""
-    frame = spark.read.schema(_spark_schema()).parquet(*staged.paths)
+    # Parquet's dictionary filter would expand every row group's dictionary of seqs
+    # (unique values) into a hash set to test ``seq > image``, a tenth of recover's
+    # JVM time; the row groups' min/max statistics prune as well for such ranges.
+    frame = (
+        spark.read.schema(_spark_schema())
+        .option("parquet.filter.dictionary.enabled", "false")
+        .parquet(*staged.paths)
+    )
     kept = _retention_filter(staged.retention)
     return frame if kept is None else frame.where(kept)
 

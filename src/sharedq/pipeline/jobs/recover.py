@@ -20,10 +20,11 @@ list_number, position, entry_id, key, secondary_key, version, adjunct, data) and
 from __future__ import annotations
 
 import shutil
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from functools import reduce
+from functools import partial, reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,11 +98,14 @@ def run(
         ctx.step(f"{name}: checking the log, finding the entries it leaves")
         # The check reads every data set on the driver while the first pass runs on
         # the executors; damage it finds is left out and the pass run again.
+        # It starts once the pass is planned: beside the planning, its Python work
+        # held the interpreter lock against each of the planner's Py4J calls.
         with ThreadPoolExecutor(1) as pool:
-            checking = pool.submit(_check_log, ctx, pair, name, image, accept_loss)
+            checking = _Deferred(pool, partial(_check_log, ctx, pair, name, image, accept_loss))
             folded: tuple[_Plan, DataFrame] | None = None
             try:
-                folded = _fold(ctx, log, pair, name, image, target, f"{len(plans)}")
+                tag = f"{len(plans)}"
+                folded = _fold(ctx, log, pair, name, image, target, tag, checking.start)
             except Exception:
                 # A damaged data set fails Spark's page checks: the check tells which.
                 if not checking.result().dropped:
@@ -111,7 +115,7 @@ def run(
         if report.dropped:
             log = log_frame(ctx.spark, ctx.stage().without(report.dropped))
             # (A fresh name: an Observation is used once.)
-            folded = _fold(ctx, log, pair, name, image, target, f"{len(plans)}_again")
+            folded = _fold(ctx, log, pair, name, image, target, f"{len(plans)}_again", _none)
         assert folded is not None
         plans.append(folded[0])
         entries.append(folded[1])
@@ -120,7 +124,11 @@ def run(
     sizes = Observation("sharedq_recover_lists")
     entries_frame = _union(entries).observe(sizes, T.list_sizes_metric()).select(*T.ENTRY_COLUMNS)
     ctx.step("folding the live entries' records, writing the entries")
-    entries_path = write_table(entries_frame, out / "entries")
+    # Ids, keys and data are unique per entry: no dictionary, whose building and
+    # falling back took most of the write.
+    entries_path = write_table(
+        entries_frame, out / "entries", {"parquet.enable.dictionary": "false"}
+    )
     counts = {plan.name: _Applied.of(plan.applied.get) for plan in plans}
     ctx.step("writing the list controls")
     lists_path = _write_lists(
@@ -165,6 +173,7 @@ def _fold(
     image: ImageChoice,
     target: int | None,
     tag: str,
+    planned: Callable[[], None],
 ) -> tuple[_Plan, DataFrame]:
     """One structure's recovery planned: its change records, its live entries found
     (the first pass runs here, a job of its own) and its entries as a DataFrame.
@@ -184,15 +193,37 @@ def _fold(
     # The records applied are counted while the first pass reads them.
     applied = Observation(f"sharedq_recover_{tag}")
     found = Observation(f"sharedq_recover_live_{tag}")
-    live = (
-        T.live_entries(changes.observe(applied, *T.applied_metrics()), image_rows)
-        .observe(found, F.count(F.lit(1)).alias("entries"))
-        .localCheckpoint(eager=True)
+    first = T.live_entries(changes.observe(applied, *T.applied_metrics()), image_rows).observe(
+        found, F.count(F.lit(1)).alias("entries")
     )
+    planned()
+    live = first.localCheckpoint(eager=True)
     few = int(found.get["entries"]) <= BROADCAST_LIVE_ENTRIES
     nets = T.net_changes(changes, image_rows, live, broadcast=few)
     frame = T.recovered_entries(name, nets, list_size=True)
     return _Plan(name, image, target, changes, applied), frame
+
+
+def _none() -> None:
+    pass
+
+
+@dataclass
+class _Deferred:
+    """A call run on a pool, started when first asked for (``start``, ``result``)."""
+
+    pool: ThreadPoolExecutor
+    call: Callable[[], _LogChecked]
+    future: Future[_LogChecked] | None = None
+
+    def start(self) -> None:
+        if self.future is None:
+            self.future = self.pool.submit(self.call)
+
+    def result(self) -> _LogChecked:
+        self.start()
+        assert self.future is not None
+        return self.future.result()
 
 
 @dataclass(frozen=True)
