@@ -344,3 +344,42 @@ def test_recovery_rebuilds_both_structures_and_the_table(
     assert len(again.browse(A)) == 31 and len(again.browse(B)) == 20
     with facility.connect(OVERFLOW, "LOOK") as conn:
         assert len(list(conn.scan(MSGQ_LAYOUT.header(A), A, A))) == 31
+
+
+def test_stopped_printer_story(
+    facility: CouplingFacility, make_cqs: MakeCQS, clock: ManualClock
+) -> None:
+    """Seed 000's story: one LTERM queue (a printer that stopped) grows until the pair
+    overflows; every other queue goes on undisturbed; the registered client is still
+    told of the printer's work in the overflow structure; the printer starts again,
+    the queue drains, and the next scan returns it."""
+    allocate(facility)
+    printer = make_name(5, "PRINTER1")
+    ims = make_cqs("IMSA", msgq=pair(True), overflow=options(check_every=1))
+    ims.register(printer)
+    assert ims.wait_for_work(0) is None
+    for i in range(75):  # the printer's output piles up; the transactions flow
+        ims.put(printer, b"p" * UNIT_BODY)
+        ims.put(A, b"order %d" % i)
+        message = ims.read(A)
+        assert message is not None and message.body == b"order %d" % i
+        ims.delete(message.token)
+    flow = ims.overflow[Kind.MSGQ]
+    assert [q["queue"] for q in flow.state()["queues"]] == [printer]  # type: ignore[union-attr]
+    assert ims.query([printer])[0].ready == 75
+    while ims.wait_for_work(0) is not None:  # what was told before and during the move
+        pass
+    while (message := ims.read(printer)) is not None:  # the printer starts again
+        ims.delete(message.token)
+    ims.put(printer, b"one more")  # empty to non-empty in the overflow structure: told
+    assert ims.wait_for_work(10) == (Kind.MSGQ, printer)
+    message = ims.read(printer)
+    assert message is not None and message.body == b"one more"
+    ims.delete(message.token)
+    clock.advance_s(15 * 60)
+    ims.put(A, b"the next put's check scans")
+    assert flow.state()["mode"] is False
+    ims.put(printer, b"back in the primary")
+    with facility.connect(PRIMARY, "LOOK") as conn:
+        header = MSGQ_LAYOUT.header(printer)
+        assert len(list(conn.scan(header, printer, printer))) == 1

@@ -12,7 +12,8 @@ entry 2 of the primary, beside the control and quiesce locks) and:
    (:mod:`sharedq.cqs.overflow_select`);
 3. asks the Queue Overflow exit about each candidate; only approved ones overflow;
 4. with an overflow structure, moves each approved queue whole to it through the
-   primary's move queue (entry ids kept, so a move finished twice is still one copy),
+   primary's move queue (a move a new master finishes is looked for first, so it is
+   never copied twice),
    records it in the overflow table and resumes; then a structure checkpoint.
    Without one, the approved queues' puts are refused (``QUEUE_IN_OVERFLOW``) until
    usage is 20 % below the threshold again.
@@ -31,7 +32,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from sharedq.cf import CFError, LockHeld
-from sharedq.cf.errors import AlterRejected, EntryExists
+from sharedq.cf.errors import AlterRejected
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY, ById, ByKey
 from sharedq.clock import Clock
 from sharedq.cqs.errors import CQSReason, cqs_error
@@ -402,22 +403,27 @@ class Overflow:
             moved += 1
         return moved
 
-    def _finish(self, entry_id: bytes, via: int) -> None:
-        """From the primary's move queue to the overflow structure: written there under
-        the same entry id (already there: a master finishing another's move), then
-        deleted from the move queue."""
+    def _finish(self, entry_id: bytes, via: int, *, taken_over: bool = False) -> None:
+        """From the primary's move queue to the overflow structure, then deleted from
+        the move queue.  ``taken_over``: a dead master's move, which may have been
+        written already: looked for first (the same bytes, with their put time and unit
+        of work, on the queue there).  Entry ids are each structure's own, so a copy
+        cannot keep its id."""
         assert self.overflow is not None
         primary, overflow = self.primary, self.overflow
         entry = primary.acc.read(ById(entry_id, via))
         if entry is None:
             return
         prefix, _ = unpack(entry.data)
-        with suppress(EntryExists):
+        header = overflow.layout.header(entry.key)
+        there = taken_over and any(
+            e.data == entry.data for e in overflow.acc.scan(header, entry.key, entry.key)
+        )
+        if not there:
             overflow.acc.write(
-                overflow.layout.header(entry.key),
+                header,
                 entry.key,
                 entry.data,
-                entry_id=entry_id,
                 kind=overflow.means(Request.PUT),
                 queue=text(entry.key),
                 uow=prefix.uow,
@@ -440,7 +446,7 @@ class Overflow:
         for via in Private.MOVE.headers():
             for entry in self.primary.acc.scan(via, LOWEST_KEY, HIGHEST_KEY):
                 if entry.secondary_key == MOVING:
-                    self._finish(entry.entry_id, via)
+                    self._finish(entry.entry_id, via, taken_over=True)
                     done += 1
         return done
 

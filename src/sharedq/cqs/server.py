@@ -31,6 +31,7 @@ from sharedq.cqs.messages import PART_BYTES, facts, split
 from sharedq.cqs.names import check_name, text
 from sharedq.cqs.notify import Listener, Work, WorkCallback
 from sharedq.cqs.overflow import Overflow, OverflowOptions
+from sharedq.cqs.overflow_watch import OverflowWatch
 from sharedq.cqs.pair import StructurePair
 from sharedq.cqs.restart import Finished, finish_interrupted
 from sharedq.cqs.site import LockToken, Site, lock_version
@@ -129,6 +130,7 @@ class CQS:
         self._overflow: dict[Kind, StructureAccess] = {}
         self._registered: dict[tuple[Kind, bytes], int] = {}
         self._listeners: dict[Kind, Listener] = {}
+        self._watches: dict[Kind, OverflowWatch] = {}
         self._work = Work()
         self._lock = threading.Lock()
         #: What :meth:`connect` found interrupted and finished, per structure.
@@ -211,8 +213,11 @@ class CQS:
                 self._log.attach(access)
             accesses.append(access)
         acc, *overflow = accesses
-        if overflow:  # connected, logged and recovered with the pair; no queue there yet
+        if overflow:  # connected, logged and recovered with the pair
             self._overflow[kind] = overflow[0]
+            self._watches[kind] = OverflowWatch(
+                overflow[0], kind, self._on_work, self._work, self._stagger_s
+            )
         owner = self.name.encode("ascii")
         interval = self._recovery is not None and self._recovery.durability.mode is INTERVAL
         synced = frozenset[Request]() if interval else self._sync.waits
@@ -285,6 +290,9 @@ class CQS:
         for listener in self._listeners.values():
             listener.stop()
         self._listeners.clear()
+        for watch in self._watches.values():
+            watch.stop()
+        self._watches.clear()
         if self._log is not None:
             self._log.abandon()
         self._sites.clear()
@@ -294,6 +302,9 @@ class CQS:
         for listener in self._listeners.values():
             listener.stop()
         self._listeners.clear()
+        for watch in self._watches.values():
+            watch.stop()
+        self._watches.clear()
         for acc in [*(site.acc for site in self._sites.values()), *self._overflow.values()]:
             with contextlib.suppress(CFError):
                 acc.disconnect()
@@ -365,6 +376,8 @@ class CQS:
             )
             with requests.translated(f"register {text(name)}"):
                 registration = site.acc.register_monitor(spec)
+                watch = self._watches.get(kind)
+                there = watch is not None and watch.register(spec)
             self._registered[(kind, name)] = registration.monitor_id
             if kind not in self._listeners:
                 self._listeners[kind] = (
@@ -374,7 +387,7 @@ class CQS:
                         site.acc, kind, self._on_work, self._work, self._stagger_s
                     )
                 )
-        return registration.nonempty
+        return registration.nonempty or there
 
     def deregister(self, queue: object, *, kind: Kind = Kind.MSGQ) -> None:
         """CQSDEREG: no longer be told of ``queue``; frees its EMC."""
@@ -386,6 +399,8 @@ class CQS:
             raise cqs_error(CQSReason.NOT_REGISTERED, f"{self.name} is not registered on {name!r}")
         with requests.translated(f"deregister {text(name)}"):
             site.acc.stop_monitor(monitor)
+            if kind in self._watches:
+                self._watches[kind].deregister(name)
 
     def registered(self) -> list[tuple[Kind, bytes]]:
         """The queues this CQS is registered on."""
@@ -397,6 +412,8 @@ class CQS:
         staggered, spared it because the queue went empty before its turn (``spared``)."""
         told = sum(listener.told for listener in self._listeners.values())
         spared = sum(listener.spared for listener in self._listeners.values())
+        for watch in self._watches.values():
+            told, spared = told + watch.counts()[0], spared + watch.counts()[1]
         return {"told": told, "spared": spared}
 
     def wait_for_work(self, timeout: float | None = None) -> tuple[Kind, bytes] | None:
