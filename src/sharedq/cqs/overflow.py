@@ -183,13 +183,17 @@ class Overflow:
         return stats.elements, stats.max_elements
 
     def check(self) -> OverflowReport | None:
-        """Read usage and the table; run the process if the threshold is reached; leave
-        overflow mode when the rule for this pair says so; scan when due."""
+        """Read usage (one request); at or over the threshold, or in overflow mode (as
+        this CQS last read the table), read the table, take over a failed master, run
+        the process if the threshold is reached, leave overflow mode when the rule for
+        this pair says so, and scan when due."""
         self.checks += 1
-        self.refresh()
-        self.take_over()
         used, capacity = self.usage()
         percent = 100.0 * used / capacity
+        if percent < self.threshold and not self.table.mode:
+            return None  # the usual case: one request
+        self.refresh()
+        self.take_over()
         report = None
         if percent >= self.threshold:
             report = self.run()
