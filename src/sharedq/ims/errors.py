@@ -30,6 +30,7 @@ class IMSReason(IntEnum):
     ALREADY_STARTED = 5521
     STRUCTURE_FULL = 5530
     QUEUE_ERROR = 5540
+    ROUTING_NOT_ACTIVE = 5550
 
 
 class IMSError(SharedqError):

@@ -32,6 +32,7 @@ from sharedq.ims import messages, queues
 from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
 from sharedq.ims.dli import DLI, Destination, Input, Output, Program
 from sharedq.ims.errors import IMSReason, ims_error
+from sharedq.ims.fastpath import FastPath, FastPathDefinition, IFPProgram
 from sharedq.ims.output import Outputs
 from sharedq.ims.queues import Routed
 from sharedq.ims.region import Assignment, Region
@@ -66,6 +67,9 @@ class IMS:
         cqs_name: str | None = None,
         recovery: RecoverySettings | None = None,
         clock: Clock | None = None,
+        fastpath: FastPathDefinition | None = None,
+        ifp_programs: Mapping[str, IFPProgram] | None = None,
+        emhq: str = "EMHQ01",
     ) -> None:
         if not isinstance(definition, SystemDefinition):
             raise ims_error(IMSReason.BAD_ARGUMENT, "definition: a SystemDefinition")
@@ -80,9 +84,16 @@ class IMS:
             cqs_name or f"CQS{self.imsid}",
             system=self.imsid,
             msgq=msgq,
+            emhq=emhq if fastpath is not None else None,
             recovery=recovery,
             on_work=self._told,
             clock=clock,
+        )
+        #: Fast Path (:mod:`sharedq.ims.fastpath`), when defined (the CQS has the EMHQ).
+        self.fastpath = (
+            None
+            if fastpath is None
+            else FastPath(self.cqs, self.imsid, fastpath, ifp_programs or {})
         )
         self._lock = threading.Condition()
         self._reg_lock = threading.Lock()
@@ -124,6 +135,8 @@ class IMS:
             for region in self.definition.regions:
                 self._regions[region.name] = Region(self, region)
         self._reconcile()
+        if self.fastpath is not None:
+            self.fastpath.start()
         return self
 
     def shutdown(self) -> None:
@@ -140,6 +153,8 @@ class IMS:
             self._lock.notify_all()
         for region in regions:
             region.stop()
+        if self.fastpath is not None:
+            self.fastpath.shutdown()
         if self._dispatcher is not None:
             self._dispatcher.join()
         for terminal in self._outputs.terminals():
@@ -273,7 +288,9 @@ class IMS:
     def _told(self, kind: Kind, queue: bytes) -> None:
         """The CQS says ``queue`` went from empty to non-empty (its listener thread)."""
         name = queues.resource(queue)
-        if queue[0] == queues.LTERM_READY:
+        if kind is Kind.EMHQ and self.fastpath is not None:
+            self.fastpath.told(queue)
+        elif queue[0] == queues.LTERM_READY:
             self._outputs.told(name)
         else:
             self._flag(name)
