@@ -8,6 +8,7 @@ prefix) takes ten, and a queue of ``n`` such messages uses ``n`` per cent.
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +17,8 @@ from sharedq.cf.params import StructureParams
 from sharedq.cqs import CQSError, CQSReason, Kind, StructurePair, make_name
 from sharedq.cqs.overflow import OverflowOptions, OverflowReport
 from sharedq.cqs.overflow_select import MAX_QUEUES, Target, select
-from sharedq.recovery import RecoverySettings
+from sharedq.log import LogStream, RecordType
+from sharedq.recovery import PairLayout, RecoverySettings
 from sharedq.testing import ManualClock, SimulatedFailure
 from tests.cqs.conftest import MakeCQS
 from tests.cqs.helpers import MSGQ_LAYOUT
@@ -383,3 +385,39 @@ def test_stopped_printer_story(
     with facility.connect(PRIMARY, "LOOK") as conn:
         header = MSGQ_LAYOUT.header(printer)
         assert len(list(conn.scan(header, printer, printer))) == 1
+
+
+def test_the_overflow_record_is_logged(
+    facility: CouplingFacility, make_cqs: MakeCQS, tmp_path: Path
+) -> None:
+    """OVERFLOW (type 44) in the pair's log stream, naming the queues moved."""
+    allocate(facility)
+    cqs = make_cqs("IMSA", msgq=pair(True), recovery=RecoverySettings(tmp_path), overflow=options())
+    fill(cqs, {A: 30, B: 20, C: 10, D: 10})
+    assert cqs.overflow[Kind.MSGQ].check() is not None
+    cqs.disconnect()
+    layout = PairLayout(tmp_path, PRIMARY)
+    stream = LogStream(layout.log, name=f"{PRIMARY}.LOG", structure=PRIMARY)
+    records = [r for r in stream.records() if r.type == RecordType.OVERFLOW]
+    assert len(records) == 1
+    assert b"overflow" in records[0].payload and b"TRANA" in records[0].payload
+
+
+def test_a_put_to_the_primary_by_a_cqs_that_had_not_seen_the_table(
+    facility: CouplingFacility, make_cqs: MakeCQS, clock: ManualClock
+) -> None:
+    """A CQS that reads the table every second may put to the primary a queue that
+    just moved: the next scan moves it over, so the queue is again in one structure."""
+    allocate(facility)
+    master = make_cqs("IMSA", msgq=pair(True), overflow=options())
+    late = make_cqs("IMSB", msgq=pair(True), overflow=options(refresh_s=3600.0))
+    fill(master, {A: 30, B: 20, C: 10, D: 10})
+    assert master.overflow[Kind.MSGQ].check() is not None
+    late.put(A, b"to the primary: IMSB has not read the table yet")
+    header = MSGQ_LAYOUT.header(A)
+    with facility.connect(PRIMARY, "LOOK") as conn:
+        assert len(list(conn.scan(header, A, A))) == 1
+    assert master.overflow[Kind.MSGQ].scan(force=True) == ()
+    with facility.connect(PRIMARY, "LOOK") as conn:
+        assert list(conn.scan(header, A, A)) == []
+    assert len(master.browse(A)) == 31

@@ -468,6 +468,7 @@ class Overflow:
         self.last_scan_s = now
         with self._unless_dead(self._unlock_master):
             self.refresh()
+            self.finish_queues()  # what a CQS put to the primary before it saw the table
             empty = tuple(q for q in self.table.queues if self._empty(q))
             for queue in empty:
                 del self.table.queues[queue]
