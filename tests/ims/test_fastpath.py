@@ -13,6 +13,7 @@ from sharedq.cf import CouplingFacility
 from sharedq.cqs import structure_params
 from sharedq.ims import IMS, IMSError, IMSReason
 from sharedq.ims.fastpath import (
+    DFS555I,
     DFS2529I,
     DFS2533,
     SPC,
@@ -226,3 +227,17 @@ def test_last_local_region_hands_queued_work_to_the_group(
     stopper.join(WAIT_S)
     assert receive(a, "LTA", 2) == ["R 1", "R 2"]
     assert b.counts["processed"] == 1
+
+
+def test_ifp_abend_discards_the_input(fp: Callable[..., FastPath]) -> None:
+    def program(data: bytes) -> bytes:
+        if data == b"bad":
+            raise RuntimeError("abend")
+        return b"R " + data
+
+    a = fp("IMSA", {"IFP1": "PSBF"}, program)
+    a.enter("LTA", "FPGO", b"bad")
+    assert receive(a, "LTA", 1) == [f"{DFS555I} FPGO"]
+    a.enter("LTA", "FPLF", b"ok")  # the region goes on
+    assert receive(a, "LTA", 1) == ["R ok"]
+    assert a.counts["abends"] == 1 and a.global_queued("PSBF") == 0

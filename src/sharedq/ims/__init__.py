@@ -9,6 +9,7 @@ receive and acknowledge their output.
 from sharedq.ims.definitions import Lterm, Program, Region, SystemDefinition, Transaction
 from sharedq.ims.dli import A1, A7, DLI, IOPCB, OK, PCB, QC, QD
 from sharedq.ims.errors import IMSError, IMSReason, InvalidIMSRequest, ims_error
+from sharedq.ims.fastpath import SPC, FastPath, FastPathDefinition, FPTransaction
 from sharedq.ims.queues import Routed
 from sharedq.ims.system import IMS
 from sharedq.ims.terminal import Delivered, Terminal
@@ -23,7 +24,11 @@ __all__ = [
     "PCB",
     "QC",
     "QD",
+    "SPC",
     "Delivered",
+    "FPTransaction",
+    "FastPath",
+    "FastPathDefinition",
     "IMSError",
     "IMSReason",
     "InvalidIMSRequest",

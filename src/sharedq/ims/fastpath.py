@@ -18,6 +18,7 @@ not have the PSB, so no IMS holds a stale copy.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,8 @@ from sharedq.cqs import CQS, Kind, LockToken, make_name
 from sharedq.ims.definitions import check_name
 from sharedq.ims.errors import IMSReason, ims_error
 
+logger = logging.getLogger(__name__)
+
 #: A Fast Path program: the input's data, its reply.
 IFPProgram = Callable[[bytes], bytes]
 
@@ -38,6 +41,8 @@ LTERM_READY = 5
 QUEUED_LIMIT = 5
 DFS2533 = "DFS2533 ROUTING CODE NOT ACTIVE."
 DFS2529I = "DFS2529I NO FAST PATH REGION IS ACTIVE"
+#: Sent instead of a reply when the IFP program abends (the seed is silent: IMS's text).
+DFS555I = "DFS555I TRANSACTION ABEND"
 
 
 class SPC(Enum):
@@ -134,7 +139,7 @@ class FastPath:
         self._lterms: set[str] = set()  # EMHQ LTERMs registered
         self._replies: dict[str, deque[str]] = {}
         #: What it did: inputs local/global, messages processed, DFS2529I sent.
-        self.counts = dict.fromkeys(("local", "global", "processed", "dfs2529i"), 0)
+        self.counts = dict.fromkeys(("local", "global", "processed", "abends", "dfs2529i"), 0)
 
     # -- commands -----------------------------------------------------------------------------
 
@@ -341,7 +346,13 @@ class FastPath:
         program = self._programs[psb]
         while (work := self._next(name, psb)) is not None:
             try:
-                reply = program(work.data)
+                try:
+                    reply = program(work.data)
+                except Exception as error:  # an IFP abend: the input is discarded
+                    logger.warning("%s: IFP %s abended: %r", self.imsid, name, error)
+                    reply = f"{DFS555I} {work.code}".encode()
+                    with self._lock:
+                        self.counts["abends"] += 1
                 with self._lock:  # counted before the reply: a test reads it after
                     self.counts["processed"] += 1
                 self._reply(work.lterm, reply)
