@@ -13,12 +13,17 @@ from typing import Literal
 from sharedq.cqs import Uow, make_name
 
 TRANSACTION_READY = 1
+TRANSACTION_SUSPEND = 3
 TRANSACTION_SERIAL = 4
 LTERM_READY = 5
 
 
 def transaction_ready(code: str) -> bytes:
     return make_name(TRANSACTION_READY, code)
+
+
+def transaction_suspend(code: str) -> bytes:
+    return make_name(TRANSACTION_SUSPEND, code)
 
 
 def transaction_serial(code: str, imsid: str) -> bytes:

@@ -30,7 +30,7 @@ from sharedq.clock import Clock
 from sharedq.cqs import CQS, CQSError, CQSReason, Kind, Uow
 from sharedq.ims import messages, queues
 from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
-from sharedq.ims.dli import DLI, Destination, Input, Output, Program
+from sharedq.ims.dli import DLI, U3303, Destination, Input, Output, Program
 from sharedq.ims.errors import IMSReason, ims_error
 from sharedq.ims.fastpath import FastPath, FastPathDefinition, IFPProgram
 from sharedq.ims.output import Outputs
@@ -196,6 +196,16 @@ class IMS:
             self._stopped_trans.discard(code)
         self._reconcile()
         self._wake()
+
+    def dequeue_suspend(self, code: str) -> None:
+        """/DEQUEUE SUSPEND: a USTOPped serial transaction registered again; the
+        suspended messages of another moved back to its ready queue (CQSMOVE)."""
+        tran = self._transaction(code)
+        while not tran.serial and self.cqs.move(
+            queues.transaction_suspend(code), self._queue_of(tran)
+        ):
+            pass
+        self.start_transaction(code)
 
     def stop_program(self, psb: str) -> None:
         """/STOP PGM: its transactions are not scheduled here (input goes global)."""
@@ -439,13 +449,23 @@ class IMS:
         return True
 
     def back_out(self, held: Input | None, transaction: Transaction, error: BaseException) -> None:
-        """An abend: the input back to the head of its queue, the PSB stopped here."""
+        """An abend: the input back to the head of its queue, the PSB stopped here.
+        A serial transaction is USTOPped instead (deregistered, §9.6); a ``U3303`` of
+        another goes to the transaction suspend queue (§9.7)."""
         self._count("abends")
+        to_queue = None
         with self._lock:
-            self._stopped_psbs.add(transaction.psb)
+            if transaction.serial:
+                self._stopped_trans.add(transaction.code)
+            elif isinstance(error, U3303):
+                to_queue = queues.transaction_suspend(transaction.code)
+            else:
+                self._stopped_psbs.add(transaction.psb)
+        if transaction.serial:
+            self._reconcile()
         if held is not None:
             try:
-                self.cqs.unlock(held.token, first=True)
+                self.cqs.unlock(held.token, first=True, to_queue=to_queue)
             except CQSError as failure:
                 logger.warning("%s: unlock after an abend failed: %s", self.imsid, failure)
 
