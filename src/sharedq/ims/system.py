@@ -29,6 +29,7 @@ from sharedq.cf import CouplingFacility
 from sharedq.clock import Clock
 from sharedq.cqs import CQS, CQSError, CQSReason, Kind, Uow
 from sharedq.ims import messages, queues
+from sharedq.ims.commands import Commands
 from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
 from sharedq.ims.dli import DLI, U3303, Destination, Input, Output, Program
 from sharedq.ims.errors import IMSReason, ims_error
@@ -44,7 +45,7 @@ logger = logging.getLogger("sharedq.ims")
 RETRY_S = 0.2
 
 
-class IMS:
+class IMS(Commands):
     """One IMS system: definitions, programs, its CQS, regions and terminals.
 
     Args:
@@ -179,84 +180,6 @@ class IMS:
     def _check_started(self) -> None:
         if not self._started:
             raise ims_error(IMSReason.NOT_STARTED, f"{self.imsid} is not started")
-
-    # -- commands: /START, /STOP --------------------------------------------------------------
-
-    def stop_transaction(self, code: str) -> None:
-        """/STOP TRAN: no scheduling here; interest deregistered.  Input is still queued."""
-        self._transaction(code)
-        with self._lock:
-            self._stopped_trans.add(code)
-        self._reconcile()
-
-    def start_transaction(self, code: str) -> None:
-        """/START TRAN: interest registered again (a trigger of §1.11)."""
-        self._transaction(code)
-        with self._lock:
-            self._stopped_trans.discard(code)
-        self._reconcile()
-        self._wake()
-
-    def dequeue_suspend(self, code: str) -> None:
-        """/DEQUEUE SUSPEND: a USTOPped serial transaction registered again; the
-        suspended messages of another moved back to its ready queue (CQSMOVE)."""
-        tran = self._transaction(code)
-        while not tran.serial and self.cqs.move(
-            queues.transaction_suspend(code), self._queue_of(tran)
-        ):
-            pass
-        self.start_transaction(code)
-
-    def stop_program(self, psb: str) -> None:
-        """/STOP PGM: its transactions are not scheduled here (input goes global)."""
-        self._psb(psb)
-        with self._lock:
-            self._stopped_psbs.add(psb)
-
-    def start_program(self, psb: str) -> None:
-        """/START PGM: its transactions are scheduled here again."""
-        self._psb(psb)
-        with self._lock:
-            self._stopped_psbs.discard(psb)
-        self._wake()
-
-    def stopped_programs(self) -> set[str]:
-        with self._lock:
-            return set(self._stopped_psbs)
-
-    def stop_region(self, name: str) -> None:
-        """/STOP REGION: stops after its program; interest in transactions no running
-        region serves any more is deregistered."""
-        self._check_started()
-        with self._lock:
-            region = self._regions.pop(name, None)
-        if region is None:
-            raise ims_error(IMSReason.UNKNOWN_RESOURCE, f"no region {name} running")
-        region.stop()
-        self._reconcile()
-
-    def start_region(self, name: str) -> None:
-        """/START REGION: a defined region starts; transactions of its classes registered."""
-        self._check_started()
-        found = next((r for r in self.definition.regions if r.name == name), None)
-        if found is None:
-            raise ims_error(IMSReason.UNKNOWN_RESOURCE, f"no region {name} defined")
-        with self._lock:
-            if name in self._regions:
-                raise ims_error(IMSReason.ALREADY_STARTED, f"region {name} is running")
-            self._regions[name] = Region(self, found)
-        self._reconcile()
-        self._wake()
-
-    def _transaction(self, code: str) -> Transaction:
-        tran = self.definition.transaction(code)
-        if tran is None:
-            raise ims_error(IMSReason.UNKNOWN_RESOURCE, f"{self.imsid}: no transaction {code!r}")
-        return tran
-
-    def _psb(self, psb: str) -> None:
-        if all(p.psb != psb for p in self.definition.programs):
-            raise ims_error(IMSReason.UNKNOWN_RESOURCE, f"{self.imsid}: no PSB {psb!r}")
 
     # -- interest registration ----------------------------------------------------------------
 
