@@ -57,7 +57,7 @@ def write_group_log(root: Path, rounds: int = 40) -> GroupLog:
         root,
         poll_seconds=0.05,
         max_wait_seconds=30,
-        log_config=LogConfig(staging_bytes=256 << 10, segment_bytes=32 << 10),
+        log_config=LogConfig(staging_bytes=128 << 10, segment_bytes=16 << 10),
     )
     killer = DieAt()
 
