@@ -192,11 +192,16 @@ def work_chart(servers: pd.DataFrame, path: str | Path) -> Path:
     return _save(figure, path)
 
 
-def usage_chart(usage: pd.DataFrame, path: str | Path) -> Path:
-    """List entries and data elements in use over time, per structure.
+def usage_chart(
+    usage: pd.DataFrame, path: str | Path, overflow: pd.DataFrame | None = None
+) -> Path:
+    """List entries and data elements in use over time, per structure, with each pair's
+    overflow mode intervals shaded (``overflow``: ``structure, entered, left``, the
+    ``capacity/overflow_modes`` table; an open interval runs to the end).
 
     Why: the capacity recommendation rests on these peaks; the chart shows whether a
-    peak was a burst or a plateau.
+    peak was a burst or a plateau, and where overflow moved queues out of a primary
+    (its own line drops there while its overflow structure's rises).
     """
     figure, axes = _figure()
     axes.set_title("Structure usage over time")
@@ -209,6 +214,14 @@ def usage_chart(usage: pd.DataFrame, path: str | Path) -> Path:
         axes.step(
             rows["time"], rows["elements"], where="post", ls="--", label=f"{structure} elements"
         )
+    if overflow is not None and len(overflow):
+        end = frame["time"].max()
+        spans = zip(_times(overflow["entered"]), _times(overflow["left"]), strict=True)
+        for i, (start, stop) in enumerate(spans):  # NaT (stop != stop): open to the end
+            stop = max(end, start) if stop is None or stop != stop else max(stop, start)
+            label = "overflow mode" if i == 0 else None
+            axes.axvspan(start, stop, color="tab:orange", alpha=0.2, label=label)
+            axes.axvline(start, color="tab:orange", lw=1)
     time_axis(axes)
     axes.set_ylabel("in use")
     axes.legend(fontsize="small", loc="upper left")

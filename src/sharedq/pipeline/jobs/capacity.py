@@ -12,7 +12,10 @@ and when they happened, the average object size, and recommends
 - an overflow threshold (``OVFLWMAX``): see :func:`overflow_threshold`.
 
 Tables: ``capacity/usage`` (entries and elements after each change),
-``capacity/recommendation`` (one row per structure: peaks, sizes, recommendation).
+``capacity/recommendation`` (one row per structure: peaks, sizes, recommendation),
+and the overflow tables of :mod:`sharedq.pipeline.jobs.capacity_overflow` (what really
+overflowed, from the OVERFLOW records, and the recommended ``OVFLWMAX`` checked
+against it).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import pyarrow.parquet as pq
 from sharedq.log import LogStream
 from sharedq.log.records import RecordType, unpack_payload
 from sharedq.pipeline.job import JobContext, JobResult, write_table
+from sharedq.pipeline.jobs import capacity_overflow as overflow
 from sharedq.pipeline.sizing import (
     DEFAULT_HEADROOM,
     Base,
@@ -95,6 +99,13 @@ def _srds_descriptions(pair: PairInput) -> list[tuple[int, dict[str, Any]]]:
     return described
 
 
+def _seq_of(description: dict[str, Any], structure: str) -> int:
+    """The seq an SRDS covers for one structure: each structure of a pair numbers its
+    records apart (the overflow structure's are not the primary's)."""
+    own = description.get("structures", {}).get(structure, {}).get("seq")
+    return int(description["seq"] if own is None else own)
+
+
 def _bases(ctx: JobContext, structures: list[str], log_params: dict[str, Any]) -> list[Base]:
     """Where each structure's count starts, and its parameters."""
     owner: dict[str, PairInput] = {}
@@ -129,7 +140,7 @@ def _bases(ctx: JobContext, structures: list[str], log_params: dict[str, Any]) -
         if point <= 0:
             bases.append(Base(name, params, pair=owning))
             continue
-        usable = [(slot, d) for slot, d in images if int(d["seq"]) >= point - 1]
+        usable = [(slot, d) for slot, d in images if _seq_of(d, name) >= point - 1]
         if not usable:
             bases.append(
                 Base(
@@ -143,12 +154,12 @@ def _bases(ctx: JobContext, structures: list[str], log_params: dict[str, Any]) -
                 )
             )
             continue
-        slot, description = min(usable, key=lambda image: int(image[1]["seq"]))
+        slot, description = min(usable, key=lambda image: _seq_of(image[1], name))
         bases.append(
             Base(
                 name,
                 params,
-                base_seq=int(description["seq"]),
+                base_seq=_seq_of(description, name),
                 base_time_us=int(description["taken_at_us"]),
                 srds_slot=slot,
                 pair=owning,
@@ -245,7 +256,6 @@ def run(ctx: JobContext, headroom: float = DEFAULT_HEADROOM) -> JobResult:
     ctx.step("capacity: peaks and object sizes")
     peak_rows = {r.structure: r.asDict() for r in T.peaks(usage).collect()}
     size_rows = {r.structure: r.asDict() for r in T.object_sizes(log, base_frame).collect()}
-    deltas.unpersist()
 
     ctx.step("capacity: recommendation")
     recommendations = []
@@ -259,16 +269,25 @@ def run(ctx: JobContext, headroom: float = DEFAULT_HEADROOM) -> JobResult:
                 f"{unknown[name]} deletes or updates of entries the log never showed (ignored)"
             )
         recommendations.append(rec)
+    ctx.step("capacity: overflow entries and exits, OVFLWMAX checked against them")
+    found = overflow.find(log, deltas, bases, recommendations)
+    deltas.unpersist()
+    tables = overflow.write(ctx, out, found)
     table = _recommendation_frame(ctx, recommendations)
     rec_path = write_table(table, out / "recommendation")
     figures: dict[str, Any] = {
         "headroom_percent": headroom,
         "structures": {r.structure: _figures(r) for r in recommendations},
     }
+    if found.events:
+        figures["overflow"] = overflow.figures(found)
+    summary = capacity_summary(recommendations, headroom)
+    if found.events:
+        summary += "\n" + "\n".join(overflow.summary_lines(found))
     return JobResult(
         "capacity",
-        capacity_summary(recommendations, headroom),
-        tables={"usage": usage_path, "recommendation": rec_path},
+        summary,
+        tables={"usage": usage_path, "recommendation": rec_path, **tables},
         figures=figures,
     )
 

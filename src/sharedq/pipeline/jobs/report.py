@@ -154,7 +154,8 @@ def run_all(
         "depth": "messages on each queue at the end of each interval (stats/queues)",
         "latency": "put-to-get and put-to-commit times of every message (track/messages)",
         "work": "puts, gets, commits and backouts per server (stats/servers)",
-        "usage": "list entries and data elements in use (capacity/usage)",
+        "usage": "list entries and data elements in use (capacity/usage), overflow mode"
+        " shaded (capacity/overflow_modes)",
         "events": "queue depth events (High, Low, Full) on their queues' committed depth,"
         " labelled with the coordinator and the event messages issued"
         " (events/groups, events/depth)",
@@ -227,6 +228,7 @@ def draw_charts(
             lambda: charts.usage_chart(
                 _table(cap, "usage", ["structure", "seq", "time", "entries", "elements"]),
                 directory / "usage.png",
+                _table(cap, "overflow_modes", ["structure", "entered", "left"]),
             ),
         ),
         "events": (
