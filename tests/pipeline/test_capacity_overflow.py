@@ -16,7 +16,7 @@ from sharedq.pipeline.job import JobContext, JobResult
 from sharedq.pipeline.jobs import capacity
 from sharedq.pipeline.jobs.report import draw_charts
 from sharedq.pipeline.transforms import overflow as O
-from tests.pipeline.overflow_log import PRIMARY, A, OverflowFlow, write_overflow_log
+from tests.pipeline.overflow_log import OVERFLOW, PRIMARY, A, OverflowFlow, write_overflow_log
 
 QUEUE_A = text(A)
 TABLES = ("overflow_events", "overflow_queues", "overflow_modes", "overflow_check")
@@ -54,6 +54,15 @@ def test_every_overflow_record_is_in_the_events_table(result: JobResult) -> None
     # The pair held A's 30 and the other queues' 40 messages of ten elements when A
     # moved (a move changes the pair's total by nothing); A drained before it returned.
     assert [e["pair_elements"] for e in events] == [700, 400, 400]
+
+
+def test_the_overflow_structure_counts_from_its_own_seq(result: JobResult) -> None:
+    """The SRDS covers each structure of the pair at a seq of its own: A's 30 messages
+    in the overflow structure, then IMSB's 30 deletes after the checkpoint."""
+    figures = result.figures["structures"][OVERFLOW]
+    assert (figures["peak_entries"], figures["peak_elements"]) == (30, 300)
+    assert (figures["final_entries"], figures["final_elements"]) == (0, 0)
+    assert figures["warnings"] == []
 
 
 def test_the_queue_entered_and_returned(result: JobResult) -> None:
