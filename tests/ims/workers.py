@@ -3,6 +3,7 @@ process's life (top level, so that the spawn start method can import it)."""
 
 from __future__ import annotations
 
+import threading
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Event
 
@@ -37,3 +38,25 @@ def back_end(url: str, imsid: str, ready: Queue[str], stop: Event, results: Queu
         finally:
             ims.shutdown()
         results.put((imsid, dict(ims.counts)))
+
+
+def held_forever(url: str, imsid: str, regions: int, reached: Queue[bytes]) -> None:
+    """A back-end IMS whose program reads a message, says so and never reaches its
+    sync point: the process is killed (SIGKILL) with every region's input in flight."""
+    forever = threading.Event()
+
+    def hold(dli: DLI) -> None:
+        segment = dli.io.gu()
+        assert segment is not None
+        reached.put(segment)
+        forever.wait()
+
+    definition = SystemDefinition(
+        imsid,
+        transactions=(TRANA,),
+        programs=(Program("PGMA"),),
+        regions=tuple(Region(f"MPR{n}", (1,)) for n in range(1, regions + 1)),
+    )
+    with open_facility(url) as facility:
+        IMS(facility, definition, {"PGMA": hold}, msgq=MSGQ).start()
+        forever.wait()

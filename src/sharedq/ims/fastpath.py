@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from sharedq.cqs import CQS, Kind, LockToken, make_name
+from sharedq.cqs import CQS, CQSError, CQSReason, Kind, LockToken, make_name
 from sharedq.ims.definitions import check_name
 from sharedq.ims.errors import IMSReason, ims_error
 
@@ -271,7 +271,12 @@ class FastPath:
             raise ims_error(IMSReason.ROUTING_NOT_ACTIVE, f"{DFS2533} (no IFP here for {code})")
         if here == 0 and not self._servers(tran.psb):
             raise ims_error(IMSReason.ROUTING_NOT_ACTIVE, f"{DFS2533} (no IFP for {tran.psb})")
-        self._cqs.put(program_ready(tran.psb), _body(lterm, code, data), kind=Kind.EMHQ)
+        try:
+            self._cqs.put(program_ready(tran.psb), _body(lterm, code, data), kind=Kind.EMHQ)
+        except CQSError as error:
+            if error.reason is not CQSReason.NOT_CONNECTED:
+                raise
+            raise ims_error(IMSReason.CQS_UNAVAILABLE, f"{code}: {error}") from error
         self.counts["global"] += 1
         return "global"
 
@@ -317,8 +322,14 @@ class FastPath:
             if lterm in self._lterms:
                 return
             self._lterms.add(lterm)
-        if self._cqs.register(make_name(LTERM_READY, lterm), kind=Kind.EMHQ):
-            self.told(make_name(LTERM_READY, lterm))
+        try:
+            if self._cqs.register(make_name(LTERM_READY, lterm), kind=Kind.EMHQ):
+                self.told(make_name(LTERM_READY, lterm))
+        except CQSError as error:  # the CQS failed: local work goes on (§6.1)
+            if error.reason is not CQSReason.NOT_CONNECTED:
+                raise
+            with self._lock:
+                self._lterms.discard(lterm)  # registered when the CQS is back
 
     def _next(self, name: str, psb: str) -> _Work | None:
         while True:
@@ -363,4 +374,13 @@ class FastPath:
                     self._busy[psb] -= 1
 
     def _reply(self, lterm: str, reply: bytes) -> None:
-        self._cqs.put(make_name(LTERM_READY, lterm), reply, kind=Kind.EMHQ)
+        """The reply to the EMHQ LTERM ready queue; with the CQS failed, straight to
+        the LTERM here (its input came from this IMS: local work goes on, §6.1)."""
+        try:
+            self._cqs.put(make_name(LTERM_READY, lterm), reply, kind=Kind.EMHQ)
+        except CQSError as error:
+            if error.reason is not CQSReason.NOT_CONNECTED:
+                raise
+            with self._lock:
+                self._replies.setdefault(lterm, deque()).append(reply.decode())
+                self._lock.notify_all()

@@ -37,6 +37,7 @@ from sharedq.ims.fastpath import FastPath, FastPathDefinition, IFPProgram
 from sharedq.ims.output import Outputs
 from sharedq.ims.queues import Routed
 from sharedq.ims.region import Assignment, Region
+from sharedq.ims.restart import ColdMessage, Restart, Restarted, check_mode, resynchronize
 from sharedq.ims.terminal import Delivered, Terminal
 from sharedq.recovery.settings import RecoverySettings
 
@@ -110,6 +111,8 @@ class IMS(Commands):
         self._pending: list[tuple[Input | None, Output, Uow]] = []
         self._full = False
         self._dispatcher: threading.Thread | None = None
+        #: What the last start did with the messages a failure left locked.
+        self.restarted = Restarted("normal")
         #: What this IMS did: inputs local/global/serial, messages processed, QCs,
         #: abends, outputs put and delivered.
         self.counts: dict[str, int] = dict.fromkeys(
@@ -122,11 +125,19 @@ class IMS(Commands):
 
     # -- start and shutdown -------------------------------------------------------------------
 
-    def start(self) -> IMS:
-        """Connect the CQS, start the defined regions, register the static transactions."""
+    def start(self, restart: Restart = "normal") -> IMS:
+        """Connect the CQS, resynchronize after a failure (``restart``: ``"emergency"``
+        or ``"cold"``, :mod:`sharedq.ims.restart`), start the defined regions, register
+        the static transactions."""
         if self._started:
             raise ims_error(IMSReason.ALREADY_STARTED, f"{self.imsid} is started")
+        mode = check_mode(restart)
         self.cqs.connect()
+        try:
+            self.restarted = resynchronize(self.cqs, self.imsid, mode)
+        except BaseException:
+            self.cqs.disconnect()
+            raise
         self._started, self._stopping = True, False
         self._dispatcher = threading.Thread(
             target=self._dispatch, name=f"ims-{self.imsid}", daemon=True
@@ -170,6 +181,11 @@ class IMS(Commands):
             logger.warning("%s: %d committed outputs lost at shutdown", self.imsid, len(lost))
         self.cqs.disconnect()
         self._started = False
+
+    @property
+    def cold_messages(self) -> list[ColdMessage]:
+        """The X'6740' records of the last cold start: messages left on the cold queue."""
+        return list(self.restarted.cold)
 
     def __enter__(self) -> IMS:
         return self if self._started else self.start()
@@ -278,6 +294,8 @@ class IMS(Commands):
             with self._lock:
                 self._full = True
             return ims_error(IMSReason.STRUCTURE_FULL, f"DFS070 UNABLE TO ROUTE MESSAGE: {error}")
+        if error.reason is CQSReason.NOT_CONNECTED:
+            return ims_error(IMSReason.CQS_UNAVAILABLE, f"{self.cqs.name} not available: {error}")
         return ims_error(IMSReason.QUEUE_ERROR, str(error))
 
     def _claim_region(self, tran: Transaction) -> Region | None:

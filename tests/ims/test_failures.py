@@ -1,0 +1,165 @@
+"""IMS and CQS failures (redbook §6.1-6.2): an IMS process killed with SIGKILL with
+every region's input in flight, then an emergency restart (the inputs processed again,
+exactly once) or a cold start (to the cold queue, one X'6740' record each); a CQS that
+fails under its IMS (full function refused, Fast Path local work goes on)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+
+import pytest
+
+from sharedq.cf import CouplingFacility
+from sharedq.cf.redis import RedisFacility
+from sharedq.cqs import structure_params
+from sharedq.ims import (
+    IMS,
+    SPC,
+    FastPathDefinition,
+    FPTransaction,
+    IMSError,
+    IMSReason,
+    Lterm,
+    Program,
+    SystemDefinition,
+    Terminal,
+    Transaction,
+)
+from sharedq.testing.redis_server import RedisServer
+
+from . import workers
+from .conftest import MakeIMS
+from .helpers import WAIT_S, define, echo, take, until, where
+
+IN_FLIGHT = 3
+QUEUED = 2
+
+
+def front_end() -> SystemDefinition:
+    return SystemDefinition(
+        "IMSA",
+        transactions=(Transaction("TRANA", 1, "PGMA", remote=True),),
+        programs=(Program("PGMA"),),
+        lterms=(Lterm("LTERMA", "NODE1"),),
+    )
+
+
+def back_end() -> SystemDefinition:
+    return define("IMSB", transactions=(workers.TRANA,))
+
+
+def kill_with_work_in_flight(
+    url: str, facility: CouplingFacility, imsa: IMS
+) -> tuple[Terminal, list[str]]:
+    """IMSB in a process of its own takes ``IN_FLIGHT`` inputs into its regions and is
+    killed; ``QUEUED`` more wait on the ready queue.  Returns the terminal and the
+    inputs entered."""
+    context = multiprocessing.get_context("spawn")
+    reached = context.Queue()
+    doomed = context.Process(
+        target=workers.held_forever, args=(url, "IMSB", IN_FLIGHT, reached), daemon=True
+    )
+    doomed.start()
+    node1 = imsa.logon("NODE1")
+    sent = [f"TRANA {n:02}" for n in range(IN_FLIGHT + QUEUED)]
+    for text in sent[:IN_FLIGHT]:
+        assert node1.enter(text).routing == "global"
+    held = sorted(reached.get(timeout=120) for _ in range(IN_FLIGHT))
+    assert held == [t.encode() for t in sent[:IN_FLIGHT]]
+    for text in sent[IN_FLIGHT:]:
+        node1.enter(text)
+    assert doomed.pid is not None
+    os.kill(doomed.pid, signal.SIGKILL)
+    doomed.join(timeout=60)
+    assert doomed.exitcode == -signal.SIGKILL
+    with facility.connect(workers.MSGQ, "PEER") as peer:  # a peer declares it failed
+        [user] = [u.user_id for u in peer.users() if u.name == "CQSIMSB"]
+        peer.mark_failed(user)
+    on = where(facility)
+    assert len(on["lock"]) == IN_FLIGHT  # locked by the dead IMS's CQS: no one takes them
+    assert on["\x01TRANA"] == [t.encode() for t in sent[IN_FLIGHT:]]
+    return node1, sent
+
+
+def test_emergency_restart_processes_the_inflight_inputs_once(redis_server: RedisServer) -> None:
+    redis_server.flush()
+    with RedisFacility.from_url(redis_server.url) as facility:
+        facility.create(structure_params(workers.MSGQ, messages=200))
+        with IMS(facility, front_end(), {"PGMA": echo()}, msgq=workers.MSGQ) as imsa:
+            node1, sent = kill_with_work_in_flight(redis_server.url, facility, imsa)
+            imsb = IMS(facility, back_end(), {"PGMA": echo()}, msgq=workers.MSGQ)
+            with imsb.start(restart="emergency"):
+                assert imsb.restarted.requeued == IN_FLIGHT
+                assert imsb.restarted.deleted == 0 and imsb.cold_messages == []
+                replies = take(node1, len(sent))
+                assert sorted(replies) == sorted(f"OUT {t}" for t in sent)
+                assert imsb.counts["processed"] == len(sent)  # each exactly once
+                assert until(lambda: where(facility, workers.MSGQ) == {})
+    redis_server.flush()
+
+
+def test_cold_start_sends_the_inflight_inputs_to_the_cold_queue(redis_server: RedisServer) -> None:
+    redis_server.flush()
+    with RedisFacility.from_url(redis_server.url) as facility:
+        facility.create(structure_params(workers.MSGQ, messages=200))
+        with IMS(facility, front_end(), {"PGMA": echo()}, msgq=workers.MSGQ) as imsa:
+            node1, sent = kill_with_work_in_flight(redis_server.url, facility, imsa)
+            imsb = IMS(facility, back_end(), {"PGMA": echo()}, msgq=workers.MSGQ)
+            with imsb.start(restart="cold"):
+                records = imsb.cold_messages
+                assert sorted(r.first_segment.decode() for r in records) == sent[:IN_FLIGHT]
+                assert {(r.queue, r.source) for r in records} == {("TRANA", "LTERMA")}
+                assert len({r.uow for r in records}) == IN_FLIGHT
+                replies = take(node1, QUEUED)
+                assert sorted(replies) == [f"OUT {t}" for t in sent[IN_FLIGHT:]]
+                assert imsb.counts["processed"] == QUEUED
+                assert len(imsb.cqs.cold_queue()) == IN_FLIGHT
+                assert until(lambda: set(where(facility, workers.MSGQ)) == {"cold"})
+    redis_server.flush()
+
+
+def test_an_unknown_restart_mode_is_refused(facility: CouplingFacility) -> None:
+    ims = IMS(facility, back_end(), {"PGMA": echo()}, msgq=workers.MSGQ)
+    with pytest.raises(IMSError) as caught:
+        ims.start(restart="warm")  # type: ignore[arg-type]
+    assert caught.value.reason is IMSReason.BAD_ARGUMENT
+
+
+EMHQ = "EMHQ01"
+FP = (FPTransaction("FPLO", "PSBF", SPC.LOCAL_ONLY), FPTransaction("FPLF", "PSBF"))
+
+
+def test_a_failed_cqs_stops_full_function_but_not_local_fast_path(
+    facility: CouplingFacility, make_ims: MakeIMS
+) -> None:
+    facility.create(structure_params(EMHQ, messages=200))
+    ims = make_ims(
+        define("IMSA", transactions=(workers.TRANA,), lterms=(Lterm("LTERMA", "NODE1"),)),
+        {"PGMA": echo()},
+        fastpath=FastPathDefinition(FP, {"IFP1": "PSBF"}, ("IMSA",)),
+        ifp_programs={"PSBF": reply},
+        emhq=EMHQ,
+    )
+    assert ims.fastpath is not None
+    node1 = ims.logon("NODE1")
+    assert node1.enter("TRANA BEFORE").routing == "local"
+    assert take(node1, 1) == ["OUT TRANA BEFORE"]
+    ims.cqs.stop_dead()  # the CQS dies under its IMS
+    for text in ("TRANA AFTER", "TRANA AGAIN"):
+        with pytest.raises(IMSError, match="not available") as caught:
+            node1.enter(text)
+        assert caught.value.reason is IMSReason.CQS_UNAVAILABLE
+    routes = [ims.fastpath.enter("LTA", code, f"{n}".encode()) for n, code in enumerate(FP_CODES)]
+    assert routes == ["local"] * len(FP_CODES)
+    got = sorted(ims.fastpath.receive("LTA", WAIT_S) or "" for _ in FP_CODES)
+    assert got == sorted(f"R {n}" for n in range(len(FP_CODES)))
+    assert ims.fastpath.counts["processed"] == len(FP_CODES)
+
+
+FP_CODES = ("FPLO", "FPLF", "FPLO", "FPLF")
+
+
+def reply(data: bytes) -> bytes:
+    return b"R " + data
