@@ -22,6 +22,7 @@ from sharedq.cf.errors import ListMismatch, NoSuchEntry
 from sharedq.cf.types import ById, ByKey
 from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.cqs import connecting, requests, resync
+from sharedq.cqs import overflow_cross as cross
 from sharedq.cqs.client import CQSClient
 from sharedq.cqs.errors import CQSError, CQSJournalFailed, CQSReason, cqs_error, from_cf
 from sharedq.cqs.journal import PAYLOAD_KEY, Request, Sync
@@ -189,6 +190,7 @@ class CQS:
                     self._log_event(primary, RecordType.CONNECT)
             for kind, site in self._sites.items():
                 self.finished[kind] = finish_interrupted(site)
+                cross.finish_crossings(self.overflow[kind], site.owner)
                 if not warm:  # a CQS cold start: its client's locks to the cold queue
                     self.cold[kind] = resync.to_cold_queue(site)
         except CFError as error:
@@ -344,8 +346,9 @@ class CQS:
         # The lock is where the queue was when it was read: look there.
         lock = ById(token.entry_id, Private.LOCK.header(token.queue))
         for where in (flow.site(token.queue), site, flow.overflow):
-            if where.acc.read(lock) is not None:
-                return where, token
+            with contextlib.suppress(NoSuchEntry, ListMismatch):  # ids are each structure's
+                if where.acc.read(lock) is not None:
+                    return where, token
         return site, token
 
     def _routed(self, kind: Kind, queue: object) -> tuple[Site, bytes]:
@@ -474,7 +477,8 @@ class CQS:
         """CQSREAD: take the queue's first message onto the lock queue; ``None`` when
         the queue is empty (another reader was first: not an error)."""
         site, name = self._routed(kind, queue)
-        return requests.read(site, name)
+        found = requests.read(site, name)
+        return found or cross.read_missed(self.overflow.get(kind), site, name)
 
     def browse(
         self, queue: object, *, kind: Kind = Kind.MSGQ, limit: int | None = None
@@ -505,10 +509,17 @@ class CQS:
             site, token = self._token(source)
             target = self._queue(site, to_queue)
             locator = ById(token.entry_id, Private.LOCK.header(token.queue))
+            flow = self.overflow.get(token.kind)
+            if flow is not None and cross.crosses(flow, site, target):
+                return cross.cross(flow, site, locator, token.queue, target, locked=token)
             change = requests.move(site, locator, token.queue, target, locked=token)
             return change.entry.entry_id
         site, name = self._routed(kind, source)
         target = self._queue(site, to_queue)
+        flow = self.overflow.get(kind)
+        if flow is not None and cross.crosses(flow, site, target):
+            head = cross.first_of(site, name)
+            return None if head is None else cross.cross(flow, site, head, name, target)
         with requests.translated(f"move from {text(name)}"):
             first = site.acc.read(ByKey(site.layout.header(name), name))
         while first is not None:
@@ -542,6 +553,11 @@ class CQS:
         (failed) client's CQS."""
         site, token = self._token(token)
         target = None if to_queue is None else self._queue(site, to_queue)
+        flow = self.overflow.get(token.kind)
+        if target is not None and flow is not None and cross.crosses(flow, site, target):
+            locator = ById(token.entry_id, Private.LOCK.header(token.queue))
+            cross.cross(flow, site, locator, token.queue, target, locked=token, first=first)
+            return
         requests.unlock(site, token, to_queue=target, first=bool(first), force=bool(force))
 
     # -- the client's restart (CQSRSYNC) ---------------------------------------------------------
