@@ -28,9 +28,10 @@ from typing import Literal
 from sharedq.cf import CouplingFacility
 from sharedq.clock import Clock
 from sharedq.cqs import CQS, CQSError, CQSReason, Kind, Uow
-from sharedq.ims import messages, queues
+from sharedq.ims import display, messages, queues
 from sharedq.ims.commands import Commands
 from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
+from sharedq.ims.display import QcntRow
 from sharedq.ims.dli import DLI, U3303, Destination, Input, Output, Program
 from sharedq.ims.errors import IMSReason, ims_error
 from sharedq.ims.fastpath import FastPath, FastPathDefinition, IFPProgram
@@ -499,6 +500,12 @@ class IMS(Commands):
                 self._work.pop(code)
                 progress = True
         return jobs
+
+    def display_qcnt_lterm(self, msgage_days: int, *, lterms: Sequence[str] = ()) -> list[QcntRow]:
+        """/DISPLAY QCNT LTERM MSGAGE n (§9.12): LTERM queues on the shared queues with
+        messages older than ``n`` days; this IMS's LTERMs and ``lterms`` (other systems')."""
+        names = [lt.name for lt in self.definition.lterms] + list(lterms)
+        return display.qcnt(self.cqs, display.lterm_queues(names), msgage_days)
 
     # -- terminals (sharedq.ims.output) -------------------------------------------------------
 
