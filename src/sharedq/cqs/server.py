@@ -39,6 +39,8 @@ from sharedq.cqs.site import LockToken, Site, lock_version
 from sharedq.cqs.stagger import StaggeredListener, check_stagger
 from sharedq.cqs.uow import TokenSource, Uow, check_uow
 from sharedq.log import DurabilityMode, RecordType
+from sharedq.recovery.control import ControlArea
+from sharedq.recovery.quiesce import QuiesceGate
 from sharedq.recovery.settings import RecoverySettings
 from sharedq.seam.access import FaultHook, StructureAccess
 from sharedq.seam.notes import NO_JOURNAL, Note
@@ -215,6 +217,8 @@ class CQS:
                 self._log.attach(access)
             accesses.append(access)
         acc, *overflow = accesses
+        if self._log is None:  # held during an overflow selection all the same
+            acc.gate = QuiesceGate(ControlArea(), max_wait=60.0, clock=SYSTEM_CLOCK).run
         if overflow:  # connected, logged and recovered with the pair
             self._overflow[kind] = overflow[0]
             self._watches[kind] = OverflowWatch(
