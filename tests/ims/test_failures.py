@@ -128,7 +128,11 @@ def test_an_unknown_restart_mode_is_refused(facility: CouplingFacility) -> None:
 
 
 EMHQ = "EMHQ01"
-FP = (FPTransaction("FPLO", "PSBF", SPC.LOCAL_ONLY), FPTransaction("FPLF", "PSBF"))
+FP = (
+    FPTransaction("FPLO", "PSBF", SPC.LOCAL_ONLY),
+    FPTransaction("FPLF", "PSBF"),
+    FPTransaction("FPGO", "PSBF", SPC.GLOBAL_ONLY),
+)
 
 
 def test_a_failed_cqs_stops_full_function_but_not_local_fast_path(
@@ -156,6 +160,9 @@ def test_a_failed_cqs_stops_full_function_but_not_local_fast_path(
     got = sorted(ims.fastpath.receive("LTA", WAIT_S) or "" for _ in FP_CODES)
     assert got == sorted(f"R {n}" for n in range(len(FP_CODES)))
     assert ims.fastpath.counts["processed"] == len(FP_CODES)
+    with pytest.raises(IMSError) as caught:  # Global Only needs the EMHQ
+        ims.fastpath.enter("LTA", "FPGO", b"global")
+    assert caught.value.reason is IMSReason.CQS_UNAVAILABLE
 
 
 FP_CODES = ("FPLO", "FPLF", "FPLO", "FPLF")

@@ -269,9 +269,9 @@ class FastPath:
             return "local"
         if tran.spc is SPC.LOCAL_ONLY:
             raise ims_error(IMSReason.ROUTING_NOT_ACTIVE, f"{DFS2533} (no IFP here for {code})")
-        if here == 0 and not self._servers(tran.psb):
-            raise ims_error(IMSReason.ROUTING_NOT_ACTIVE, f"{DFS2533} (no IFP for {tran.psb})")
         try:
+            if here == 0 and not self._servers(tran.psb):
+                raise ims_error(IMSReason.ROUTING_NOT_ACTIVE, f"{DFS2533} (no IFP for {tran.psb})")
             self._cqs.put(program_ready(tran.psb), _body(lterm, code, data), kind=Kind.EMHQ)
         except CQSError as error:
             if error.reason is not CQSReason.NOT_CONNECTED:
