@@ -220,8 +220,8 @@ def usage_chart(
         for i, (start, stop) in enumerate(spans):  # NaT (stop != stop): open to the end
             stop = max(end, start) if stop is None or stop != stop else max(stop, start)
             label = "overflow mode" if i == 0 else None
-            axes.axvspan(start, stop, color="tab:orange", alpha=0.2, label=label)
-            axes.axvline(start, color="tab:orange", lw=1)
+            axes.axvspan(start, stop, color="0.5", alpha=0.2, hatch="//", label=label)
+            axes.axvline(start, color="0.3", lw=1)
     time_axis(axes)
     axes.set_ylabel("in use")
     axes.legend(fontsize="small", loc="upper left")
