@@ -5,9 +5,11 @@ fails under its IMS (full function refused, Fast Path local work goes on)."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
+from collections.abc import Iterator
 
 import pytest
 
@@ -27,6 +29,7 @@ from sharedq.ims import (
     Terminal,
     Transaction,
 )
+from sharedq.ims.restart import Restart
 from sharedq.testing.redis_server import RedisServer
 
 from . import workers
@@ -83,41 +86,44 @@ def kill_with_work_in_flight(
     return node1, sent
 
 
-def test_emergency_restart_processes_the_inflight_inputs_once(redis_server: RedisServer) -> None:
+@contextlib.contextmanager
+def restarted(
+    redis_server: RedisServer, mode: Restart
+) -> Iterator[tuple[CouplingFacility, Terminal, list[str], IMS]]:
+    """IMSB killed with work in flight, then started again in this process with
+    ``mode``: the facility, the front end's terminal, the inputs and the new IMSB."""
     redis_server.flush()
     with RedisFacility.from_url(redis_server.url) as facility:
         facility.create(structure_params(workers.MSGQ, messages=200))
         with IMS(facility, front_end(), {"PGMA": echo()}, msgq=workers.MSGQ) as imsa:
             node1, sent = kill_with_work_in_flight(redis_server.url, facility, imsa)
             imsb = IMS(facility, back_end(), {"PGMA": echo()}, msgq=workers.MSGQ)
-            with imsb.start(restart="emergency"):
-                assert imsb.restarted.requeued == IN_FLIGHT
-                assert imsb.restarted.deleted == 0 and imsb.cold_messages == []
-                replies = take(node1, len(sent))
-                assert sorted(replies) == sorted(f"OUT {t}" for t in sent)
-                assert imsb.counts["processed"] == len(sent)  # each exactly once
-                assert until(lambda: where(facility, workers.MSGQ) == {})
+            with imsb.start(restart=mode):
+                yield facility, node1, sent, imsb
     redis_server.flush()
+
+
+def test_emergency_restart_processes_the_inflight_inputs_once(redis_server: RedisServer) -> None:
+    with restarted(redis_server, "emergency") as (facility, node1, sent, imsb):
+        assert imsb.restarted.requeued == IN_FLIGHT
+        assert imsb.restarted.deleted == 0 and imsb.cold_messages == []
+        replies = take(node1, len(sent))
+        assert sorted(replies) == sorted(f"OUT {t}" for t in sent)
+        assert imsb.counts["processed"] == len(sent)  # each exactly once
+        assert until(lambda: where(facility, workers.MSGQ) == {})
 
 
 def test_cold_start_sends_the_inflight_inputs_to_the_cold_queue(redis_server: RedisServer) -> None:
-    redis_server.flush()
-    with RedisFacility.from_url(redis_server.url) as facility:
-        facility.create(structure_params(workers.MSGQ, messages=200))
-        with IMS(facility, front_end(), {"PGMA": echo()}, msgq=workers.MSGQ) as imsa:
-            node1, sent = kill_with_work_in_flight(redis_server.url, facility, imsa)
-            imsb = IMS(facility, back_end(), {"PGMA": echo()}, msgq=workers.MSGQ)
-            with imsb.start(restart="cold"):
-                records = imsb.cold_messages
-                assert sorted(r.first_segment.decode() for r in records) == sent[:IN_FLIGHT]
-                assert {(r.queue, r.source) for r in records} == {("TRANA", "LTERMA")}
-                assert len({r.uow for r in records}) == IN_FLIGHT
-                replies = take(node1, QUEUED)
-                assert sorted(replies) == [f"OUT {t}" for t in sent[IN_FLIGHT:]]
-                assert imsb.counts["processed"] == QUEUED
-                assert len(imsb.cqs.cold_queue()) == IN_FLIGHT
-                assert until(lambda: set(where(facility, workers.MSGQ)) == {"cold"})
-    redis_server.flush()
+    with restarted(redis_server, "cold") as (facility, node1, sent, imsb):
+        records = imsb.cold_messages
+        assert sorted(r.first_segment.decode() for r in records) == sent[:IN_FLIGHT]
+        assert {(r.queue, r.source) for r in records} == {("TRANA", "LTERMA")}
+        assert len({r.uow for r in records}) == IN_FLIGHT
+        replies = take(node1, QUEUED)
+        assert sorted(replies) == [f"OUT {t}" for t in sent[IN_FLIGHT:]]
+        assert imsb.counts["processed"] == QUEUED
+        assert len(imsb.cqs.cold_queue()) == IN_FLIGHT
+        assert until(lambda: set(where(facility, workers.MSGQ)) == {"cold"})
 
 
 def test_an_unknown_restart_mode_is_refused(facility: CouplingFacility) -> None:
