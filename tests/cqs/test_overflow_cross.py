@@ -215,3 +215,22 @@ def test_requests_during_selection_are_held_without_recovery_settings(
     assert report is not None and report.approved == (A,)
     assert done.is_set() and seen == {"done_during_selection": False}
     assert cqsa.query([D])[0].ready == 11
+
+
+def test_a_client_restart_finds_its_locks_in_the_overflow_structure(
+    facility: CouplingFacility, make_cqs: MakeCQS
+) -> None:
+    """CQSRSYNC and the client's cold start see the locks of both structures."""
+    allocate(facility)
+    cqs = overflowed(make_cqs)
+    cqs.put(E, b"from E")
+    done, again, cold = cqs.read(A), cqs.read(A), cqs.read(E)
+    assert done is not None and again is not None and cold is not None
+    assert len(cqs.locks()) == 3
+    report = cqs.resync([done.uow])
+    assert [m.entry_id for m in report.deleted] == [done.entry_id]
+    assert {m.queue for m in report.requeued} == {A, E}
+    assert cqs.query([A])[0].ready == 29 and cqs.locks() == []
+    cqs.read(A), cqs.read(E)
+    assert {m.queue for m in cqs.cold_start_client()} == {A, E}
+    assert {m.queue for m in cqs.cold_queue()} == {A, E} and cqs.locks() == []

@@ -194,7 +194,7 @@ class CQS:
                 self.finished[kind] = finish_interrupted(site)
                 cross.finish_crossings(self.overflow[kind], site.owner)
                 if not warm:  # a CQS cold start: its client's locks to the cold queue
-                    self.cold[kind] = resync.to_cold_queue(site)
+                    self.cold[kind] = self.cold_start_client(kind=kind)
         except CFError as error:
             self._drop()
             raise from_cf(error, f"{self.name} connect") from error
@@ -354,6 +354,12 @@ class CQS:
                 if where.acc.read(lock) is not None:
                     return where, token
         return site, token
+
+    def _both(self, kind: Kind) -> list[Site]:
+        """The pair's structures: the primary, and the overflow structure if any."""
+        site = self._site(kind)
+        flow = self.overflow.get(kind)
+        return [site] if flow is None or flow.overflow is None else [site, flow.overflow]
 
     def _routed(self, kind: Kind, queue: object) -> tuple[Site, bytes]:
         """The structure of the pair that holds ``queue`` now, and its checked name."""
@@ -572,22 +578,26 @@ class CQS:
         """CQSRSYNC after the client's emergency restart: the messages this CQS holds
         whose units of work the client completed (``done``) are deleted; the others go
         back to the head of their queues.  Then the client registers again."""
-        site = self._site(kind)
-        return resync.resync(site, [check_uow(u) for u in done])
+        completed, report = [check_uow(u) for u in done], resync.Resynced()
+        for site in self._both(kind):  # the overflow structure's locks too
+            one = resync.resync(site, completed)
+            report.deleted += one.deleted
+            report.requeued += one.requeued
+        return report
 
     def cold_start_client(self, *, kind: Kind = Kind.MSGQ) -> list[Message]:
         """CQSRSYNC after the client's cold start: every message this CQS holds moves
         to the cold queue; returns them (the client writes an X'6740' record for each)."""
-        return resync.to_cold_queue(self._site(kind))
+        return [m for site in self._both(kind) for m in resync.to_cold_queue(site)]
 
     def cold_queue(self, *, kind: Kind = Kind.MSGQ) -> list[Message]:
         """The messages on the cold queue, whole, for an operator or a requeuer."""
-        return resync.cold_queue(self._site(kind))
+        return [m for site in self._both(kind) for m in resync.cold_queue(site)]
 
     def locks(self, *, kind: Kind = Kind.MSGQ, owner: str | None = None) -> list[LockToken]:
         """The messages on the lock queue held by ``owner`` (this CQS by default)."""
         who = None if owner is None else owner.encode("ascii")
-        return resync.held(self._site(kind), who)
+        return [t for site in self._both(kind) for t in resync.held(site, who)]
 
     # -- CQSQUERY, CQSCHKPT ----------------------------------------------------------------------
 
