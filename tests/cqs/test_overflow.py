@@ -227,13 +227,17 @@ def test_ov_t6_periodic_scan_returns_empty_queues(
     assert cqs.statistics().elements == 500 + 1 + 1  # the thin queues, the table, the put
 
 
+@pytest.mark.parametrize("recovers", [True, False])
 def test_ov_t7_requests_during_selection_are_held(
-    facility: CouplingFacility, make_cqs: MakeCQS, tmp_path: object
+    facility: CouplingFacility, make_cqs: MakeCQS, tmp_path: object, recovers: bool
 ) -> None:
+    """Held by the recovery machinery's quiesce gate, or without recovery settings by
+    the gate a CQS gets of its own at connect."""
     allocate(facility)
     started, done = threading.Event(), threading.Event()
     seen: dict[str, bool] = {}
-    cqsb = make_cqs("IMSB", msgq=pair(True), recovery=RecoverySettings(tmp_path))  # type: ignore[arg-type]
+    settings = RecoverySettings(tmp_path) if recovers else None  # type: ignore[arg-type]
+    cqsb = make_cqs("IMSB", msgq=pair(True), recovery=settings)
 
     def put_from_b() -> None:
         started.set()
@@ -249,12 +253,7 @@ def test_ov_t7_requests_during_selection_are_held(
         if point == "selected":
             seen["done_during_selection"] = done.is_set()
 
-    cqsa = make_cqs(
-        "IMSA",
-        msgq=pair(True),
-        recovery=RecoverySettings(tmp_path),  # type: ignore[arg-type]
-        overflow=options(faults=fault),
-    )
+    cqsa = make_cqs("IMSA", msgq=pair(True), recovery=settings, overflow=options(faults=fault))
     fill(cqsa, {A: 30, B: 20, C: 10, D: 10})
     report = cqsa.overflow[Kind.MSGQ].check()
     thread.join()

@@ -5,7 +5,6 @@ that a CQS's stale table routes to the structure that does not hold its messages
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 import pytest
@@ -182,39 +181,6 @@ def test_a_late_put_on_the_primary_is_read_after_the_overflow(
     assert message is not None and message.body == b"late A"
     master.delete(message.token)
     assert master.read(A) is None
-
-
-def test_requests_during_selection_are_held_without_recovery_settings(
-    facility: CouplingFacility, make_cqs: MakeCQS
-) -> None:
-    """OV-T7 on CQSs without recovery settings: the other CQS's put waits for the
-    quiesce lock (a gate of its own), then is made, never rejected."""
-    allocate(facility)
-    started, done = threading.Event(), threading.Event()
-    seen: dict[str, bool] = {}
-    cqsb = make_cqs("IMSB", msgq=pair(True))
-
-    def put_from_b() -> None:
-        started.set()
-        cqsb.put(D, b"during selection")
-        done.set()
-
-    thread = threading.Thread(target=put_from_b)
-
-    def fault(point: str) -> None:
-        if point == "quiesced":
-            thread.start()
-            started.wait()
-        if point == "selected":
-            seen["done_during_selection"] = done.is_set()
-
-    cqsa = make_cqs("IMSA", msgq=pair(True), overflow=options(faults=fault))
-    fill(cqsa, {A: 30, B: 20, C: 10, D: 10})
-    report = cqsa.overflow[Kind.MSGQ].check()
-    thread.join()
-    assert report is not None and report.approved == (A,)
-    assert done.is_set() and seen == {"done_during_selection": False}
-    assert cqsa.query([D])[0].ready == 11
 
 
 def test_a_client_restart_finds_its_locks_in_the_overflow_structure(
