@@ -168,11 +168,15 @@ def test_a_late_put_on_the_primary_is_read_after_the_overflow(
     facility: CouplingFacility, make_cqs: MakeCQS
 ) -> None:
     """A late CQS's put to the primary of a queue in overflow: reads take the overflow's
-    messages first, then, finding it empty, the primary's, before any scan."""
+    messages first, then, finding it empty, the primary's, before any scan; browse
+    and query see both."""
     allocate(facility)
     late = make_cqs("IMSB", msgq=pair(True), overflow=options(refresh_s=3600.0))
     master = overflowed(make_cqs)
     late.put(A, b"late A")
+    assert master.query([A])[0].ready == 31  # both structures, in overflow mode
+    assert master.browse(A)[-1].body == b"late A"  # in the order reads take them
+    assert len(master.browse(A, limit=30)) == 30
     for _ in range(30):
         message = master.read(A)
         assert message is not None and message.body != b"late A"

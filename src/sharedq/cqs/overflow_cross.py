@@ -29,7 +29,7 @@ from sharedq.cqs import requests
 from sharedq.cqs.errors import CQSReason, cqs_error
 from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import Private
-from sharedq.cqs.message import Message
+from sharedq.cqs.message import Message, QueueCounts
 from sharedq.cqs.messages import unpack
 from sharedq.cqs.names import text
 from sharedq.cqs.overflow import Overflow
@@ -178,3 +178,26 @@ def first_of(site: Site, queue: bytes) -> ById | None:
     with requests.translated(f"move from {text(queue)}"):
         entry = site.acc.read(ByKey(header, queue))
     return None if entry is None else ById(entry.entry_id, header)
+
+
+def holders(flow: Overflow | None, site: Site, queue: bytes) -> list[Site]:
+    """Where a browse or query of ``queue`` looks: the structure it is routed to
+    (``site``), then, while the pair is in overflow mode as this CQS last read the
+    table, the other one (a late put may sit there until the next scan).  The order
+    is the order reads take messages in."""
+    if flow is None or flow.overflow is None or not flow.table.mode:
+        return [site]
+    there = other(flow, site)
+    assert there is not None
+    return [site, there]
+
+
+def merged(counts: list[QueueCounts]) -> QueueCounts:
+    """One queue's counts from the structures that hold it, as one."""
+    ages = [c.oldest_age_s for c in counts if c.oldest_age_s is not None]
+    return QueueCounts(
+        counts[0].queue,
+        sum(c.ready for c in counts),
+        sum(c.locked for c in counts),
+        max(ages) if ages else None,
+    )

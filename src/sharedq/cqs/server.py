@@ -497,7 +497,11 @@ class CQS:
         site, name = self._routed(kind, queue)
         if limit is not None and (type(limit) is not int or limit < 0):
             raise cqs_error(CQSReason.BAD_ARGUMENT, f"limit {limit!r}")
-        return requests.browse(site, name, limit)
+        found: list[Message] = []
+        for where in cross.holders(self.overflow.get(kind), site, name):
+            left = None if limit is None else limit - len(found)
+            found += requests.browse(where, name, left)
+        return found
 
     def browse_locked(self, token: LockToken) -> Message:
         """CQSBROWSE of a message this CQS holds locked (its whole contents)."""
@@ -605,7 +609,13 @@ class CQS:
         """CQSQUERY: per queue, messages ready and locked, and the oldest one's age."""
         now = self.clock.now_us()
         routed = [self._routed(kind, queue) for queue in queues]
-        return [requests.counts(site, [name], now)[0] for site, name in routed]
+        flow = self.overflow.get(kind)
+        return [
+            cross.merged(
+                [requests.counts(w, [name], now)[0] for w in cross.holders(flow, site, name)]
+            )
+            for site, name in routed
+        ]
 
     def statistics(self, *, kind: Kind = Kind.MSGQ) -> StructureStats:
         """CQSQUERY of the structure: its entries, elements and EMCs in use and at most."""
