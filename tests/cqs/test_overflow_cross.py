@@ -204,3 +204,25 @@ def test_a_client_restart_finds_its_locks_in_the_overflow_structure(
     cqs.read(A), cqs.read(E)
     assert {m.queue for m in cqs.cold_start_client()} == {A, E}
     assert {m.queue for m in cqs.cold_queue()} == {A, E} and cqs.locks() == []
+
+
+def test_a_move_by_name_that_loses_the_race_moves_the_next(
+    facility: CouplingFacility, make_cqs: MakeCQS
+) -> None:
+    """Another CQS reads E's first message between this CQS's look and its move: the
+    crossing takes the next one, not an error."""
+    allocate(facility)
+    other = make_cqs("IMSB", msgq=pair(True), overflow=options())
+    taken: list[object] = []
+
+    def race(request: str, structure: str, before: bool) -> None:
+        if request == "move" and before and not taken and armed:
+            taken.append(other.read(E))
+
+    armed = False
+    cqs = overflowed(make_cqs, faults=race)
+    cqs.put(E, b"e1"), cqs.put(E, b"e2")
+    armed = True
+    assert cqs.move(E, A) is not None
+    assert [m.body for m in taken] == [b"e1"]  # type: ignore[attr-defined]
+    assert cqs.browse(A)[-1].body == b"e2" and cqs.query([E])[0].locked == 1

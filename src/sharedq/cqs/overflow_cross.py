@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-from sharedq.cf import ById, ByKey, Position
+from sharedq.cf import ById, ByKey, NoSuchEntry, Position
+from sharedq.cf.errors import ListMismatch
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
 from sharedq.cqs import requests
-from sharedq.cqs.errors import CQSReason, cqs_error
+from sharedq.cqs.errors import CQSError, CQSReason, cqs_error
 from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import Private
 from sharedq.cqs.message import Message, QueueCounts
@@ -201,3 +202,18 @@ def merged(counts: list[QueueCounts]) -> QueueCounts:
         sum(c.locked for c in counts),
         max(ages) if ages else None,
     )
+
+
+def cross_first(flow: Overflow, site: Site, queue: bytes, target: bytes) -> bytes | None:
+    """A move of ``queue``'s first message to ``target`` in the other structure;
+    ``None`` when the queue is empty.  Another reader that takes the first message
+    meanwhile is not an error: the next one is tried."""
+    while (head := first_of(site, queue)) is not None:
+        try:
+            return cross(flow, site, head, queue, target)
+        except (NoSuchEntry, ListMismatch):
+            continue
+        except CQSError as error:
+            if not isinstance(error.__cause__, NoSuchEntry | ListMismatch):
+                raise
+    return None

@@ -532,8 +532,7 @@ class CQS:
         target = self._queue(site, to_queue)
         flow = self.overflow.get(kind)
         if flow is not None and cross.crosses(flow, site, target):
-            head = cross.first_of(site, name)
-            return None if head is None else cross.cross(flow, site, head, name, target)
+            return cross.cross_first(flow, site, name, target)
         with requests.translated(f"move from {text(name)}"):
             first = site.acc.read(ByKey(site.layout.header(name), name))
         while first is not None:
