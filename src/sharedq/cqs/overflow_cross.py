@@ -26,8 +26,8 @@ from contextlib import nullcontext
 from sharedq.cf import ById, ByKey, NoSuchEntry, Position
 from sharedq.cf.errors import ListMismatch
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
-from sharedq.cqs import requests
-from sharedq.cqs.errors import CQSError, CQSReason, cqs_error
+from sharedq.cqs import requests, takeback
+from sharedq.cqs.errors import CQSError, CQSJournalFailed, CQSReason, cqs_error
 from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import Private
 from sharedq.cqs.message import Message, QueueCounts
@@ -36,6 +36,7 @@ from sharedq.cqs.names import text
 from sharedq.cqs.overflow import Overflow
 from sharedq.cqs.requests import OWN_UOW
 from sharedq.cqs.site import LockToken, Site
+from sharedq.cqs.takeback import Origin
 
 #: What a crossing's secondary key on the move queue starts with (the CQS's name follows).
 CROSSING = b"*CROSS."
@@ -96,19 +97,26 @@ def cross(
             f"they are in different structures of {flow.name}",
         )
     via = Private.MOVE.header(target)
+    origin = Origin(source_queue)
+    if locked is not None:
+        origin = Origin(source_queue, source.owner, source.lock_version)
     with requests.translated(f"move {text(source_queue)} to {text(target)}"):
         guard = requests.holding(source, locked, force=False) if locked else nullcontext(None)
-        with guard as version:
-            staged = source.acc.move(
-                locator,
-                via,
-                new_key=target,
-                new_secondary_key=crossing(source.owner),
-                expect_version=version,
-                kind=source.means(Request.MOVE_STEP),
-                queue=text(source_queue),
-                uow=OWN_UOW,
-            )
+        try:
+            with guard as version:
+                staged = source.acc.move(
+                    locator,
+                    via,
+                    new_key=target,
+                    new_secondary_key=crossing(source.owner),
+                    expect_version=version,
+                    kind=source.means(Request.MOVE_STEP),
+                    queue=text(source_queue),
+                    uow=OWN_UOW,
+                )
+        except CQSJournalFailed as failure:  # step 1 taken back; later steps finish
+            takeback.move_back(source, failure, origin)
+            raise
         assert staged is not None
         done = arrive(flow, source, staged.entry.entry_id, via, first=first, look=False)
     assert done is not None
