@@ -6,13 +6,15 @@ that a CQS's stale table routes to the structure that does not hold its messages
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from sharedq.cf import CouplingFacility
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
-from sharedq.cqs import CQS, CQSError, CQSReason, Kind, make_name
+from sharedq.cqs import CQS, CQSError, CQSJournalFailed, CQSReason, Kind, make_name
 from sharedq.cqs.layout import Private
+from sharedq.recovery import RecoverySettings
 from sharedq.testing import SimulatedFailure
 from tests.cqs.conftest import MakeCQS
 from tests.cqs.helpers import MSGQ_LAYOUT
@@ -226,3 +228,35 @@ def test_a_move_by_name_that_loses_the_race_moves_the_next(
     assert cqs.move(E, A) is not None
     assert [m.body for m in taken] == [b"e1"]  # type: ignore[attr-defined]
     assert cqs.browse(A)[-1].body == b"e2" and cqs.query([E])[0].locked == 1
+
+
+@pytest.mark.parametrize(
+    ("step", "source"), [("move A's lock to E", OVERFLOW), ("move E to A", PRIMARY)]
+)
+def test_a_crossing_whose_first_record_fails_is_taken_back(
+    facility: CouplingFacility, make_cqs: MakeCQS, tmp_path: Path, step: str, source: str
+) -> None:
+    """JOURNAL_FAILED at step 1 (the source structure's record): the message is back
+    where it was, with its lock, and nothing is on a move queue."""
+    allocate(facility)
+    settings = RecoverySettings(tmp_path / "recovery", strchkpt=None)
+    cqs = overflowed(make_cqs, recovery=settings)
+    cqs.put(E, b"from E")
+    token = cqs.read(A).token if "lock" in step else None  # type: ignore[union-attr]
+    assert cqs.recovery_log is not None
+    listeners = cqs.recovery_log.journal.listeners
+    original, seen = listeners[source], [0]
+
+    def listener() -> None:
+        seen[0] += 1
+        if seen[0] == 1:
+            raise OSError("journal fault injected by the test")
+        original()
+
+    listeners[source] = listener
+    with pytest.raises(CQSJournalFailed):
+        cqs.move(token, E) if token else cqs.move(E, A)
+    assert moving(facility) == 0
+    assert [(c.ready, c.locked) for c in cqs.query([A, E])] == (
+        [(29, 1), (1, 0)] if token else [(30, 0), (1, 0)]
+    )
