@@ -7,8 +7,8 @@ receive and acknowledge their output.
 """
 
 from sharedq.ims.definitions import Lterm, Program, Region, SystemDefinition, Transaction
-from sharedq.ims.dli import A1, A7, DLI, IOPCB, OK, PCB, QC, QD, U3303
-from sharedq.ims.errors import IMSError, IMSReason, InvalidIMSRequest, ims_error
+from sharedq.ims.dli import A1, A7, DLI, IOPCB, OK, PCB, QC, QD
+from sharedq.ims.errors import U3303, IMSError, IMSReason, InvalidIMSRequest, ims_error
 from sharedq.ims.fastpath import SPC, FastPath, FastPathDefinition, FPTransaction
 from sharedq.ims.queues import Routed
 from sharedq.ims.system import IMS

@@ -31,11 +31,6 @@ A1 = "A1"
 A7 = "A7"
 
 
-class U3303(Exception):
-    """Raised by a program whose data is unavailable: IMS abends it with U3303.  A
-    serial transaction is USTOPped, another's message goes to the suspend queue."""
-
-
 @dataclass(frozen=True)
 class Destination:
     """Where an insert goes: an LTERM (``transaction=False``) or a transaction."""

@@ -32,6 +32,7 @@ class IMSReason(IntEnum):
     QUEUE_ERROR = 5540
     CQS_UNAVAILABLE = 5541
     ROUTING_NOT_ACTIVE = 5550
+    DATA_UNAVAILABLE = 5560
 
 
 class IMSError(SharedqError):
@@ -40,6 +41,25 @@ class IMSError(SharedqError):
 
 class InvalidIMSRequest(IMSError, InvalidArgument):
     """A bad definition or argument: refused before anything was changed."""
+
+
+class U3303(IMSError):
+    """Raised by a program whose data is unavailable: IMS abends it with U3303.  A
+    serial transaction is USTOPped, another's message goes to the suspend queue.
+
+    The one IMS exception an application raises rather than receives, so it takes
+    only a detail; its reason is always ``DATA_UNAVAILABLE``.
+    """
+
+    def __init__(self, detail: str = "data unavailable", **context: Any) -> None:
+        super().__init__(IMSReason.DATA_UNAVAILABLE, detail, **context)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_u3303, (self.detail, self.context))
+
+
+def _rebuild_u3303(detail: str, context: dict[str, Any]) -> U3303:
+    return U3303(detail, **context)
 
 
 _BAD = {

@@ -32,8 +32,8 @@ from sharedq.ims import display, messages, queues
 from sharedq.ims.commands import Commands
 from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
 from sharedq.ims.display import QcntRow
-from sharedq.ims.dli import DLI, U3303, Destination, Input, Output, Program
-from sharedq.ims.errors import IMSReason, ims_error
+from sharedq.ims.dli import DLI, Destination, Input, Output, Program
+from sharedq.ims.errors import U3303, IMSReason, ims_error
 from sharedq.ims.fastpath import FastPath, FastPathDefinition, IFPProgram
 from sharedq.ims.output import Outputs
 from sharedq.ims.queues import Routed
