@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -17,6 +18,8 @@ from sharedq.testing.redis_server import RedisCluster, RedisServer  # noqa: E402
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from sharedq.cf import CouplingFacility, StructureParams
 
 settings.register_profile(
     "default", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=60
@@ -82,3 +85,34 @@ def spark() -> Iterator[SparkSession]:
     session = start_session("local[2]", {"spark.sql.shuffle.partitions": "2"}).spark
     yield session
     session.stop()
+
+
+# -- a facility per backend ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def facility_on(
+    backend: str, request: pytest.FixtureRequest, *structures: StructureParams
+) -> Iterator[CouplingFacility]:
+    """A ``MemoryFacility``, or one on the session's Redis server (flushed before and
+    after), with ``structures`` allocated empty: the servers' test suites (cqs, ims)
+    run each test on both backends through this."""
+    from sharedq.cf.memory import MemoryFacility
+    from sharedq.cf.redis import RedisFacility
+
+    server: RedisServer | None = (
+        request.getfixturevalue("redis_server") if backend == "redis" else None
+    )
+    if server is not None:
+        server.flush()
+    fac: CouplingFacility = (
+        MemoryFacility() if server is None else RedisFacility.from_url(server.url)
+    )
+    for params in structures:
+        fac.create(params)
+    try:
+        yield fac
+    finally:
+        fac.close()
+        if server is not None:
+            server.flush()

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from sharedq.cf import CouplingFacility
-from sharedq.cf.memory import MemoryFacility
 from sharedq.cf.redis import RedisFacility
 from sharedq.cqs import CQS, structure_params
 from sharedq.testing import ManualClock, SimulatedFailure
 from sharedq.testing.redis_server import RedisServer
+from tests.conftest import facility_on
 
 MSGQ = "MSGQ01"
 EMHQ = "EMHQ01"
@@ -35,22 +35,10 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def facility(backend: str, request: pytest.FixtureRequest) -> Iterator[CouplingFacility]:
-    server: RedisServer | None = (
-        request.getfixturevalue("redis_server") if backend == "redis" else None
-    )
-    if server is not None:
-        server.flush()
-    fac: CouplingFacility = (
-        MemoryFacility() if server is None else RedisFacility.from_url(server.url)
-    )
-    fac.create(structure_params(MSGQ, messages=500))
-    fac.create(structure_params(EMHQ, messages=100))
-    try:
+    with facility_on(
+        backend, request, structure_params(MSGQ, messages=500), structure_params(EMHQ, messages=100)
+    ) as fac:
         yield fac
-    finally:
-        fac.close()
-        if server is not None:
-            server.flush()
 
 
 @pytest.fixture
