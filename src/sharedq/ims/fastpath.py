@@ -138,6 +138,7 @@ class FastPath:
         self._stopped_codes: set[str] = set()
         self._lterms: set[str] = set()  # EMHQ LTERMs registered
         self._replies: dict[str, deque[str]] = {}
+        self._dead = False  # the IMS died: nothing more reaches the EMHQ from here
         #: What it did: inputs local/global, messages processed, DFS2529I sent.
         self.counts = dict.fromkeys(("local", "global", "processed", "abends", "dfs2529i"), 0)
 
@@ -153,6 +154,17 @@ class FastPath:
         for lterm in list(self._lterms):
             self._cqs.deregister(make_name(LTERM_READY, lterm), kind=Kind.EMHQ)
         self._lterms.clear()
+
+    def stop_dead(self) -> None:
+        """The IMS died (its CQS is stopped dead): the IFP regions end without a
+        reply or a delete, nothing is deregistered; its table entries and the EMHQ
+        messages its regions held stay on the structure."""
+        with self._lock:
+            self._dead = True
+            self._stopping.update(self._regions)
+            self._regions.clear()
+            self._lterms.clear()
+            self._lock.notify_all()
 
     def stop_routing_code(self, code: str) -> None:
         self._stopped_codes.add(self._fp(code).code)
@@ -365,6 +377,8 @@ class FastPath:
                     with self._lock:
                         self.counts["abends"] += 1
                 with self._lock:  # counted before the reply: a test reads it after
+                    if self._dead:
+                        return
                     self.counts["processed"] += 1
                 self._reply(work.lterm, reply)
                 if work.token is not None:

@@ -68,6 +68,17 @@ class Outputs:
         for output in held:
             self._cqs.unlock(output.token, first=True)
 
+    def drop_sessions(self) -> None:
+        """The IMS died: every session ends with nothing deregistered or unlocked
+        (an output in flight stays locked by its CQS until the IMS restarts)."""
+        with self._lock:
+            for terminal in self._terminals.values():
+                terminal.in_session = False
+            self._terminals.clear()
+            self._by_lterm.clear()
+            self._work.clear()
+            self._in_flight.clear()
+
     def told(self, lterm: str) -> None:
         """The LTERM's queue has output (a notification, or found at logon)."""
         with self._lock:

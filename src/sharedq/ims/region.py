@@ -101,6 +101,14 @@ class Region:
         if self._thread is not threading.current_thread():
             self._thread.join()
 
+    def abandon(self) -> None:
+        """Stop without waiting (the IMS died): a program running now finds its IMS
+        gone at its next call, and the region ends when it returns."""
+        with self._ready:
+            self._stop = True
+            self._next = None
+            self._ready.notify()
+
     def _run(self) -> None:
         while True:
             with self._ready:

@@ -34,6 +34,7 @@ from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
 from sharedq.ims.display import QcntRow
 from sharedq.ims.dli import DLI, Destination, Input, Output, Program
 from sharedq.ims.errors import U3303, IMSReason, ims_error
+from sharedq.ims.failure import declare_failed
 from sharedq.ims.fastpath import FastPath, FastPathDefinition, IFPProgram
 from sharedq.ims.output import Outputs
 from sharedq.ims.queues import Routed
@@ -81,6 +82,7 @@ class IMS(Commands):
                 raise ims_error(IMSReason.NO_PROGRAM, f"no callable for PSB {program.psb}")
         self.definition = definition
         self.imsid = definition.imsid
+        self._facility = facility
         self._programs = dict(programs)
         self.cqs = CQS(
             facility,
@@ -102,6 +104,7 @@ class IMS(Commands):
         self._reg_lock = threading.Lock()
         self._started = False
         self._stopping = False
+        self._dead = False  # stop_dead: nothing more reaches the structures from here
         self._regions: dict[str, Region] = {}
         self._running: dict[str, int] = {}
         self._work: dict[str, None] = {}  # transactions with work (the SMB flag)
@@ -181,6 +184,34 @@ class IMS(Commands):
         if lost:
             logger.warning("%s: %d committed outputs lost at shutdown", self.imsid, len(lost))
         self.cqs.disconnect()
+        self._started = False
+
+    def stop_dead(self) -> None:
+        """Fail as if the IMS's process were killed at this instant (§6.1): its CQS
+        stops dead, its regions abandon their work (no sync point, no backout: the
+        messages they hold stay locked by its CQS on the lock queue), nothing is
+        deregistered, terminals lose their session, and its CQS's connections are
+        marked failed as the system does when a process ends
+        (:mod:`sharedq.ims.failure`).  Its next incarnation, an ``IMS`` made with the
+        same definition, then ``start(restart="emergency")`` or ``"cold"``."""
+        if not self._started:
+            return
+        with self._lock:
+            self._dead = self._stopping = True
+            regions = list(self._regions.values())
+            self._regions.clear()
+            self._pending.clear()
+            self._lock.notify_all()
+        self.cqs.stop_dead()
+        if self.fastpath is not None:
+            self.fastpath.stop_dead()
+        for region in regions:
+            region.abandon()
+        if self._dispatcher is not None:
+            self._dispatcher.join()
+        self._outputs.drop_sessions()
+        structures = [n for p in self.cqs.pairs.values() for n in (p.primary, p.overflow) if n]
+        declare_failed(self._facility, self.cqs.name, structures)
         self._started = False
 
     @property
@@ -338,6 +369,7 @@ class IMS(Commands):
                 transaction.code in self._stopped_trans
                 or transaction.psb in self._stopped_psbs
                 or self._stopping
+                or self._dead
             ):
                 return None
             self._work.pop(transaction.code, None)
@@ -355,7 +387,10 @@ class IMS(Commands):
 
     def sync_point(self, held: Input | None, outputs: list[Output]) -> None:
         """Put what the program inserted, then delete its input (Table 4's order).
-        Output the structure has no room for stays here and is put when it can be."""
+        Output the structure has no room for stays here and is put when it can be.
+        After :meth:`stop_dead` nothing is done: the process is gone."""
+        if self._dead:
+            return
         for output in outputs:
             uow = held.uow.spawn(self.imsid, self.cqs.tokens) if held else self.cqs.new_uow()
             if not self._put_output(held, output, uow):
@@ -394,6 +429,8 @@ class IMS(Commands):
         """An abend: the input back to the head of its queue, the PSB stopped here.
         A serial transaction is USTOPped instead (deregistered, §9.6); a ``U3303`` of
         another goes to the transaction suspend queue (§9.7)."""
+        if self._dead:
+            return
         self._count("abends")
         to_queue = None
         with self._lock:
