@@ -145,8 +145,26 @@ class FastPath:
     # -- commands -----------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Remove the table entries a failed incarnation of this IMS left (its
+        emergency or cold restart), then start the defined IFP regions."""
+        self.remove_entries(self.imsid)
         for name, psb in self._definition.regions.items():
             self.start_region(name, psb)
+
+    def remove_entries(self, imsid: str) -> int:
+        """Delete the PSB table entries of ``imsid`` (this IMS at its restart, or a
+        member of the group that failed, §1.17): the global tables drop it.  Returns
+        how many were deleted."""
+        psbs = {t.psb for t in self._definition.transactions} | set(
+            self._definition.regions.values()
+        )
+        removed = 0
+        for psb in sorted(psbs):
+            while (got := self._cqs.read(table_entry(psb, imsid), kind=Kind.EMHQ)) is not None:
+                if got.token is not None:
+                    self._cqs.delete(got.token)
+                removed += 1
+        return removed
 
     def shutdown(self) -> None:
         for name in list(self._regions):

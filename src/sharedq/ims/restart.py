@@ -13,6 +13,11 @@ again it tells its CQS what became of them (CQSRSYNC), then registers interest a
   until an operator requeues it; the IMS records one :class:`ColdMessage` for each
   (the X'6740' log record of IMS) in :attr:`Restarted.cold`, and logs it as a warning;
 * ``"normal"``: nothing is asked of the CQS (a start after a clean shutdown).
+
+An IMS with Fast Path has its CQS on the EMHQ too: the EMHQ messages its IFP regions
+were processing (read from a program ready queue, locked by its CQS) are resynchronized
+the same way, counted apart (:attr:`Restarted.emhq_requeued`; a cold start's records
+name the PSB, the inputting LTERM and the input's data).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from sharedq.cqs import CQS, CQSError
+from sharedq.cqs import CQS, CQSError, Kind
 from sharedq.ims import messages, queues
 from sharedq.ims.errors import IMSReason, ims_error
 
@@ -48,6 +53,8 @@ class Restarted:
     requeued: int = 0
     deleted: int = 0
     cold: list[ColdMessage] = field(default_factory=list)
+    #: Fast Path messages (EMHQ) an emergency restart put back on their queues.
+    emhq_requeued: int = 0
 
 
 def check_mode(mode: object) -> Restart:
@@ -59,20 +66,32 @@ def check_mode(mode: object) -> Restart:
 
 
 def resynchronize(cqs: CQS, imsid: str, mode: Restart) -> Restarted:
-    """CQSRSYNC for the restart ``mode`` (the CQS is connected, nothing registered)."""
+    """CQSRSYNC for the restart ``mode`` (the CQS is connected, nothing registered),
+    on the MSGQ and, when the CQS has one, on the EMHQ."""
     report = Restarted(mode)
+    emhq = Kind.EMHQ in cqs.pairs
     try:
         if mode == "emergency":
             done = cqs.resync(())
             report.requeued, report.deleted = len(done.requeued), len(done.deleted)
+            if emhq:
+                report.emhq_requeued = len(cqs.resync((), kind=Kind.EMHQ).requeued)
         elif mode == "cold":
             for message in cqs.cold_start_client():
                 report.cold.append(_record(message.queue, message.uow, message.body))
+            for message in cqs.cold_start_client(kind=Kind.EMHQ) if emhq else ():
+                report.cold.append(_fp_record(message.queue, message.uow, message.body))
     except CQSError as error:
         raise ims_error(IMSReason.QUEUE_ERROR, f"{imsid} {mode} restart: {error}") from error
     for record in report.cold:
         logger.warning("%s: X'6740' %s to the cold queue: %r", imsid, record.queue, record)
     return report
+
+
+def _fp_record(queue: bytes, uow: object, body: bytes) -> ColdMessage:
+    """A Fast Path input (LTERM, routing code, data: :mod:`sharedq.ims.fastpath`)."""
+    source = body[:8].decode("ascii", "replace").rstrip()
+    return ColdMessage(queues.resource(queue), str(uow), source, body[16:])
 
 
 def _record(queue: bytes, uow: object, body: bytes) -> ColdMessage:

@@ -214,6 +214,15 @@ class IMS(Commands):
         declare_failed(self._facility, self.cqs.name, structures)
         self._started = False
 
+    def peer_failed(self, imsid: str) -> int:
+        """Told that ``imsid``, a member of the group, failed (IMS learns it from
+        XCF): its Fast Path PSB table entries are deleted, so this IMS's global tables
+        stop naming it (§1.17).  Its locked messages stay for its restart.  Returns
+        how many entries went."""
+        self._check_started()
+        check_name(imsid, "IMSID")
+        return 0 if self.fastpath is None else self.fastpath.remove_entries(imsid)
+
     @property
     def cold_messages(self) -> list[ColdMessage]:
         """The X'6740' records of the last cold start: messages left on the cold queue."""
