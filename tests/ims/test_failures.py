@@ -169,6 +169,12 @@ def test_a_failed_cqs_stops_full_function_but_not_local_fast_path(
     with pytest.raises(IMSError) as caught:  # Global Only needs the EMHQ
         ims.fastpath.enter("LTA", "FPGO", b"global")
     assert caught.value.reason is IMSReason.CQS_UNAVAILABLE
+    report = ims.reconnect()  # the CQS is back: Global Only and full function again
+    assert (report.requeued, report.deleted, report.emhq_requeued) == (0, 0, 0)
+    assert ims.fastpath.enter("LTA", "FPGO", b"global") == "global"
+    assert ims.fastpath.receive("LTA", WAIT_S) == "R global"
+    assert node1.enter("TRANA AFTER").routing == "local"
+    assert take(node1, 1) == ["OUT TRANA AFTER"]
 
 
 FP_CODES = ("FPLO", "FPLF", "FPLO", "FPLF")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from sharedq.cqs import CQS, CQSError, CQSReason, Kind, LockToken, make_name
+from sharedq.cqs import CQS, CQSError, CQSReason, Kind, LockToken, Uow, make_name
 from sharedq.ims.definitions import check_name
 from sharedq.ims.errors import IMSReason, ims_error
 
@@ -108,6 +108,7 @@ class _Work:
     code: str
     data: bytes
     token: LockToken | None  # None: local (never in the structure)
+    uow: Uow | None = None
 
 
 class FastPath:
@@ -139,6 +140,7 @@ class FastPath:
         self._lterms: set[str] = set()  # EMHQ LTERMs registered
         self._replies: dict[str, deque[str]] = {}
         self._dead = False  # the IMS died: nothing more reaches the EMHQ from here
+        self._completed: list[Uow] = []  # EMHQ inputs processed while the CQS was down
         #: What it did: inputs local/global, messages processed, DFS2529I sent.
         self.counts = dict.fromkeys(("local", "global", "processed", "abends", "dfs2529i"), 0)
 
@@ -373,7 +375,11 @@ class FastPath:
                 if balg:
                     self._busy[psb] = self._busy.get(psb, 0) + 1
                     return balg.popleft()
-            msg = self._cqs.read(program_ready(psb), kind=Kind.EMHQ)
+            try:
+                msg = self._cqs.read(program_ready(psb), kind=Kind.EMHQ)
+            except CQSError as error:  # the CQS failed: local work only (§6.1)
+                logger.warning("%s: EMHQ read for %s failed: %s", self.imsid, psb, error)
+                msg = None
             if msg is None:
                 with self._lock:
                     self._flag.discard(psb)
@@ -381,7 +387,7 @@ class FastPath:
             lterm, code, data = _split(msg.body)
             with self._lock:
                 self._busy[psb] = self._busy.get(psb, 0) + 1
-            return _Work(lterm, code, data, msg.token)
+            return _Work(lterm, code, data, msg.token, msg.uow)
 
     def _run(self, name: str, psb: str) -> None:
         program = self._programs[psb]
@@ -400,10 +406,38 @@ class FastPath:
                     self.counts["processed"] += 1
                 self._reply(work.lterm, reply)
                 if work.token is not None:
-                    self._cqs.delete(work.token)
+                    self._delete(work)
             finally:
                 with self._lock:
                     self._busy[psb] -= 1
+
+    def _delete(self, work: _Work) -> None:
+        assert work.token is not None
+        try:
+            self._cqs.delete(work.token)
+        except CQSError as error:
+            if error.reason is not CQSReason.NOT_CONNECTED or work.uow is None:
+                raise
+            with self._lock:  # deleted when the IMS reconnects (resync)
+                self._completed.append(work.uow)
+
+    def take_completed(self) -> list[Uow]:
+        """The EMHQ inputs processed while the CQS was down, for the resync."""
+        with self._lock:
+            done, self._completed = self._completed, []
+            return done
+
+    def reconnected(self) -> None:
+        """The CQS is back: register the program ready queues of the PSBs with IFP
+        regions here and the LTERMs registered before, and read what waits there."""
+        with self._lock:
+            psbs, lterms = list(self._local), list(self._lterms)
+        for psb in psbs:
+            if self._cqs.register(program_ready(psb), kind=Kind.EMHQ):
+                self._told_psb(psb)
+        for lterm in lterms:
+            if self._cqs.register(make_name(LTERM_READY, lterm), kind=Kind.EMHQ):
+                self.told(make_name(LTERM_READY, lterm))
 
     def _reply(self, lterm: str, reply: bytes) -> None:
         """The reply to the EMHQ LTERM ready queue; with the CQS failed, straight to

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from sharedq.cqs import CQS, CQSError
+from sharedq.cqs import CQS, CQSError, CQSReason, Uow
 from sharedq.ims import messages, queues
 from sharedq.ims.errors import IMSReason, ims_error
 from sharedq.ims.terminal import Delivered, Terminal
@@ -32,6 +32,7 @@ class Outputs:
         self._in_flight: dict[str, Delivered] = {}
         self._terminals: dict[str, Terminal] = {}  # by node
         self._by_lterm: dict[str, Terminal] = {}
+        self._completed: list[Uow] = []  # acknowledged while the CQS was down
 
     def terminals(self) -> list[Terminal]:
         with self._lock:
@@ -128,5 +129,26 @@ class Outputs:
             del self._in_flight[output.lterm]
         try:
             self._cqs.delete(output.token)
+        except CQSError as error:
+            if error.reason is not CQSReason.NOT_CONNECTED:
+                raise
+            with self._lock:  # deleted when the IMS reconnects (resync)
+                self._completed.append(output.uow)
         finally:
             self.told(output.lterm)
+
+    def take_completed(self) -> list[Uow]:
+        """The outputs acknowledged while the CQS was down (the caller holds the lock)."""
+        done, self._completed = self._completed, []
+        return done
+
+    def reconnected(self) -> None:
+        """The CQS is back and resynchronized: outputs that were in flight went back to
+        their queues (a stale acknowledgement is refused), the LTERMs in session are
+        registered again and their queues read."""
+        with self._lock:
+            self._in_flight.clear()
+            lterms = list(self._by_lterm)
+        for name in lterms:
+            if self._cqs.register(queues.lterm_ready(name)):
+                self.told(name)

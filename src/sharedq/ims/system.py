@@ -34,7 +34,7 @@ from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
 from sharedq.ims.display import QcntRow
 from sharedq.ims.dli import DLI, Destination, Input, Output, Program
 from sharedq.ims.errors import U3303, IMSReason, ims_error
-from sharedq.ims.failure import declare_failed
+from sharedq.ims.failure import Failures
 from sharedq.ims.fastpath import FastPath, FastPathDefinition, IFPProgram
 from sharedq.ims.output import Outputs
 from sharedq.ims.queues import Routed
@@ -48,7 +48,7 @@ logger = logging.getLogger("sharedq.ims")
 RETRY_S = 0.2
 
 
-class IMS(Commands):
+class IMS(Commands, Failures):
     """One IMS system: definitions, programs, its CQS, regions and terminals.
 
     Args:
@@ -105,6 +105,8 @@ class IMS(Commands):
         self._started = False
         self._stopping = False
         self._dead = False  # stop_dead: nothing more reaches the structures from here
+        self._reconnecting = False  # reconnect: nothing scheduled until resynchronized
+        self._completed: list[Uow] = []  # inputs processed while the CQS was down
         self._regions: dict[str, Region] = {}
         self._running: dict[str, int] = {}
         self._work: dict[str, None] = {}  # transactions with work (the SMB flag)
@@ -185,43 +187,6 @@ class IMS(Commands):
             logger.warning("%s: %d committed outputs lost at shutdown", self.imsid, len(lost))
         self.cqs.disconnect()
         self._started = False
-
-    def stop_dead(self) -> None:
-        """Fail as if the IMS's process were killed at this instant (§6.1): its CQS
-        stops dead, its regions abandon their work (no sync point, no backout: the
-        messages they hold stay locked by its CQS on the lock queue), nothing is
-        deregistered, terminals lose their session, and its CQS's connections are
-        marked failed as the system does when a process ends
-        (:mod:`sharedq.ims.failure`).  Its next incarnation, an ``IMS`` made with the
-        same definition, then ``start(restart="emergency")`` or ``"cold"``."""
-        if not self._started:
-            return
-        with self._lock:
-            self._dead = self._stopping = True
-            regions = list(self._regions.values())
-            self._regions.clear()
-            self._pending.clear()
-            self._lock.notify_all()
-        self.cqs.stop_dead()
-        if self.fastpath is not None:
-            self.fastpath.stop_dead()
-        for region in regions:
-            region.abandon()
-        if self._dispatcher is not None:
-            self._dispatcher.join()
-        self._outputs.drop_sessions()
-        structures = [n for p in self.cqs.pairs.values() for n in (p.primary, p.overflow) if n]
-        declare_failed(self._facility, self.cqs.name, structures)
-        self._started = False
-
-    def peer_failed(self, imsid: str) -> int:
-        """Told that ``imsid``, a member of the group, failed (IMS learns it from
-        XCF): its Fast Path PSB table entries are deleted, so this IMS's global tables
-        stop naming it (§1.17).  Its locked messages stay for its restart.  Returns
-        how many entries went."""
-        self._check_started()
-        check_name(imsid, "IMSID")
-        return 0 if self.fastpath is None else self.fastpath.remove_entries(imsid)
 
     @property
     def cold_messages(self) -> list[ColdMessage]:
@@ -348,6 +313,7 @@ class IMS(Commands):
                 or tran.code in self._stopped_trans
                 or tran.psb in self._stopped_psbs
                 or self._stopping
+                or self._reconnecting
                 or (tran.maxrgn and self._running.get(tran.code, 0) >= tran.maxrgn)
             ):
                 return None
@@ -379,6 +345,7 @@ class IMS(Commands):
                 or transaction.psb in self._stopped_psbs
                 or self._stopping
                 or self._dead
+                or self._reconnecting
             ):
                 return None
             self._work.pop(transaction.code, None)
@@ -410,7 +377,11 @@ class IMS(Commands):
             try:
                 self.cqs.delete(held.token)
             except CQSError as error:
-                logger.warning("%s: delete of an input failed: %s", self.imsid, error)
+                if error.reason is CQSReason.NOT_CONNECTED:  # in doubt until reconnect
+                    with self._lock:
+                        self._completed.append(held.uow)
+                else:
+                    logger.warning("%s: delete of an input failed: %s", self.imsid, error)
             self._count("processed")
 
     def _put_output(self, held: Input | None, output: Output, uow: Uow) -> bool:
@@ -515,6 +486,7 @@ class IMS(Commands):
         if (
             tran is None
             or tran.remote
+            or self._reconnecting
             or code in self._stopped_trans
             or tran.psb in self._stopped_psbs
         ):
