@@ -9,6 +9,7 @@ receive and acknowledge their output.
 from sharedq.ims.definitions import Lterm, Program, Region, SystemDefinition, Transaction
 from sharedq.ims.dli import A1, A7, DLI, IOPCB, OK, PCB, QC, QD
 from sharedq.ims.errors import U3303, IMSError, IMSReason, InvalidIMSRequest, ims_error
+from sharedq.ims.eto import Signon, SignonExit, ims_suffix
 from sharedq.ims.fastpath import SPC, FastPath, FastPathDefinition, FPTransaction
 from sharedq.ims.queues import Routed
 from sharedq.ims.system import IMS
@@ -37,8 +38,11 @@ __all__ = [
     "Program",
     "Region",
     "Routed",
+    "Signon",
+    "SignonExit",
     "SystemDefinition",
     "Terminal",
     "Transaction",
     "ims_error",
+    "ims_suffix",
 ]

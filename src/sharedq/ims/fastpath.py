@@ -363,6 +363,19 @@ class FastPath:
             with self._lock:
                 self._lterms.discard(lterm)  # registered when the CQS is back
 
+    def release_lterm(self, lterm: str) -> None:
+        """Deregister the EMHQ LTERM ready queue of ``lterm`` (its terminal logged or
+        signed off); the next Fast Path input from it registers it again."""
+        with self._lock:
+            if lterm not in self._lterms:
+                return
+            self._lterms.discard(lterm)
+        try:
+            self._cqs.deregister(make_name(LTERM_READY, lterm), kind=Kind.EMHQ)
+        except CQSError as error:
+            if error.reason is not CQSReason.NOT_CONNECTED:
+                raise
+
     def _next(self, name: str, psb: str) -> _Work | None:
         while True:
             with self._lock:

@@ -34,6 +34,7 @@ from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
 from sharedq.ims.display import QcntRow
 from sharedq.ims.dli import DLI, Destination, Input, Output, Program
 from sharedq.ims.errors import U3303, IMSReason, ims_error
+from sharedq.ims.eto import ETO
 from sharedq.ims.failure import Failures
 from sharedq.ims.fastpath import FastPath, FastPathDefinition, IFPProgram
 from sharedq.ims.output import Outputs
@@ -48,7 +49,7 @@ logger = logging.getLogger("sharedq.ims")
 RETRY_S = 0.2
 
 
-class IMS(Commands, Failures):
+class IMS(Commands, Failures, ETO):
     """One IMS system: definitions, programs, its CQS, regions and terminals.
 
     Args:
@@ -107,6 +108,7 @@ class IMS(Commands, Failures):
         self._dead = False  # stop_dead: nothing more reaches the structures from here
         self._reconnecting = False  # reconnect: nothing scheduled until resynchronized
         self._completed: list[Uow] = []  # inputs processed while the CQS was down
+        self._dynamic: dict[str, Terminal | None] = {}  # ETO LTERMs signed on here
         self._regions: dict[str, Region] = {}
         self._running: dict[str, int] = {}
         self._work: dict[str, None] = {}  # transactions with work (the SMB flag)
@@ -434,6 +436,9 @@ class IMS(Commands, Failures):
             return Destination(name, True)
         if self.definition.lterm(name) is not None:
             return Destination(name, False)
+        with self._lock:
+            if self._dynamic.get(name) is not None:  # an ETO LTERM signed on here
+                return Destination(name, False)
         return None
 
     def structure_full(self) -> bool:
@@ -539,8 +544,13 @@ class IMS(Commands, Failures):
 
     def logoff(self, terminal: Terminal) -> None:
         """Deregister the terminal's LTERMs; an output not acknowledged goes back to
-        the head of its queue."""
+        the head of its queue.  For a dynamic LTERM this is the signoff: the LTERM
+        goes, and its EMHQ LTERM queue is deregistered too."""
         self._outputs.logoff(terminal)
+        self._signed_off(terminal)
+
+    def _session(self) -> IMS:
+        return self
 
     def acknowledge(self, terminal: Terminal, output: Delivered) -> None:
         """The terminal received ``output``: delete it; send the LTERM's next."""

@@ -54,9 +54,13 @@ class Session(Protocol):
 class Terminal:
     """A node in session with an IMS (made by :meth:`IMS.logon`)."""
 
-    def __init__(self, ims: Session, node: str, lterms: list[Lterm]) -> None:
+    def __init__(
+        self, ims: Session, node: str, lterms: list[Lterm], *, user: str | None = None
+    ) -> None:
         self._ims = ims
         self.node = node
+        #: The user signed on (ETO, :meth:`IMS.signon`); ``None`` for a static terminal.
+        self.user = user
         self.lterms = [lt.name for lt in lterms]
         self._arrived: deque[Delivered] = deque()
         self._ready = threading.Condition()
@@ -89,8 +93,11 @@ class Terminal:
         self._ims.acknowledge(self, output)
 
     def logoff(self) -> None:
-        """End the session: the IMS deregisters the LTERMs."""
+        """End the session (a signoff for a dynamic terminal): the IMS deregisters
+        the LTERMs."""
         self._ims.logoff(self)
+
+    signoff = logoff
 
     def arrive(self, output: Delivered) -> None:
         """The IMS sent ``output`` (the IMS's call)."""
