@@ -22,7 +22,7 @@ from rich.console import Console
 from sharedq.cli.names import named_path, queue_name, server_name, structure_name
 from sharedq.pipeline.errors import PipelineError, PipelineReason, pipeline_error
 from sharedq.pipeline.job import JobContext, JobResult
-from sharedq.pipeline.jobs import capacity, events, print_log, recover, report, stats, track
+from sharedq.pipeline.jobs import capacity, events, ims, print_log, recover, report, stats, track
 from sharedq.pipeline.session import check_master, parse_conf, start_session
 from sharedq.pipeline.sizing import DEFAULT_HEADROOM, check_headroom
 from sharedq.pipeline.sources import find_pairs
@@ -369,6 +369,18 @@ events_command = job_command(
 )
 
 
+ims_command = job_command(
+    "ims",
+    ims.run,
+    click.option(
+        "--emhq",
+        multiple=True,
+        callback=structure_name,
+        help="an EMHQ (Fast Path) structure; repeatable (default: names containing EMHQ)",
+    ),
+)
+
+
 def report_job(
     ctx: JobContext, headroom: float = DEFAULT_HEADROOM, interval: float | None = None
 ) -> JobResult:
@@ -398,6 +410,7 @@ JOB_COMMANDS = (
     stats_command,
     capacity_command,
     events_command,
+    ims_command,
     report_command,
 )
 for _command in JOB_COMMANDS:
