@@ -29,6 +29,7 @@ from sharedq.ims.messages import buffers, decode, make
         (lambda: Transaction("TRANA", 1000, "PGMA"), "message class"),
         (lambda: Transaction("TRANA", 1, "PGMA", maxrgn=-1), "MAXRGN"),
         (lambda: Transaction("TRANA", 1, "PGMA", serial="yes"), "serial"),  # type: ignore[arg-type]
+        (lambda: Transaction("TRANA", 1, "PGMA", response=1), "response"),  # type: ignore[arg-type]
         (lambda: Region("MPR1", ()), "classes"),
         (lambda: Region("MPR1", (1, 2, 3, 4, 5)), "classes"),
         (lambda: Region("MPR1", [1]), "classes"),  # type: ignore[arg-type]

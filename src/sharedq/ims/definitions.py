@@ -54,7 +54,8 @@ class Transaction:
     is ``serial`` (processed only by the IMS that put it, in order) and ``remote``
     (defined here so that it can be entered here, processed elsewhere: this IMS never
     registers interest in it).  ``maxrgn``: at most this many regions of this IMS
-    process it at once (0: no limit)."""
+    process it at once (0: no limit).  ``response``: response mode, the terminal that
+    enters it takes no more input until its reply is delivered (§6.1 "Users")."""
 
     code: str
     message_class: int
@@ -62,12 +63,13 @@ class Transaction:
     serial: bool = False
     remote: bool = False
     maxrgn: int = 0
+    response: bool = False
 
     def __post_init__(self) -> None:
         check_name(self.code, "transaction code")
         _check_class(self.message_class, f"transaction {self.code}")
         check_name(self.psb, f"transaction {self.code}: PSB")
-        for flag in ("serial", "remote"):
+        for flag in ("serial", "remote", "response"):
             if type(getattr(self, flag)) is not bool:
                 raise ims_error(IMSReason.BAD_DEFINITION, f"transaction {self.code}: {flag}")
         if type(self.maxrgn) is not int or not 0 <= self.maxrgn <= 999:

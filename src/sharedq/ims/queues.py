@@ -43,8 +43,10 @@ def resource(queue: bytes) -> str:
 class Routed:
     """Where an input went: ``local`` (lock queue, processed here), ``global`` (the
     transaction ready queue) or ``serial`` (this IMS's serial queue); its unit of work
-    and how many queue buffers it took."""
+    and how many queue buffers it took; ``response``: the transaction is response
+    mode (the terminal is held until the reply comes)."""
 
     routing: Literal["local", "global", "serial"]
     uow: Uow
     buffers: int
+    response: bool = False

@@ -288,14 +288,14 @@ class IMS(Commands, Failures, ETO):
             self._count("local")
             first = Input(code, message, uow, token)
             region.assign(Assignment(tran, self._programs[tran.psb], first))
-            return Routed("local", uow, 1)
+            return Routed("local", uow, 1, tran.response)
         try:
             self.cqs.put(self._queue_of(tran), parts, uow=uow)
         except CQSError as error:
             raise self._rejected(error) from error
         routing: Literal["global", "serial"] = "serial" if tran.serial else "global"
         self._count(routing)
-        return Routed(routing, uow, len(parts))
+        return Routed(routing, uow, len(parts), tran.response)
 
     def _rejected(self, error: CQSError) -> Exception:
         if error.reason is CQSReason.STRUCTURE_FULL:

@@ -65,6 +65,7 @@ class Terminal:
         self._arrived: deque[Delivered] = deque()
         self._ready = threading.Condition()
         self.in_session = True
+        self._awaiting: tuple[str, bytes] | None = None  # response mode: code, origin
 
     def __repr__(self) -> str:
         return f"<Terminal {self.node} on {self._ims.imsid} lterms={self.lterms}>"
@@ -77,7 +78,32 @@ class Terminal:
         source = self.lterms[0] if lterm is None else lterm
         if source not in self.lterms:
             raise ims_error(IMSReason.UNKNOWN_RESOURCE, f"{self.node} has no LTERM {lterm!r}")
-        return self._ims.enter(source, segments, terminal=self)
+        # Held while the IMS routes it, so that a reply cannot arrive before the
+        # terminal knows it waits for one.
+        with self._ready:
+            if self._awaiting is not None:
+                raise ims_error(
+                    IMSReason.RESPONSE_MODE,
+                    f"{self.node} is in response mode: waiting for the reply to "
+                    f"{self._awaiting[0]}",
+                )
+            routed = self._ims.enter(source, segments, terminal=self)
+            if routed.response:
+                code = segments[0] if isinstance(segments[0], str) else segments[0].decode()
+                self._awaiting = (code.split(" ", 1)[0], routed.uow.origin_id)
+            return routed
+
+    @property
+    def response_mode(self) -> bool:
+        """Whether the terminal waits for the reply to a response-mode transaction."""
+        with self._ready:
+            return self._awaiting is not None
+
+    def reset(self) -> None:
+        """The master terminal operator resets the terminal: response mode ends without
+        the reply (which is still delivered when it comes)."""
+        with self._ready:
+            self._awaiting = None
 
     def receive(self, timeout: float | None = None) -> Delivered | None:
         """The next output delivered to this terminal, waiting up to ``timeout``
@@ -103,4 +129,6 @@ class Terminal:
         """The IMS sent ``output`` (the IMS's call)."""
         with self._ready:
             self._arrived.append(output)
+            if self._awaiting is not None and output.uow.origin_id == self._awaiting[1]:
+                self._awaiting = None  # its reply (the same first 16 bytes): unlocked
             self._ready.notify_all()
