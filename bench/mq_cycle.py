@@ -122,6 +122,8 @@ WAIT_MESSAGES = (200, 1_500)
 AGGREGATE_SECONDS = (1.0, 5.0)
 ADMIN = "BENCHADM"
 QUEUE = "BENCH.Q"
+#: The figures ``--parts`` can choose among (all by default).
+PARTS = ("memory", "cycle", "accounting", "batch", "bytes", "wait", "events", "aggregate")
 #: Commands a client sends that run others inside them (their time includes those).
 SCRIPTS = ("fcall", "fcall_ro", "eval", "evalsha", "eval_ro", "evalsha_ro")
 DURABILITY = (
@@ -141,6 +143,11 @@ def _options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--processes", default="1,2,4", help="manager processes for the aggregate (Redis)"
+    )
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"only these figures, comma-separated, of: {','.join(PARTS)}",
     )
 
 
@@ -265,42 +272,31 @@ def fresh_manager(facility: RedisFacility, body_bytes: int, messages: int = 20_0
     return start_manager(facility, body_bytes, messages=messages)
 
 
-def redis_figures(report: Report, url: str, quick: bool, processes: list[int]) -> None:
+def redis_figures(
+    report: Report, url: str, quick: bool, processes: list[int], parts: set[str]
+) -> None:
     n, rounds = REDIS_ROUND[not quick], REDIS_ROUNDS[not quick]
-    report.add("redis_cycles_per_round", n)
-    report.add("redis_path", PATH)
-    ratios: list[tuple[float, float, float]] = []
     with RedisFacility.from_url(url) as facility:
-        for label, size in SIZES.items():
-            ratios.append(redis_size_figures(report, facility, label, b"x" * size, n, rounds))
-        report.add(
-            "redis_ratio_vs_lpush_rpop",
-            min(api for api, _, _ in ratios),
-            "",
-            "target >= 0.55 (smaller of both sizes; baseline: redis-py client API)",
-        )
-        report.add(
-            "redis_ratio_vs_lpush_rpop_same_path",
-            min(lane for _, lane, _ in ratios),
-            "",
-            "baseline over the backend's own connection path",
-        )
-        report.add(
-            "redis_ratio_vs_streams",
-            min(streams for _, _, streams in ratios),
-            "",
-            "target >= 1.0 (smaller of both sizes; XADD, XREADGROUP COUNT 1, XACK)",
-        )
-        report.add("redis_baseline_client", BASELINE_CLIENT)
-        accounting_figures(report, facility)
-        batch_figures(report, facility, BATCH_ROUNDS[not quick])
-        memory_use_figures(report, facility)
-        wait_figures(report, facility, WAIT_MESSAGES[not quick])
-        facility.delete(ADMIN, force=True)
-        mq_events.cycle_figures(report, facility, 1_000 if quick else n, 3 if quick else 6, "redis")
-    mq_events.event_cost_figures(report, url, quick)
+        if "cycle" in parts:
+            cycle_figures(report, facility, n, rounds)
+        if "accounting" in parts:
+            accounting_figures(report, facility)
+        if "batch" in parts:
+            batch_figures(report, facility, BATCH_ROUNDS[not quick])
+        if "bytes" in parts:
+            memory_use_figures(report, facility)
+        if "wait" in parts:
+            wait_figures(report, facility, WAIT_MESSAGES[not quick])
+        if facility.exists(ADMIN):
+            facility.delete(ADMIN, force=True)
+        if "events" in parts:
+            mq_events.cycle_figures(
+                report, facility, 1_000 if quick else n, 3 if quick else 6, "redis"
+            )
+    if "events" in parts:
+        mq_events.event_cost_figures(report, url, quick)
     seconds = AGGREGATE_SECONDS[not quick]
-    for count in processes:
+    for count in processes if "aggregate" in parts else []:
         plural = "manager" if count == 1 else "managers"
         report.add(
             f"redis_aggregate_cycles_per_s_{count}_{plural}",
@@ -308,6 +304,35 @@ def redis_figures(report: Report, url: str, quick: bool, processes: list[int]) -
             "cycles/s",
             f"{count} {plural} in processes of their own, one shared queue, 100-byte bodies",
         )
+
+
+def cycle_figures(report: Report, facility: RedisFacility, n: int, rounds: int) -> None:
+    """The single cycle against LPUSH+RPOP and Streams, with both body sizes."""
+    report.add("redis_cycles_per_round", n)
+    report.add("redis_path", PATH)
+    ratios = [
+        redis_size_figures(report, facility, label, b"x" * size, n, rounds)
+        for label, size in SIZES.items()
+    ]
+    report.add(
+        "redis_ratio_vs_lpush_rpop",
+        min(api for api, _, _ in ratios),
+        "",
+        "target >= 0.55 (smaller of both sizes; baseline: redis-py client API)",
+    )
+    report.add(
+        "redis_ratio_vs_lpush_rpop_same_path",
+        min(lane for _, lane, _ in ratios),
+        "",
+        "baseline over the backend's own connection path",
+    )
+    report.add(
+        "redis_ratio_vs_streams",
+        min(streams for _, _, streams in ratios),
+        "",
+        "target >= 1.0 (smaller of both sizes; XADD, XREADGROUP COUNT 1, XACK)",
+    )
+    report.add("redis_baseline_client", BASELINE_CLIENT)
 
 
 def streams_cycler(public: Any, body: bytes, key: str) -> Callable[[int], None]:
@@ -687,11 +712,16 @@ def main() -> None:
     report = Report("sharedq.mq message cycle", args.quick)
     # Quick: one round of persist-queue (its 4 KiB rounds take seconds each) and half
     # the paired turns of the events figures; every key is still reported.
-    memory_figures(report, QUICK_ROUND if args.quick else ROUND, 1 if args.quick else 5)
-    mq_events.memory_figures(report, 2_000 if args.quick else ROUND, 3 if args.quick else 6)
+    parts = {p for p in args.parts.split(",") if p}
+    if parts - set(PARTS):
+        raise SystemExit(f"unknown parts: {', '.join(sorted(parts - set(PARTS)))}")
+    if "memory" in parts:
+        memory_figures(report, QUICK_ROUND if args.quick else ROUND, 1 if args.quick else 5)
+    if "events" in parts:
+        mq_events.memory_figures(report, 2_000 if args.quick else ROUND, 3 if args.quick else 6)
     counts = [int(c) for c in args.processes.split(",") if c]
     with redis_url(args.redis) as url:
-        redis_figures(report, url, args.quick, counts)
+        redis_figures(report, url, args.quick, counts, parts)
     report.emit(args.json)
 
 

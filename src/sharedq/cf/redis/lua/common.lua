@@ -20,6 +20,7 @@ local ARGV, UID, TOKEN, REQ, RETRY
 local touched, monitors              -- monitor evaluation (see notify)
 local cow                            -- snapshots being read (see keep_old)
 local snapping                       -- the meta hash's 'xa' as open() read it (snapshots)
+local checking                       -- a new entry's id while its checks run (see fail)
 
 -- Literals, not string.rep: Redis 7.0 runs a library's top level without the string
 -- library.
@@ -81,7 +82,7 @@ local function begin(keys, args)
   -- The tables of the call before are reused when it left them empty (nearly always).
   if touched == nil or #touched > 0 then touched = {} end
   if monitors == nil or next(monitors) ~= nil then monitors = {} end
-  cow, snapping = nil, nil
+  cow, snapping, checking = nil, nil, nil
 end
 
 -- The structure's name, for messages.
@@ -99,12 +100,19 @@ local function err_text(code, detail, ctx)
   return 'SQ' .. code .. ' ' .. (ctx or '-') .. ' ' .. detail
 end
 
-local function fail(code, detail, ctx)
-  error({err = err_text(code, detail, ctx)})
-end
-
 local function hex(s)
   return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+
+local function fail(code, detail, ctx)
+  local id = checking
+  if id then
+    checking = nil
+    if redis.call('HEXISTS', E, id) == 1 then
+      code, detail, ctx = ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use', nil
+    end
+  end
+  error({err = err_text(code, detail, ctx)})
 end
 
 -- n (an integer below 2^53) as width (at most 8) big-endian bytes.
@@ -534,10 +542,7 @@ end
 -- A new entry may be written (write, write_rekey): its id is free, the conditions hold
 -- (locks from ARGV[first_lock]; flag 4: the list's authority as the spec expects), its
 -- list is below its limit (flag 2 ignores it) and the structure has room.
-local function check_new_entry(spec, list, flags, elements, id, c, l, first_lock)
-  if id ~= '' and redis.call('HEXISTS', E, id) == 1 then
-    fail(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use')
-  end
+local function check_new_entry_room(spec, list, flags, elements, c, l, first_lock)
   if bit.band(flags, 4) ~= 0 then
     check_conditions(first_lock, #ARGV, list, from_be(string.sub(spec, 29, 36)),
       l[LIST_AUTHORITY])
@@ -556,15 +561,22 @@ local function check_new_entry(spec, list, flags, elements, id, c, l, first_lock
   end
 end
 
--- Store a new entry's record.  A generated id is new unless a caller chose one of that
--- shape: HSETNX checks that and, when it holds, is the first write.
-local function store_new_entry(id, r, generated)
-  if generated then
-    if redis.call('HSETNX', E, id, r) == 0 then
-      fail(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use')
-    end
-  else
-    redis.call('HSET', E, id, r)
+-- The id's check costs no command of its own when the rest holds: store_new_entry's
+-- HSETNX, the request's first write, makes it.  Only when another check fails is the id
+-- looked up first (fail() does, while checking is set), so that a request failing twice
+-- reports what the memory backend reports (the id first).
+local function check_new_entry(spec, list, flags, elements, id, c, l, first_lock)
+  if id ~= '' then checking = id end
+  check_new_entry_room(spec, list, flags, elements, c, l, first_lock)
+  checking = nil
+end
+
+-- Store a new entry's record, as the request's first write: HSETNX fails the request,
+-- with nothing written, when the id is in use (a caller's id, or a generated one that
+-- a caller chose earlier).
+local function store_new_entry(id, r)
+  if redis.call('HSETNX', E, id, r) == 0 then
+    fail(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use')
   end
 end
 

@@ -12,11 +12,10 @@ local raw_c, raw_l = open('c', lfield(list))
 local c, l = counters(raw_c), controls(raw_l)
 check_new_entry(spec, list, flags, elements, id, c, l, 4)
 local seq = c[SEQ] + 1
-local generated = id == ''
-if generated then id = '\0\0\0\0' .. be(seq, 8) end
+if id == '' then id = '\0\0\0\0' .. be(seq, 8) end
 local r = make_rec(id, list, key, ordinal(seq, bit.band(flags, 1) ~= 0), version, elements,
   adjunct, skey, inline_part(elements, ARGV[3]))
-store_new_entry(id, r, generated)
+store_new_entry(id, r)
 store_apart(id, elements, ARGV[3])
 c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] + 1, c[ELEMENTS] + elements
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements

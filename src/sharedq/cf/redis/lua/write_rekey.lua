@@ -12,8 +12,7 @@ local raw_c, raw_l = open('c', lfield(list))
 local c, l = counters(raw_c), controls(raw_l)
 check_new_entry(spec, list, flags, elements, id, c, l, 5)
 local seq = c[SEQ] + 1
-local generated = id == ''
-if generated then id = '\0\0\0\0' .. be(seq, 8) end
+if id == '' then id = '\0\0\0\0' .. be(seq, 8) end
 -- The entry as moved is made from the request directly (the written one only when a
 -- monitor must see it): one record of the data's length made, not two.
 local inline = inline_part(elements, ARGV[3])
@@ -28,7 +27,7 @@ end
 local moved = make_rec(id, list, o.key, ordinal(seq + 1, false), new_ver, elements, adjunct,
   new_skey or '', inline)
 -- Only the entry as moved is stored: nobody sees the written one but the monitors.
-store_new_entry(id, moved, generated)
+store_new_entry(id, moved)
 store_apart(id, elements, ARGV[3])
 c[SEQ], c[ENTRIES], c[ELEMENTS] = seq + 1, c[ENTRIES] + 1, c[ELEMENTS] + elements
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
