@@ -19,6 +19,7 @@ from rich.console import Console
 
 from sharedq.cf import open_facility
 from sharedq.demo.group import create_structures
+from sharedq.demo.ims_group import create_ims_structures
 from sharedq.demo.run import (
     SUMMARY_JOBS,
     DemoOptions,
@@ -72,6 +73,24 @@ def _check(outcome_output: Path, options: DemoOptions) -> tuple[DemoOutcome, str
     assert events == [("high", "BURSTS", "QM1", 16), ("low", "BURSTS", "QM1", 4)]
     assert all("QM1" in g["managers"] and g["messages"] >= 2 for g in summary.events)
     assert "queue depth events (from the log)" in text
+    # The IMS group: an IMS killed with messages on its lock queue, its emergency
+    # restart requeued them, and every input was answered exactly once; the ledger,
+    # the log (read by the ims job) and the structures agree.
+    ims = outcome.ims
+    assert ims is not None and outcome.ims_summary is not None
+    assert ims.requeued == ims.locked_at_kill > 0
+    assert ims.delivered == ims.entered > 0 and ims.duplicates == 0 and ims.balanced
+    assert outcome.ims_nothing_lost
+    assert {r["cqs"] for r in outcome.ims_summary.work} == {"CQSIMSA", "CQSIMSB", "CQSIMSC"}
+    _in_order(
+        text,
+        "IMS group (IMSA, IMSB, IMSC)",
+        f"its emergency restart requeued {ims.requeued}",
+        "nothing lost",
+        "IMS group: inputs per IMS",
+        "IMS group: balance sheet",
+        "IMS: nothing lost",
+    )
     # Nothing the operator must act on happened, and Spark said nothing either.
     for noise in ("WARNING", "WARN ", "log4j", "incubator", "setLogLevel"):
         assert noise not in text
@@ -113,6 +132,7 @@ def test_the_demo_balances_on_the_embedded_default(spark: SparkSession, tmp_path
         "work.png",
         "usage.png",
         "events.png",
+        "ims.png",
     }
 
 
@@ -146,7 +166,7 @@ def test_the_demo_balances_with_managers_in_processes_on_redis(
         f"QM3 was killed (SIGKILL) inside a unit of work, with {puts} put",
         f"QM1 declared it failed and recovered its units: {report.puts_deleted} uncommitted",
         "then both structures were destroyed",
-        "structures DEMOADMIN and DEMOAPP deleted from",
+        "structures DEMOADMIN, DEMOAPP, DEMOMSGQ and DEMOEMHQ deleted from",
         "nothing lost",
     )
     # The structures are gone from the server; --short ran only the jobs it prints.
@@ -157,15 +177,18 @@ def test_the_demo_balances_with_managers_in_processes_on_redis(
         "latency.png",
         "work.png",
         "events.png",
+        "ims.png",
     }
 
 
 def test_kept_structures_are_deleted_as_the_demo_says(redis_server: RedisServer) -> None:
-    """``--keep`` leaves the structures and prints a line of Python that deletes them."""
+    """``--keep`` leaves the structures (the IMS group's too) and prints a line of Python
+    that deletes them."""
     redis_server.flush()
     facility = open_facility(redis_server.url)
     try:
         create_structures(facility, messages=100)
+        create_ims_structures(facility, messages=100)
     finally:
         facility.close()
     assert redis_server.command("KEYS", "*") != []

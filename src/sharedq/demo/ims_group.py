@@ -24,6 +24,7 @@ from typing import Any
 
 from sharedq.cf import CouplingFacility
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
+from sharedq.clock import retry_until
 from sharedq.cqs import LIST_COUNT, Private, structure_params
 from sharedq.demo.ims_workload import (
     QUEUE_BUFFER,
@@ -231,11 +232,13 @@ def run_ims_group(
         tell(f"IMS: {VICTIM} killed with work in progress")
         victim, (t1, t2) = systems[VICTIM], terminals[VICTIM]
         held = _hold(victim, t1, ledger, holder)
-        _reply_waiting(systems, victim, t2, ledger)
+        in_flight = _reply_waiting(systems, victim, t2, ledger)
         victim.stop_dead()
         holder.release.set()
         holder.wait_done(held)
-        locked = count_entries(facility, MSGQ)["lock"]
+        # The others may still be deleting an input they answered: wait until only
+        # what the victim left is on the lock queue.
+        locked = _locked_at_most(facility, held + in_flight)
         tell("IMS: the others work on")
         others = {k: v for k, v in systems.items() if k != VICTIM}
         run_terminals(_work(others, terminals, rng, max(1, batches // 2)), ledger)
@@ -285,23 +288,33 @@ def _hold(victim: IMS, terminal: Terminal, ledger: Ledger, holder: Holder) -> in
     return holder.wait_held(CLASS1_REGIONS)
 
 
-def _reply_waiting(
-    systems: dict[str, IMS], victim: IMS, terminal: Terminal, ledger: Ledger
-) -> None:
+def _locked_at_most(facility: CouplingFacility, limit: int) -> int:
+    """The MSGQ's lock queue entries, once they are no more than ``limit`` (or after
+    5 s, whatever they are)."""
+
+    def attempt() -> tuple[int] | None:
+        count = count_entries(facility, MSGQ)["lock"]
+        return (count,) if count <= limit else None
+
+    found = retry_until(attempt, timeout_s=5.0, first_pause_s=0.005, longest_pause_s=0.05)
+    return found[0] if found else count_entries(facility, MSGQ)["lock"]
+
+
+def _reply_waiting(systems: dict[str, IMS], victim: IMS, terminal: Terminal, ledger: Ledger) -> int:
     """Inputs at the victim whose regions are busy: global, processed by the others;
-    their replies wait for the victim's terminal, the first in flight to it."""
+    their replies wait for the victim's terminal, the first in flight to it (returns 1
+    when it came, else 0)."""
     others = [ims for imsid, ims in systems.items() if imsid != victim.imsid]
     before = sum(ims.counts["processed"] for ims in others)
     full, _ = enter_batch(victim, terminal, ["ff"] * WAITING_REPLIES, ledger)
-    from sharedq.clock import retry_until
-
     retry_until(
         lambda: sum(ims.counts["processed"] for ims in others) >= before + len(full),
         timeout_s=20.0,
         first_pause_s=0.005,
         longest_pause_s=0.05,
     )
-    terminal.receive(20.0)  # sent to the terminal, never acknowledged: in flight
+    # sent to the terminal, never acknowledged: in flight when the victim dies
+    return 0 if terminal.receive(20.0) is None else 1
 
 
 def _add(counts: dict[str, dict[str, int]], ims: IMS) -> None:

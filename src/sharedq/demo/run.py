@@ -7,9 +7,13 @@
 3. both structures are destroyed; the managers reconnect and the structures are
    rebuilt from the SRDS and the log; then the demo deletes its structures (on a
    shared Redis server too), unless told to keep them;
-4. the Spark pipeline reads the log and the SRDS and writes its tables, charts and
+4. an IMS shared-queues group (:mod:`sharedq.demo.ims_group`): three IMSs with their
+   CQSs on structures of their own, terminals entering full-function, Fast Path and
+   serial work, one IMS killed with work in progress and emergency-restarted;
+5. the Spark pipeline reads the logs and the SRDS and writes its tables, charts and
    report; the demo prints the work per manager, latency percentiles and the balance
-   sheet, which must show nothing lost.
+   sheet, and the IMS group's work per IMS, local vs global share, latency and
+   balance sheet, which must show nothing lost.
 """
 
 from __future__ import annotations
@@ -37,6 +41,20 @@ from sharedq.demo.group import (
     depths,
     destroy_structures,
     start_manager,
+)
+from sharedq.demo.ims_group import (
+    IMS_STRUCTURES,
+    IMSGroupResult,
+    destroy_ims_structures,
+    run_ims_group,
+)
+from sharedq.demo.ims_summary import (
+    IMSSummary,
+    ims_nothing_lost,
+    print_ims_summary,
+    read_ims_summary,
+    run_ims_job,
+    tell_ims_group,
 )
 from sharedq.demo.summary import DemoSummary, print_summary, read_summary
 from sharedq.demo.workload import (
@@ -89,15 +107,22 @@ class DemoOutcome:
     timings: dict[str, float] = field(default_factory=dict)
     #: Whether the demo deleted its structures at the end (``False`` with ``keep``).
     structures_deleted: bool = False
+    #: The IMS group: what it did and counted, and what the pipeline found in its log.
+    ims: IMSGroupResult | None = None
+    ims_summary: IMSSummary | None = None
+
+    @property
+    def ims_nothing_lost(self) -> bool:
+        """Every IMS input answered exactly once; the ledger, the log and the structures agree."""
+        if self.ims is None or self.ims_summary is None:
+            return False
+        return ims_nothing_lost(self.ims, self.ims_summary)
 
     @property
     def nothing_lost(self) -> bool:
-        """Recovery kept every message, and the log accounts for every message put."""
-        return (
-            self.depth_before_loss == self.depth_after_recovery
-            and self.summary.balanced
-            and self.summary.still_queued == sum(self.depth_after_recovery.values())
-        )
+        """Recovery kept every message, the log accounts for every message put, and the
+        IMS group answered every input exactly once."""
+        return _mq_nothing_lost(self) and self.ims_nothing_lost
 
 
 def run_demo(options: DemoOptions, console: Console | None = None) -> DemoOutcome:
@@ -152,17 +177,30 @@ def _run(options: DemoOptions, console: Console) -> DemoOutcome:
         for qm in peer:
             qm.close()
         _tell_structure_loss(console, workload, peer[0].name, before, after, plan)
+        began = time.perf_counter()
+        with console.status("IMS group") as status:
+            ims = run_ims_group(
+                facility,
+                options.output,
+                batches=ims_batches(options.rounds),
+                seed=options.seed,
+                on_phase=status.update,
+            )
+        timings["ims_seconds"] = time.perf_counter() - began
+        tell_ims_group(console, ims)
         if not options.keep:
             destroy_structures(facility)
+            destroy_ims_structures(facility)
             deleted = True
         _tell_structures_left(console, options)
     finally:
         if not options.keep and not deleted:  # a demo that failed cleans up too
             with contextlib.suppress(Exception):
                 destroy_structures(facility)
+            destroy_ims_structures(facility)
         facility.close()
     began = time.perf_counter()
-    report_path, jvm = _pipeline(options, layout, console)
+    report_path, jvm = _pipeline(options, layout, console, ims_log=options.output)
     timings["pipeline_seconds"] = time.perf_counter() - began
     timings["jvm_startup_seconds"] = jvm
     console.print(
@@ -171,9 +209,20 @@ def _run(options: DemoOptions, console: Console) -> DemoOutcome:
     )
     summary = read_summary(layout.pipeline)
     outcome = DemoOutcome(
-        workload, before, after, expired, summary, report_path, timings, structures_deleted=deleted
+        workload,
+        before,
+        after,
+        expired,
+        summary,
+        report_path,
+        timings,
+        structures_deleted=deleted,
+        ims=ims,
+        ims_summary=read_ims_summary(layout.pipeline),
     )
-    print_summary(console, outcome.summary, after, outcome.nothing_lost, plan.checkpoint_at())
+    print_summary(console, outcome.summary, after, _mq_nothing_lost(outcome), plan.checkpoint_at())
+    assert outcome.ims_summary is not None
+    print_ims_summary(console, ims, outcome.ims_summary, outcome.ims_nothing_lost)
     console.print(f"report: [bold]{escape(str(report_path))}[/bold]")
     return outcome
 
@@ -231,17 +280,41 @@ def _processes(
     return result, [peer]
 
 
-def _pipeline(options: DemoOptions, layout: GroupLayout, console: Console) -> tuple[Path, float]:
+def ims_batches(rounds: int) -> int:
+    """Batches of three inputs each IMS terminal enters: 10 for the default 300 rounds,
+    3 for ``--short``."""
+    return max(3, rounds // 30)
+
+
+def _mq_nothing_lost(outcome: DemoOutcome) -> bool:
+    """The queue-sharing group's part of :attr:`DemoOutcome.nothing_lost`."""
+    return (
+        outcome.depth_before_loss == outcome.depth_after_recovery
+        and outcome.summary.balanced
+        and outcome.summary.still_queued == sum(outcome.depth_after_recovery.values())
+    )
+
+
+def _pipeline(
+    options: DemoOptions, layout: GroupLayout, console: Console, ims_log: Path
+) -> tuple[Path, float]:
     from sharedq.pipeline.job import JobContext
     from sharedq.pipeline.jobs import report
     from sharedq.pipeline.session import start_session
 
     with console.status("starting Spark") as status:
         started = start_session(options.master, {"spark.sql.shuffle.partitions": "4"})
+        # The IMS group's log first: its context is released before the report's
+        # stages the MQ group's log in the same scratch directory.
+        section, chart = run_ims_job(
+            started.spark, ims_log, layout.pipeline, lambda s: status.update(s)
+        )
         ctx = JobContext.open(
             started.spark, layout.recovery, layout.pipeline, step=lambda s: status.update(s)
         )
-        result = report.run_all(ctx, jobs=options.jobs)
+        result = report.run_all(
+            ctx, jobs=options.jobs, extra_sections=[section], extra_charts=[chart]
+        )
     for job, error in sorted(result.errors.items()):
         console.print(f"[bold red]pipeline job {job} failed[/bold red]: {escape(error)}")
     if result.errors or result.html is None:
@@ -303,7 +376,8 @@ def _tell_structures_left(console: Console, options: DemoOptions) -> None:
     """Say what became of the structures on a server (in memory they go with the process)."""
     if not options.in_processes:
         return
-    names = " and ".join(STRUCTURES)
+    every = (*STRUCTURES, *IMS_STRUCTURES)
+    names = ", ".join(every[:-1]) + " and " + every[-1]
     where = redact_url(options.backend)
     if not options.keep:
         console.print(f"structures {names} deleted from {escape(where)} (--keep keeps them)")
@@ -321,7 +395,7 @@ def delete_structures_code(url: str) -> str:
     """Python that deletes the demo's structures from the server at ``url``."""
     return (
         f"from sharedq.cf import open_facility; f = open_facility({url!r}); "
-        f"[f.delete(n, force=True) for n in {STRUCTURES!r}]"
+        f"[f.delete(n, force=True) for n in {(*STRUCTURES, *IMS_STRUCTURES)!r}]"
     )
 
 

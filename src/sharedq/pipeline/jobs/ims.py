@@ -11,7 +11,10 @@ records are read: :mod:`sharedq.pipeline.transforms.ims`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from sharedq.pipeline.job import JobContext, JobResult, write_table
 from sharedq.pipeline.transforms.ims import (
@@ -38,19 +41,21 @@ def run(ctx: JobContext, *, emhq: tuple[str, ...] = (), **_: Any) -> JobResult:
     shares = input_shares(reqs)
     tables["inputs"] = write_table(shares, out / "inputs")
     ctx.step("ims: latency")
-    lat = input_latency(reqs).cache()
+    lat = input_latency(reqs)
     tables["latency"] = write_table(lat, out / "latency")
     pct = latency_percentiles(lat)
     tables["latency_pct"] = write_table(pct, out / "latency_pct")
     ctx.step("ims: balance")
     sheet = balance(reqs)
     tables["balance"] = write_table(sheet, out / "balance")
-    work_rows = [r.asDict() for r in work.orderBy("cqs").collect()]
-    share_rows = [r.asDict() for r in shares.orderBy("cqs").collect()]
-    pct_rows = [r.asDict() for r in pct.orderBy("scope", "name").collect()]
-    sheet_rows = [r.asDict() for r in sheet.orderBy("kind", "queue_type", "queue").collect()]
-    unanswered = lat.where(lat.latency_ms.isNull()).count()
-    lat.unpersist()
+    # The tables are small (a row per IMS, queue type or scope): read back from the
+    # files, not collected through Spark again.
+    work_rows = _rows(out / "work", "cqs")
+    share_rows = _rows(out / "inputs", "cqs")
+    pct_rows = _rows(out / "latency_pct", "scope", "name")
+    sheet_rows = _rows(out / "balance", "kind", "queue_type", "queue")
+    answered = pq.read_table(out / "latency", columns=["latency_ms"]).column(0)
+    unanswered = answered.null_count
     reqs.unpersist()
     total = {
         c: sum(int(r[c] or 0) for r in sheet_rows)
@@ -106,6 +111,11 @@ def _summary(
     ok = all(bool(r["balanced"]) for r in sheet)
     lines.append("balance: " + ("OK" if ok else "DOES NOT BALANCE"))
     return "\n".join(lines)
+
+
+def _rows(path: Path, *order: str) -> list[dict[str, Any]]:
+    rows = pq.read_table(path).to_pylist()
+    return sorted(rows, key=lambda r: tuple((r[k] is not None, r[k]) for k in order))
 
 
 def _ms(value: float | None) -> str:

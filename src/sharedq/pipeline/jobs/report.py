@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -96,12 +96,16 @@ def run_all(
     interval: float | None = None,
     title: str = "sharedq pipeline report",
     jobs: Collection[str] | None = None,
+    extra_sections: Sequence[Section] = (),
+    extra_charts: Sequence[Chart] = (),
 ) -> ReportResult:
     """Run every job on ``ctx`` (one cached log), draw the charts, write ``report.html``.
 
     ``jobs`` names the ones to run (default: all of :data:`JOBS`); the charts and
-    sections of the others are left out of the page.  For the demo and tests, in
-    process; the command goes through :func:`run`.
+    sections of the others are left out of the page.  ``extra_sections`` and
+    ``extra_charts`` (a job run on another input, as the demo's IMS group) are added
+    to the page after the jobs' own.  For the demo and tests, in process; the command
+    goes through :func:`run`.
     """
     import time
 
@@ -150,6 +154,7 @@ def run_all(
         )
         for job, _ in chosen
     ]
+    sections += list(extra_sections)
     captions = {
         "depth": "messages on each queue at the end of each interval (stats/queues)",
         "latency": "put-to-get and put-to-commit times of every message (track/messages)",
@@ -165,6 +170,7 @@ def run_all(
         Chart(titles.get(name, name.capitalize()), path, captions[name])
         for name, path in report.charts.items()
     ]
+    chart_list += list(extra_charts)
     source = ", ".join(str(p.log.parent) for p in ctx.pairs)
     report.html = write_report(
         ctx.output / "report.html", title, sections, chart_list, source=source
