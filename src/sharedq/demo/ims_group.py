@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,13 +205,16 @@ def run_ims_group(
     log_config: LogConfig = IMS_LOG,
     on_phase: Callable[[str], None] | None = None,
 ) -> IMSGroupResult:
-    """Run the IMS group's story on ``facility`` (structures made and, at the end,
-    left empty); the log under :func:`ims_recovery` ``(output)``."""
+    """Run the IMS group's story on ``facility`` (structures made afresh and, at the
+    end, left empty); the log under :func:`ims_recovery` ``(output)``, emptied first."""
     import time
 
     began = time.perf_counter()
     tell = on_phase or (lambda _: None)
-    recovery = RecoverySettings(ims_recovery(output), poll_seconds=0.1, log_config=log_config)
+    root = ims_recovery(output)
+    if root.exists():  # an old run's log would be recovered into the new structures
+        shutil.rmtree(root)
+    recovery = RecoverySettings(root, poll_seconds=0.1, log_config=log_config)
     create_ims_structures(facility)
     rng = random.Random(seed)
     ledger = Ledger()
