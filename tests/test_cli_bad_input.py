@@ -31,7 +31,7 @@ from sharedq.recovery import RecoverySettings
 from sharedq.testing.redis_server import RedisServer
 
 SHAREDQ = Path(sys.executable).with_name("sharedq")
-JOBS = ("capacity", "print", "recover", "report", "stats", "track")
+JOBS = ("capacity", "ims", "print", "recover", "report", "stats", "track")
 SECRET = "Cli-s3cret-pw"
 WRONG = "Wr0ng-cli-pw"
 
@@ -198,6 +198,7 @@ def _cases() -> Iterator[tuple[str, list[str], int, tuple[str, ...]]]:
     yield "capacity headroom", ["pipeline", "capacity", *good, "--headroom", "-1"], 1, ("-1",)
     yield "report headroom", ["pipeline", "report", *good, "--headroom", "nan"], 1, ("nan",)
     yield "report interval", ["pipeline", "report", *good, "--interval", "0"], 1, ("--interval",)
+    yield "ims emhq", ["pipeline", "ims", *good, "--emhq", "bad name"], 2, ("--emhq",)
     yield "stats interval", ["pipeline", "stats", *good, "--interval", "-1"], 1, ("--interval",)
     yield "stats interval nan", ["pipeline", "stats", *good, "--interval", "nan"], 1, ("nan",)
     yield "recover time", ["pipeline", "recover", *good, "--at-time", "garbage"], 2, ("ISO",)
