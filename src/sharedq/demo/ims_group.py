@@ -52,6 +52,7 @@ from sharedq.ims import (
     Terminal,
     Transaction,
 )
+from sharedq.ims.restart import Restart
 from sharedq.log import LogConfig
 from sharedq.recovery import RecoverySettings
 
@@ -161,7 +162,7 @@ def start_ims(
     recovery: RecoverySettings,
     *,
     pgmff: Any = None,
-    restart: str = "normal",
+    restart: Restart = "normal",
 ) -> IMS:
     programs = {"PGMFF": pgmff or echo, "PGMSW": switch, "PGMFB": echo, "PGMSER": echo}
     ims = IMS(
@@ -174,7 +175,7 @@ def start_ims(
         fastpath=FAST_PATH,
         ifp_programs={"IFPLF": ifp, "IFPGO": ifp},
     )
-    return ims.start(restart=restart)  # type: ignore[arg-type]
+    return ims.start(restart=restart)
 
 
 def count_entries(facility: CouplingFacility, structure: str) -> dict[str, int]:
