@@ -13,7 +13,7 @@ from typing import Any
 from sharedq.cf import ListStructure, StructureParams
 from sharedq.cf.memory import MemoryFacility
 from sharedq.log import LogConfig, LogStream, RecordType
-from sharedq.log.codec import FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES
+from sharedq.log.codec import FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES, preallocated
 from sharedq.testing import ManualClock
 
 from . import procs
@@ -101,13 +101,17 @@ def fill(stream: LogStream, writer: str, count: int, first_seq: int, step: int =
 
 
 def frames(buf: bytes) -> list[tuple[int, int]]:
-    """``(start, end)`` of each frame of a sound segment."""
+    """``(start, end)`` of each frame of a sound segment (up to the room a writer that
+    did not close it had allocated ahead: zeros to the end)."""
     found, pos = [], SEGMENT_HEADER_BYTES
+    room = preallocated(buf)
     while pos < len(buf):
+        if room and not any(buf[pos:]):
+            break
         end = pos + FRAME_HEADER_BYTES + int.from_bytes(buf[pos : pos + 4], "little")
         found.append((pos, end))
         pos = end
-    assert pos == len(buf)
+    assert pos == len(buf) or (room and not any(buf[pos:]))
     return found
 
 

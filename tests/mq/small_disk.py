@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from sharedq.log import LogStream, LogWriter, RecordType
+from sharedq.log.segment import read_segment
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 #: The tmpfs's size: room for the logs of a test, and quick to fill.
@@ -80,17 +81,29 @@ def open_segment(stream: LogStream, writer: LogWriter) -> Path:
     return segments[-1][1]
 
 
+def _end(path: Path) -> int:
+    """Where the writer's next frame goes: the end of the file, or of the frames of a
+    segment with room allocated ahead (``sharedq.log.segment``)."""
+    contents = read_segment(path)
+    return contents.good_end if contents.preallocated else path.stat().st_size
+
+
 def align(stream: LogStream, writer: LogWriter) -> None:
-    """Append a record that makes the writer's open segment end at a page boundary."""
+    """Append a record that makes the writer's open segment end at a page boundary.
+
+    A segment with room allocated ahead is then cut there, as if the writer had used
+    up its room: the disk filled next, its next frame needs a page it does not have."""
     path = open_segment(stream, writer)
     for _ in range(8):
-        size = path.stat().st_size
+        size = _end(path)
         if size % PAGE == 0:
+            if read_segment(path).preallocated:
+                os.truncate(path, size)
             return
         probe = 300
         writer.log_event(RecordType.STATISTICS, payload=bytes(probe))
-        overhead = path.stat().st_size - size - probe
-        size = path.stat().st_size
+        overhead = _end(path) - size - probe
+        size = _end(path)
         gap = -size % PAGE
         while gap - overhead < 256:  # a payload of 256 bytes up keeps its overhead
             gap += PAGE

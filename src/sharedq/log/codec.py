@@ -15,6 +15,17 @@ zero-filled and bit-flipped frames, and a corrupt length as well, since a wrong 
 frames the wrong bytes and their checksum fails.  A msgpack array (not a map) keeps
 bodies small and decodes straight into the record tuple.
 
+Preallocated segments.  A writer creates its open segment with room allocated ahead
+(``posix_fallocate``, :mod:`sharedq.log.segment`) and writes frames in place, so that a
+sync has only data to make durable, not the file's new size.  Such a segment says so
+in its header (the three reserved bytes are :data:`PREALLOCATED_MARK`), and the zeros
+after its last frame are unwritten room, not damage: reading ends at a run of zeros
+that goes to the end of the file.  Nothing else changes: zeros followed by anything
+that is not zero, a torn frame before the zeros, and every damage in the middle are
+reported exactly as in a segment without the mark.  The writer cuts the room off and
+clears the mark when it closes the segment, so a closed segment reads as before, and
+zeros at its end are damage.
+
 Damage does not end the reading.  A frame that is not whole and sound is reported
 (where and why) and skipped: the reader looks for the next sound frame after it
 (:func:`resync`: the next offset where a frame's length, CRC-32C and record all
@@ -26,6 +37,7 @@ records are then missing is told by their lsns (``continuity.py``), not here.
 from __future__ import annotations
 
 import gc
+import re
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,12 +55,17 @@ SEGMENT_MAGIC = b"SQLG"
 SEGMENT_HEADER = SEGMENT_MAGIC + bytes([SCHEMA_VERSION]) + bytes(3)
 #: Bytes of the segment header.
 SEGMENT_HEADER_BYTES = len(SEGMENT_HEADER)
+#: The reserved bytes of the header of a segment written into preallocated room.
+PREALLOCATED_MARK = b"PRE"
+#: Header of a segment a writer has open with room allocated ahead (see above).
+PREALLOCATED_HEADER = SEGMENT_MAGIC + bytes([SCHEMA_VERSION]) + PREALLOCATED_MARK
 #: Bytes of a frame header: length and checksum.
 FRAME_HEADER_BYTES = 8
 #: The largest body accepted; a length above it is damage, not a record.
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
 _FRAME = struct.Struct("<II")
+_NONZERO = re.compile(rb"[^\x00]")
 _crc = google_crc32c.value
 #: The first bytes of every frame body: the msgpack header of an array of
 #: ``FIELD_COUNT`` elements (what :func:`resync` looks for).
@@ -143,7 +160,7 @@ def check_header(buf: bytes, path: str) -> Damage | None:
         return Damage(path, 0, DamageReason.TRUNCATED, f"header is {len(buf)} of 8 bytes", 0)
     if buf[:4] != SEGMENT_MAGIC:
         return Damage(path, 0, DamageReason.BAD_HEADER, f"magic is {buf[:4]!r}", 0)
-    if buf[4] != SCHEMA_VERSION or buf[5:8] != bytes(3):
+    if buf[4] != SCHEMA_VERSION or buf[5:8] not in (bytes(3), PREALLOCATED_MARK):
         return Damage(
             path,
             0,
@@ -154,14 +171,22 @@ def check_header(buf: bytes, path: str) -> Damage | None:
     return None
 
 
+def preallocated(buf: bytes) -> bool:
+    """Whether ``buf`` starts with the header of a segment written into preallocated
+    room (whose zeros at the end are not damage)."""
+    return buf[5:8] == PREALLOCATED_MARK and buf[:5] == PREALLOCATED_HEADER[:5]
+
+
 def decode_frames(
-    buf: bytes, path: str, start: int = SEGMENT_HEADER_BYTES
+    buf: bytes, path: str, start: int = SEGMENT_HEADER_BYTES, *, zero_tail: bool = False
 ) -> tuple[list[LogRecord], int, list[Damage]]:
     """Decode every sound frame from ``start`` to the end of ``buf``, skipping damage.
 
     Returns the sound records in file order, the offset just after the last sound
     frame (where a writer may append again) and the damage found, each with where
-    reading resumed.
+    reading resumed.  ``zero_tail``: the segment was preallocated (:func:`preallocated`):
+    zeros from a frame's start to the end of ``buf`` end the records, and zeros
+    followed by bytes that are not a sound frame are a tail that starts at those bytes.
     """
     records: list[LogRecord] = []
     damages: list[Damage] = []
@@ -175,7 +200,16 @@ def decode_frames(
             good_end = pos
         if problem is None:
             break
+        at = pos
+        if zero_tail and not any(buf[pos : pos + 4]):  # no frame length: no frame here
+            written = _NONZERO.search(buf, pos)
+            if written is None:
+                break  # unwritten room: the end of the records, not damage
+            at = written.start()
         resume = resync(buf, pos + 1)
+        if resume is None and at > pos:  # room, then bytes that are no frame: a tail
+            problem = _decode_run(buf, at, [])[1] or problem
+            pos = at
         damages.append(Damage(path, pos, problem[0], problem[1], len(records), resume))
         if resume is None:
             break

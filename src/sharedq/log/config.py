@@ -162,6 +162,10 @@ class LogConfig:
             came in since the last sync began, the one that starts the next sync
             waits this long first, so that the commits arriving meanwhile share it
             (0: never waits; a commit alone never waits).
+        preallocate: allocate room ahead in the open segment and write frames in
+            place, so that a sync makes only data durable, not a new file size (see
+            ``sharedq.log.segment``); ``False`` appends as a plain file does (for a
+            file system where allocating ahead costs more than it saves).
 
     A value, compared and copied with ``replace``: it holds no clock (a dependency,
     not a setting); ``LogStream(clock=...)`` is given one.
@@ -177,6 +181,7 @@ class LogConfig:
     row_group_rows: int = DEFAULT_ROW_GROUP_ROWS
     group_commit: GroupCommit = GroupCommit.HOST
     group_commit_window_us: int = DEFAULT_GROUP_COMMIT_WINDOW_US
+    preallocate: bool = True
 
     def __post_init__(self) -> None:
         def bad(detail: str) -> None:
@@ -210,6 +215,8 @@ class LogConfig:
             )
         if not isinstance(self.group_commit, GroupCommit):
             bad(f"group_commit must be a GroupCommit (host or writer), not {self.group_commit!r}")
+        if not isinstance(self.preallocate, bool):
+            bad(f"preallocate must be True or False, not {self.preallocate!r}")
 
     @property
     def high_offload_bytes(self) -> int:

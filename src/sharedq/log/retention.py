@@ -228,6 +228,8 @@ class LogSpace:
         # so a (path, size) key stays valid until the file is removed.
         self._meta_cache: dict[tuple[Path, int], DatasetMeta] = {}
         self._range_cache: dict[tuple[Path, int], SeqRanges] = {}
+        #: Per writer of this process, the room its open segment has allocated ahead.
+        self._rooms: dict[str, Callable[[], int]] = {}
         self.refresh()
 
     # -- size ------------------------------------------------------------------------
@@ -243,6 +245,16 @@ class LogSpace:
         # switch); a lock here would cost every append.
         self._size += delta
 
+    def count_room(self, writer: str, room: Callable[[], int] | None) -> None:
+        """``room`` says how many bytes ``writer`` (of this process) has allocated ahead
+        in its open segment: on disk, not records, so not counted (``None``: forget it).
+        Other processes' room counts until their segment closes: at most one
+        segment's size per writer, the same slack as their unseen appends."""
+        if room is None:
+            self._rooms.pop(writer, None)
+        else:
+            self._rooms[writer] = room
+
     def refresh(self) -> int:
         """Measure the stream's size from its directories (staging and data sets)."""
         total = 0
@@ -257,6 +269,7 @@ class LogSpace:
                                 total += entry.stat().st_size
             except FileNotFoundError:
                 continue
+        total -= sum(room() for room in list(self._rooms.values()))
         with self._lock:
             self._size = total
         return total

@@ -75,7 +75,13 @@ from sharedq.log.records import (
     pack_payload,
 )
 from sharedq.log.retention import LogSpace
-from sharedq.log.segment import SegmentContents, SegmentFile, read_segment, set_aside_tail
+from sharedq.log.segment import (
+    PREALLOCATE_BYTES,
+    SegmentContents,
+    SegmentFile,
+    read_segment,
+    set_aside_tail,
+)
 from sharedq.log.statefile import read_state, write_state
 
 logger = logging.getLogger("sharedq.log")
@@ -135,9 +141,13 @@ class LogWriter(ChangeLogging):
             self._release_ownership()
             raise
         self._roll_request = layout.roll_request(name)
+        # Looked for after every sync: a plain ``os.path.exists`` of a str is one stat,
+        # without pathlib's few microseconds around it.
+        self._roll_request_path = os.fspath(self._roll_request)
         self._written_lsn = self._next_lsn - 1
         self._durable_lsn = self._written_lsn
         self._staging = self._measure_staging()
+        space.count_room(name, self._unused_room)
         # Settings read on every append, kept at hand.
         self._segment_bytes = config.segment_bytes
         self._high_bytes = config.high_offload_bytes
@@ -243,13 +253,21 @@ class LogWriter(ChangeLogging):
                     "; ".join(map(str, found)),
                 )
         if len(copies) == 1 and len(self._layouts) == 1 and not left_in_place:
-            segment = SegmentFile.reopen(copies[0])
+            segment = SegmentFile.reopen(copies[0], **self._room())
             if segment.size < self._config.segment_bytes or not copies[0].records:
                 return segment
             segment.close()
             return self._create_segment()
-        for contents in torn:
-            SegmentFile.reopen(contents).close()  # cut the torn tail of this copy
+        for contents in copies:
+            room = (
+                contents.preallocated
+                and contents.tail is None
+                and contents.size > contents.good_end
+            )
+            if room or any(contents is t for t in torn):
+                # Cut the torn tail, or the room allocated ahead (zeros only), of this
+                # copy: the segment is closed now, and its copies alike.
+                SegmentFile.reopen(contents).close()
         return self._create_segment()
 
     def _after_vanished_segment(self, expected: int, last_lsn: int) -> SegmentFile:
@@ -298,7 +316,20 @@ class LogWriter(ChangeLogging):
     def _create_segment(self) -> SegmentFile:
         name = segment_name(self._next_lsn)
         paths = [layout.writer_dir(self.name) / name for layout in self._layouts]
-        return SegmentFile.create(paths, self._next_lsn)
+        return SegmentFile.create(paths, self._next_lsn, **self._room())
+
+    def _room(self) -> dict[str, int]:
+        """How the open segment allocates room ahead (none unless configured)."""
+        config = self._config
+        return {
+            "preallocate": PREALLOCATE_BYTES if config.preallocate else 0,
+            "limit": config.segment_bytes,
+        }
+
+    def _unused_room(self) -> int:
+        """Bytes allocated ahead in the open segment: on disk, but no records."""
+        active = getattr(self, "_active", None)
+        return 0 if active is None or active.closed else active.allocated - active.size
 
     def _host_syncs(self) -> list[HostSync]:
         """The host's group commit of each file system the writer's segments are on
@@ -312,11 +343,13 @@ class LogWriter(ChangeLogging):
         return list(groups.values())
 
     def _measure_staging(self) -> int:
+        """The bytes of this writer's records in staging (room allocated ahead is not
+        counted: it would start offloads, and fill the log, with nothing)."""
         total = 0
         for _, path in self._layout.segments(self.name):
             with contextlib.suppress(FileNotFoundError):
                 total += path.stat().st_size
-        return total
+        return total - self._unused_room()
 
     # -- appending -------------------------------------------------------------------
 
@@ -501,7 +534,7 @@ class LogWriter(ChangeLogging):
             self._group_sync(lsn, committer=waiting)
         else:
             self._own_sync(lsn)
-        if self._roll_request.exists():
+        if os.path.exists(self._roll_request_path):
             self._roll_on_request()
 
     def _group_sync(self, lsn: int, *, committer: bool) -> None:
@@ -684,6 +717,7 @@ class LogWriter(ChangeLogging):
                     logger.warning("writer %s: cannot record its clean close: %s", self.name, exc)
         for group in self._groups:
             group.leave(self)
+        self._space.count_room(self.name, None)
         self._release_ownership()
 
     def _release_ownership(self) -> None:
