@@ -36,7 +36,7 @@ from bench.harness import Report, RoundTrips, best_rates_in_turns, parse_args, r
 from sharedq.cf import CouplingFacility, open_facility
 from sharedq.cf.redis import RedisFacility
 from sharedq.cqs import CQS, Sync, make_name, structure_params
-from sharedq.log import Durability
+from sharedq.log import Durability, LogConfig
 from sharedq.recovery import RecoverySettings
 
 MSGQ = "BENCHMSGQ"
@@ -77,13 +77,17 @@ def group(
     durability: Durability | None = None,
     sync: Sync = Sync.EVERY_REQUEST,
     structure: str = MSGQ,
+    preallocate: bool = True,
 ) -> tuple[list[CQS], Callable[[], None]]:
     fresh(facility, structure)
     settings = (
         None
         if root is None
         else RecoverySettings(
-            root, strchkpt=None, durability=durability or Durability.every_commit()
+            root,
+            strchkpt=None,
+            durability=durability or Durability.every_commit(),
+            log_config=LogConfig(preallocate=preallocate),
         )
     )
     cqss = [
@@ -211,21 +215,30 @@ def paired_figures(facility: RedisFacility, public: Any, quick: bool) -> dict[st
         puts, close_puts = group(
             facility, 1, Path(tmp) / "p", sync=Sync.PUTS, structure="BENCHLOG2"
         )
+        appended, close_appended = group(
+            facility, 1, Path(tmp) / "a", structure="BENCHLOG3", preallocate=False
+        )
         try:
             unlogged = cycler(plain[0], BODY)
             raw = lpush_rpop(public, 0)
-            for warm in (unlogged, cycler(strict[0], BODY), cycler(puts[0], BODY)):
+            loggers = (strict, puts, appended)
+            for warm in (unlogged, *(cycler(c[0], BODY) for c in loggers)):
                 warm(50)
             return {
                 "redis": paired_ratio(unlogged, raw, quick),
                 "strict": paired_ratio(cycler(strict[0], BODY), unlogged, quick),
                 "puts": paired_ratio(cycler(puts[0], BODY), unlogged, quick),
+                "appended": paired_ratio(cycler(appended[0], BODY), unlogged, quick),
+                "preallocated_vs_appended": paired_ratio(
+                    cycler(strict[0], BODY), cycler(appended[0], BODY), quick
+                ),
             }
         finally:
             close_plain()
             close_strict()
             close_puts()
-            for name in ("BENCHLOG1", "BENCHLOG2"):
+            close_appended()
+            for name in ("BENCHLOG1", "BENCHLOG2", "BENCHLOG3"):
                 facility.delete(name, force=True)
 
 
@@ -271,6 +284,18 @@ def main() -> None:
             paired["strict"],
             "",
             "target >= 0.6 (Redis, 1 CQS, 1 KiB; synced per request; median of paired turns)",
+        )
+        report.add(
+            "logged_appended_ratio_vs_unlogged",
+            paired["appended"],
+            "",
+            "as logged_ratio_vs_unlogged, segments appended to (LogConfig(preallocate=False))",
+        )
+        report.add(
+            "logged_preallocated_vs_appended",
+            paired["preallocated_vs_appended"],
+            "",
+            "strict logged cycle, preallocated segments over appended ones (paired)",
         )
         report.add(
             "logged_ratio_vs_unlogged_best",

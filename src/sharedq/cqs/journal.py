@@ -83,9 +83,13 @@ class Sync(Enum):
     """Which requests wait for the log's sync before they return (``CQS(sync=...)``).
 
     ``EVERY_REQUEST`` (the default, strict): every request's records are on the disk
-    before it returns.  ``PUTS``: only a put waits; a read's, move's, unlock's or
-    delete's records are written to the operating system at once and reach the disk
-    with the next sync of the stream (the next put's, a checkpoint's, the disconnect's).
+    before it returns, a read's too: a read whose record a machine crash lost, with the
+    structure lost as well, would leave its message ready again, which an emergency
+    restart would have deleted (a unit the client completed) and a cold start parked
+    on the cold queue (docs/cqs.md, "Why a read still waits").  ``PUTS``: only a put
+    waits; a read's, move's, unlock's or delete's records are written to the operating
+    system at once and reach the disk with the next sync of the stream (the next
+    put's, a checkpoint's, the disconnect's).
     Only a put's record lost can lose a message; the others lost in a machine crash
     that also loses the structure make a recovery put the message back where it was
     before that request: delivered again, never lost (docs/cqs.md, "Durability").
