@@ -2,8 +2,10 @@
 
 Appends per durability setting (``every_commit`` with and without commits,
 ``interval_ms``, ``every_record``) against ``os.write`` of the same framed bytes (and
-``os.write`` + ``fdatasync`` for ``every_record``); the merged read of four writers'
-staging and of Parquet data sets against ``msgpack.unpackb`` of the same bodies;
+``os.write`` + ``fdatasync`` for ``every_record``), and syncing every record into
+preallocated segments (the default) against appended ones, raw writes likewise; the
+merged read of four writers' staging and of Parquet data sets against
+``msgpack.unpackb`` of the same bodies;
 offload against ``pyarrow.parquet.write_table`` of the same table already in memory;
 and structure recovery (read + replay onto a fresh memory structure) against the read
 alone, for a queue workload where most messages are consumed and one where all stay.
@@ -27,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import msgpack
 import pyarrow.parquet as pq
 
-from bench.harness import Report, best_rate, parse_args
+from bench.harness import Report, best_rate, best_rates_in_turns, parse_args
 from sharedq.cf import Change, ListEntry, StructureParams
 from sharedq.cf.memory import MemoryFacility
 from sharedq.log import Durability, LogConfig, LogRecord, LogStream, MessageInfo, RecordType
@@ -92,11 +94,15 @@ def append_figures(report: Report, base: Path, n: int, n_sync: int) -> None:
     info = MessageInfo(uow=b"U" * 8, queue=b"\x01TRANA   IMSA   ", message_id=b"M" * 24)
 
     def appender(
-        durability: Durability, count: int, commit_every: int, dual: bool = False
+        durability: Durability,
+        count: int,
+        commit_every: int,
+        dual: bool = False,
+        preallocate: bool = True,
     ) -> Callable[[], None]:
         def run() -> None:
             copy = base / "append-copy" if dual else None
-            stream = _stream(base / "append", copy, durability=durability)
+            stream = _stream(base / "append", copy, durability=durability, preallocate=preallocate)
             w = stream.writer("QM1")
             for index, (kind, change) in enumerate(work[:count]):
                 _log(w, kind, change, info)
@@ -132,6 +138,24 @@ def append_figures(report: Report, base: Path, n: int, n_sync: int) -> None:
 
         return run
 
+    def raw_in_place(count: int) -> Callable[[], None]:
+        """The frames written and synced one by one into room allocated beforehand."""
+
+        def run() -> None:
+            fd = os.open(base / "raw-room.bin", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            try:
+                os.posix_fallocate(fd, 0, sum(map(len, frames[:count])))
+                os.fsync(fd)
+                at = 0
+                for frame in frames[:count]:
+                    os.pwrite(fd, frame, at)
+                    at += len(frame)
+                    os.fdatasync(fd)
+            finally:
+                os.close(fd)
+
+        return run
+
     raw_rate = best_rate(n, raw_writes(n, False), repeats=3)
     raw_sync_rate = best_rate(n_sync, raw_writes(n_sync, True), repeats=2)
     report.add("raw_write_per_s", raw_rate, "records/s", "os.write of the same frames")
@@ -152,6 +176,37 @@ def append_figures(report: Report, base: Path, n: int, n_sync: int) -> None:
             dual = best_rate(count, appender(durability, count, commit_every, True), repeats=2)
             report.add(f"append_{name}_dual_per_s", dual, "records/s", "two copies")
             report.add(f"dual_{name}_ratio_vs_single", dual / rate, "", "dual logging vs one copy")
+    # Preallocated segments (the default) against appended ones, and the same for raw
+    # writes, in turns: what writing into allocated room saves a sync on this disk.
+    durability = Durability.every_record()
+    turns = best_rates_in_turns(
+        n_sync,
+        {
+            "preallocated": appender(durability, n_sync, 0),
+            "appended": appender(durability, n_sync, 0, preallocate=False),
+            "raw_appended": raw_writes(n_sync, True),
+            "raw_in_place": raw_in_place(n_sync),
+        },
+        3,
+    )
+    report.add(
+        "append_every_record_appended_per_s",
+        turns["appended"],
+        "records/s",
+        "LogConfig(preallocate=False)",
+    )
+    report.add(
+        "every_record_preallocated_vs_appended",
+        turns["preallocated"] / turns["appended"],
+        "",
+        "best of 3 turns each",
+    )
+    report.add(
+        "raw_fdatasync_in_place_vs_appended",
+        turns["raw_in_place"] / turns["raw_appended"],
+        "",
+        "pwrite into fallocated room vs append, each + fdatasync",
+    )
 
 
 def _fill(root: Path, n: int, consumed: float, **config: object) -> LogStream:
