@@ -12,6 +12,7 @@ import sys
 import click
 
 from sharedq import __version__
+from sharedq.cli.cqs import cqs
 from sharedq.cli.demo import demo
 from sharedq.cli.exits import RET_FAILED, RET_OK
 from sharedq.cli.failures import FailingGroup
@@ -35,6 +36,7 @@ cli.add_command(demo)
 cli.add_command(walk)
 cli.add_command(recovery)
 cli.add_command(pipeline)
+cli.add_command(cqs)
 
 
 def main() -> None:

@@ -155,6 +155,16 @@ class CQS:
     def recovery_log(self) -> RecoveryLog | None:
         return self._log
 
+    @property
+    def on_work(self) -> WorkCallback | None:
+        """The client's notification callback; one set before the first registration
+        (a client made after its CQS, as an IMS given one, sets it so)."""
+        return self._on_work
+
+    @on_work.setter
+    def on_work(self, callback: WorkCallback | None) -> None:
+        self._on_work = callback
+
     # -- CQSCONN / CQSDISC -----------------------------------------------------------------
 
     def connect(self) -> CQS:

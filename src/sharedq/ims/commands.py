@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import cast
 
-from sharedq.cqs import CQS
+from sharedq.cqs import CQSService
 from sharedq.ims import queues
 from sharedq.ims.definitions import SystemDefinition, Transaction
 from sharedq.ims.errors import IMSReason, ims_error
@@ -20,7 +20,7 @@ from sharedq.ims.region import Host, Region
 class Commands:
     """/STOP and /START of transactions, programs and regions, /DEQUEUE SUSPEND."""
 
-    cqs: CQS
+    cqs: CQSService
     definition: SystemDefinition
     imsid: str
     _lock: threading.Condition

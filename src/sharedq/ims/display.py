@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sharedq.cqs import CQS, CQSError
+from sharedq.cqs import CQSError, CQSService
 from sharedq.ims import queues
 from sharedq.ims.errors import IMSReason, ims_error
 
@@ -39,7 +39,7 @@ def stamp(us: int) -> str:
     return f"{t.tm_year % 100:02}{t.tm_yday:03}/{t.tm_hour:02}{t.tm_min:02}{t.tm_sec:02}"
 
 
-def qcnt(cqs: CQS, names: Iterable[tuple[str, bytes]], msgage_days: int) -> list[QcntRow]:
+def qcnt(cqs: CQSService, names: Iterable[tuple[str, bytes]], msgage_days: int) -> list[QcntRow]:
     """The rows for the queues ``names`` (resource name, queue name), in name order."""
     if type(msgage_days) is not int or not 0 <= msgage_days <= 365:
         raise ims_error(IMSReason.BAD_ARGUMENT, f"MSGAGE {msgage_days!r}: 0 to 365 days")

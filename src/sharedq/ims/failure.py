@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from sharedq.cf import CFError, CouplingFacility
 from sharedq.cf.types import UserState
-from sharedq.cqs import CQS, CQSError, CQSReason, Kind, Uow
+from sharedq.cqs import CQSError, CQSReason, CQSService, Kind, Uow
 from sharedq.ims.definitions import check_name
 from sharedq.ims.errors import IMSReason, ims_error
 from sharedq.ims.restart import Restarted
@@ -54,7 +54,7 @@ def declare_failed(facility: CouplingFacility, user: str, structures: list[str])
     return marked
 
 
-def structures_of(cqs: CQS) -> list[str]:
+def structures_of(cqs: CQSService) -> list[str]:
     """Every structure ``cqs`` connects to: each pair's primary and overflow."""
     return [n for p in cqs.pairs.values() for n in (p.primary, p.overflow) if n]
 
@@ -62,7 +62,7 @@ def structures_of(cqs: CQS) -> list[str]:
 class Failures:
     """``stop_dead``, ``reconnect`` and ``peer_failed`` of an IMS system."""
 
-    cqs: CQS
+    cqs: CQSService
     imsid: str
     fastpath: FastPath | None
     restarted: Restarted

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from sharedq.cqs import CQS, CQSError, CQSReason, Kind, LockToken, Uow, make_name
+from sharedq.cqs import CQSError, CQSReason, CQSService, Kind, LockToken, Uow, make_name
 from sharedq.ims.definitions import check_name
 from sharedq.ims.errors import IMSReason, ims_error
 
@@ -116,7 +116,7 @@ class FastPath:
 
     def __init__(
         self,
-        cqs: CQS,
+        cqs: CQSService,
         imsid: str,
         definition: FastPathDefinition,
         programs: Mapping[str, IFPProgram],

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from sharedq.cqs import CQS, CQSError, CQSReason, Uow
+from sharedq.cqs import CQSError, CQSReason, CQSService, Uow
 from sharedq.ims import messages, queues
 from sharedq.ims.errors import IMSReason, ims_error
 from sharedq.ims.terminal import Delivered, Terminal
@@ -25,7 +25,7 @@ class Outputs:
     """An IMS's terminals and their LTERMs' output.  ``lock`` is the IMS's condition:
     its dispatcher waits on it for LTERMs with output due (:meth:`has_due`)."""
 
-    def __init__(self, cqs: CQS, lock: threading.Condition) -> None:
+    def __init__(self, cqs: CQSService, lock: threading.Condition) -> None:
         self._cqs = cqs
         self._lock = lock
         self._work: dict[str, None] = {}  # LTERMs told of output, not yet read

@@ -26,7 +26,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Literal, get_args
 
-from sharedq.cqs import CQS, CQSError, Kind
+from sharedq.cqs import CQSError, CQSService, Kind
 from sharedq.ims import messages, queues
 from sharedq.ims.errors import IMSReason, ims_error
 
@@ -65,7 +65,7 @@ def check_mode(mode: object) -> Restart:
     raise ims_error(IMSReason.BAD_ARGUMENT, f"restart {mode!r}: normal, emergency or cold")
 
 
-def resynchronize(cqs: CQS, imsid: str, mode: Restart) -> Restarted:
+def resynchronize(cqs: CQSService, imsid: str, mode: Restart) -> Restarted:
     """CQSRSYNC for the restart ``mode`` (the CQS is connected, nothing registered),
     on the MSGQ and, when the CQS has one, on the EMHQ."""
     report = Restarted(mode)

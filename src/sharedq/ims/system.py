@@ -27,7 +27,7 @@ from typing import Literal
 
 from sharedq.cf import CouplingFacility
 from sharedq.clock import Clock
-from sharedq.cqs import CQS, CQSError, CQSReason, Kind, Uow
+from sharedq.cqs import CQS, CQSError, CQSReason, CQSService, Kind, Uow
 from sharedq.ims import display, messages, queues
 from sharedq.ims.commands import Commands
 from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
@@ -60,6 +60,10 @@ class IMS(Commands, Failures, ETO):
         cqs_name: its CQS's name (``CQS<IMSID>`` by default).
         recovery: the CQS's log and checkpoints, if any.
         clock: time for units of work and put stamps.
+        cqs: a CQS made elsewhere instead of one made here: a
+            :class:`~sharedq.cqs.RemoteCQS` whose CQS runs in a process of its own, or
+            a ``CQS`` (its system id must be this IMSID; with Fast Path it has the
+            EMHQ); ``msgq``, ``emhq``, ``cqs_name`` and ``recovery`` are then its.
     """
 
     def __init__(
@@ -75,6 +79,7 @@ class IMS(Commands, Failures, ETO):
         fastpath: FastPathDefinition | None = None,
         ifp_programs: Mapping[str, IFPProgram] | None = None,
         emhq: str = "EMHQ01",
+        cqs: CQSService | None = None,
     ) -> None:
         if not isinstance(definition, SystemDefinition):
             raise ims_error(IMSReason.BAD_ARGUMENT, "definition: a SystemDefinition")
@@ -85,15 +90,19 @@ class IMS(Commands, Failures, ETO):
         self.imsid = definition.imsid
         self._facility = facility
         self._programs = dict(programs)
-        self.cqs = CQS(
-            facility,
-            cqs_name or f"CQS{self.imsid}",
-            system=self.imsid,
-            msgq=msgq,
-            emhq=emhq if fastpath is not None else None,
-            recovery=recovery,
-            on_work=self._told,
-            clock=clock,
+        self.cqs: CQSService = (
+            CQS(
+                facility,
+                cqs_name or f"CQS{self.imsid}",
+                system=self.imsid,
+                msgq=msgq,
+                emhq=emhq if fastpath is not None else None,
+                recovery=recovery,
+                on_work=self._told,
+                clock=clock,
+            )
+            if cqs is None
+            else self._given(cqs, fastpath is not None)
         )
         #: Fast Path (:mod:`sharedq.ims.fastpath`), when defined (the CQS has the EMHQ).
         self.fastpath = (
@@ -130,6 +139,19 @@ class IMS(Commands, Failures, ETO):
 
     def __repr__(self) -> str:
         return f"<IMS {self.imsid} {'started' if self._started else 'stopped'}>"
+
+    def _given(self, cqs: CQSService, fastpath: bool) -> CQSService:
+        """A CQS made elsewhere, checked to be this system's, its notifications ours."""
+        if cqs.system != self.imsid or (fastpath and Kind.EMHQ not in cqs.pairs):
+            raise ims_error(
+                IMSReason.BAD_ARGUMENT,
+                f"{cqs.name} serves {cqs.system} on {[k.name for k in cqs.pairs]}: "
+                f"not {self.imsid}{' with Fast Path' if fastpath else ''}",
+            )
+        if cqs.on_work is not None:
+            raise ims_error(IMSReason.BAD_ARGUMENT, f"{cqs.name} tells another client already")
+        cqs.on_work = self._told
+        return cqs
 
     # -- start and shutdown -------------------------------------------------------------------
 

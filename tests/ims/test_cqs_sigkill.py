@@ -1,0 +1,176 @@
+"""A CQS in a process of its own, SIGKILLed under its IMS (issues 17 and 20, redbook
+§6.1): the IMS stays up, full-function input and Global Only Fast Path are refused
+(``CQS_UNAVAILABLE``), Local Only and Local First Fast Path inputs are processed and
+answered; the CQS process started again (warm: same name, the failed-persistent user),
+``IMS.reconnect`` resolves the work in doubt and every message is processed once.
+
+On a private Redis only: the CQS and the IMS are different processes, and a memory
+structure is one process's alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import pytest
+
+from sharedq.cf.redis import RedisFacility
+from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
+from sharedq.cqs import Private, structure_params
+from sharedq.ims import (
+    IMS,
+    SPC,
+    FastPathDefinition,
+    FPTransaction,
+    IMSError,
+    IMSReason,
+    Lterm,
+    Program,
+    Region,
+    SystemDefinition,
+)
+from sharedq.ims import Transaction as Tran
+from sharedq.testing.redis_server import RedisServer
+from tests.cqs.remote_server import ServedCQS
+
+from .helpers import WAIT_S, Gate, define, take, until, where
+from .test_reconnect import gated
+
+MSGQ, EMHQ = "MSGQ01", "EMHQ01"
+TRANA = Tran("TRANA", 1, "PGMA")
+FP = (
+    FPTransaction("FPLO", "PSBF", SPC.LOCAL_ONLY),
+    FPTransaction("FPLF", "PSBF"),
+    FPTransaction("FPGO", "PSBF", SPC.GLOBAL_ONLY),
+)
+FP_CODES = ("FPLO", "FPLF", "FPLO", "FPLF")
+
+
+def reply(data: bytes) -> bytes:
+    return b"R " + data
+
+
+def lockers(facility: RedisFacility, structure: str) -> list[bytes]:
+    """Who holds each message on the structure's lock queue (its CQS's name)."""
+    with facility.connect(structure, "INSPECT") as conn:
+        return sorted(
+            entry.secondary_key or b""
+            for header in Private.LOCK.headers()
+            for entry in conn.scan(header, LOWEST_KEY, HIGHEST_KEY)
+        )
+
+
+@pytest.fixture
+def facility(redis_server: RedisServer) -> Iterator[RedisFacility]:
+    redis_server.flush()
+    with RedisFacility.from_url(redis_server.url) as fac:
+        fac.create(structure_params(MSGQ, messages=200))
+        fac.create(structure_params(EMHQ, messages=200))
+        yield fac
+    redis_server.flush()
+
+
+@pytest.fixture
+def served(redis_server: RedisServer) -> Iterator[ServedCQS]:
+    server = ServedCQS(redis_server.url, "CQSIMSA", "IMSA", emhq=EMHQ).start()
+    yield server
+    server.stop()
+
+
+def test_a_cqs_process_killed_under_its_ims(facility: RedisFacility, served: ServedCQS) -> None:
+    gate = Gate()
+    imsa = IMS(
+        facility,
+        define(
+            "IMSA",
+            regions=(Region("MPR1", (1,)), Region("MPR2", (1,))),
+            transactions=(TRANA,),
+            lterms=(Lterm("LTERMA", "NODE1"),),
+        ),
+        {"PGMA": gated(gate)},
+        fastpath=FastPathDefinition(FP, {"IFP1": "PSBF"}, ("IMSA",)),
+        ifp_programs={"PSBF": reply},
+        cqs=served.client(),  # its CQS in the other process
+    )
+    front = SystemDefinition(  # IMSB routes TRANA to the group; IMSA processes it
+        "IMSB",
+        transactions=(Tran("TRANA", 1, "PGMA", remote=True),),
+        programs=(Program("PGMA"),),
+        lterms=(Lterm("LTERMB", "NODE2"),),
+    )
+    imsb = IMS(facility, front, {"PGMA": gated(gate)}, msgq=MSGQ)
+    with contextlib.ExitStack() as stack:
+        stack.callback(imsb.shutdown)
+        stack.callback(imsa.shutdown)
+        imsa.start()
+        imsb.start()
+        assert imsa.fastpath is not None
+        node1, node2 = imsa.logon("NODE1"), imsb.logon("NODE2")
+        assert node1.enter("TRANA ONE").routing == "local"
+        assert take(node1, 1) == ["OUT TRANA ONE"]
+        assert imsa.fastpath.enter("LTA", "FPGO", b"before") == "global"  # through the EMHQ
+        assert imsa.fastpath.receive("LTA", WAIT_S) == "R before"
+        # Work in progress: an output delivered, not acknowledged; an input in a region.
+        assert node1.enter("TRANA TWO").routing == "local"
+        unacked = node1.receive(WAIT_S)
+        assert unacked is not None and unacked.text == "OUT TRANA TWO"
+        assert node1.enter("TRANA HOLD").routing == "local"
+        gate.wait_reached("TRANA HOLD")
+        assert until(lambda: lockers(facility, MSGQ) == [b"CQSIMSA"] * 2)
+
+        served.kill()  # SIGKILL: the CQS's process is gone, its IMS stays up
+
+        for text in ("TRANA DOWN", "TRANA AGAIN"):
+            with pytest.raises(IMSError, match="not available") as caught:
+                node1.enter(text)
+            assert caught.value.reason is IMSReason.CQS_UNAVAILABLE
+        routes = [
+            imsa.fastpath.enter("LTA", code, f"{n}".encode()) for n, code in enumerate(FP_CODES)
+        ]
+        assert routes == ["local"] * len(FP_CODES)
+        got = sorted(imsa.fastpath.receive("LTA", WAIT_S) or "" for _ in FP_CODES)
+        assert got == sorted(f"R {n}" for n in range(len(FP_CODES)))
+        assert imsa.fastpath.counts["processed"] == 1 + len(FP_CODES)
+        with pytest.raises(IMSError) as caught:  # Global Only needs the EMHQ
+            imsa.fastpath.enter("LTA", "FPGO", b"global")
+        assert caught.value.reason is IMSReason.CQS_UNAVAILABLE
+        for n in range(2):  # entered at IMSB meanwhile: wait on the ready queue
+            assert node2.enter(f"TRANA B{n}").routing == "global"
+        node1.ack(unacked)  # accepted now: deleted at the resync
+        gate.open("TRANA HOLD")  # its sync point: output kept, input in doubt
+        assert until(lambda: imsa.counts["processed"] == 3)
+        assert lockers(facility, MSGQ) == [b"CQSIMSA"] * 2  # still held by the dead CQS
+        assert where(facility, MSGQ)["\x01TRANA"] == [b"TRANA B0", b"TRANA B1"]
+
+        served.start()  # warm: the same name, the failed-persistent user
+        report = imsa.reconnect()
+
+        assert (report.deleted, report.requeued, report.emhq_requeued) == (2, 0, 0)
+        assert take(node1, 1) == ["OUT TRANA HOLD"]  # the output kept during the outage
+        assert sorted(take(node2, 2)) == ["OUT TRANA B0", "OUT TRANA B1"]  # interest again
+        assert node1.enter("TRANA AFTER").routing == "local"  # full function again
+        assert take(node1, 1) == ["OUT TRANA AFTER"]
+        assert imsa.fastpath.enter("LTA", "FPGO", b"after") == "global"
+        assert imsa.fastpath.receive("LTA", WAIT_S) == "R after"
+        # ONE, TWO, HOLD, B0, B1, AFTER: each processed once, nothing left anywhere
+        assert until(lambda: imsa.counts["processed"] == 6)
+        assert until(lambda: where(facility, MSGQ) == {}), where(facility, MSGQ)
+        # the EMHQ: only IMSA's Fast Path PSB table entry, kept while it runs (§1.17)
+        assert where(facility, EMHQ) == {"\x01PSBF    IMSA": [b"IMSA"]}
+        assert node1.receive(timeout=0) is None and node2.receive(timeout=0) is None
+        assert imsa.counts["processed"] == 6  # and not more
+        assert imsa.fastpath.counts["processed"] == 2 + len(FP_CODES)
+    assert where(facility, MSGQ) == {} and where(facility, EMHQ) == {}  # after shutdown
+
+
+def test_an_ims_refuses_a_cqs_of_another_system(facility: RedisFacility, served: ServedCQS) -> None:
+    remote = served.client()
+    try:
+        with pytest.raises(IMSError) as caught:
+            IMS(
+                facility, define("IMSB", transactions=(TRANA,)), {"PGMA": gated(Gate())}, cqs=remote
+            )
+        assert caught.value.reason is IMSReason.BAD_ARGUMENT
+    finally:
+        remote.close()
