@@ -41,9 +41,9 @@ def run(ctx: JobContext, *, emhq: tuple[str, ...] = (), **_: Any) -> JobResult:
     shares = input_shares(reqs)
     tables["inputs"] = write_table(shares, out / "inputs")
     ctx.step("ims: latency")
-    lat = input_latency(reqs)
-    tables["latency"] = write_table(lat, out / "latency")
-    pct = latency_percentiles(lat)
+    tables["latency"] = write_table(input_latency(reqs), out / "latency")
+    # From the table just written: the join is not computed again for the percentiles.
+    pct = latency_percentiles(ctx.spark.read.parquet(str(out / "latency")))
     tables["latency_pct"] = write_table(pct, out / "latency_pct")
     ctx.step("ims: balance")
     sheet = balance(reqs)
