@@ -65,6 +65,9 @@ queue with every depth event enabled and its depth just under the High limit aga
 events disabled (target >= 0.9), and ``event_cost_ms_3_managers``, one High event with
 three managers until the three messages are on the event queue, with its round trips.
 
+``--parts`` runs only some figures (memory, cycle, accounting, batch, bytes, wait,
+events, aggregate), e.g. to compare two source trees in turns.
+
 Rounds of sharedq and of the baselines alternate, and each figure is the best round,
 so that a busy moment on a shared machine does not decide a ratio.
 """
