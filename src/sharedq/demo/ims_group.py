@@ -236,6 +236,7 @@ def run_ims_group(
         run_terminals(_work(systems, terminals, rng, batches), ledger)
         tell(f"IMS: {VICTIM} killed with work in progress")
         victim, (t1, t2) = systems[VICTIM], terminals[VICTIM]
+        _quiet(facility)
         held = _hold(victim, t1, ledger, holder)
         in_flight = _reply_waiting(systems, victim, t2, ledger)
         victim.stop_dead()
@@ -291,6 +292,17 @@ def _hold(victim: IMS, terminal: Terminal, ledger: Ledger, holder: Holder) -> in
         routed = terminal.enter(text_of("ff", ident, hold=True))
         ledger.enter(ident, victim.imsid, "ff", routed.routing, terminal.lterms[0])
     return holder.wait_held(CLASS1_REGIONS)
+
+
+def _quiet(facility: CouplingFacility) -> None:
+    """Wait until no message is on the MSGQ (every input's sync point done), so that
+    the victim's regions are all waiting when the held inputs come."""
+    retry_until(
+        lambda: count_entries(facility, MSGQ) == {"lock": 0, "cold": 0, "client": 0},
+        timeout_s=10.0,
+        first_pause_s=0.002,
+        longest_pause_s=0.05,
+    )
 
 
 def _locked_at_most(facility: CouplingFacility, limit: int) -> int:
