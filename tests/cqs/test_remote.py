@@ -9,6 +9,7 @@ process's alone.  (The requests' own behaviour is tested on both backends in pro
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -219,3 +220,24 @@ def test_serve_wants_a_redis_facility(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode != 0 and "redis://" in done.stderr
     assert not os.path.exists(tmp_path / "s")
+
+
+def test_a_server_that_hangs_is_taken_for_gone_after_timeout(
+    redis_facility: RedisFacility, served: ServedCQS
+) -> None:
+    remote = RemoteCQS(served.socket, served.key, timeout_s=WAIT_S).connect()
+    remote.timeout_s = 0.5  # (no reply can come: the server is stopped)
+    assert served.process is not None
+    os.kill(served.process.pid, signal.SIGSTOP)  # alive, answering nothing
+    try:
+        with pytest.raises(CQSError) as caught:
+            remote.read(TRANA)
+        assert caught.value.reason is CQSReason.NOT_CONNECTED
+        assert "no reply to read" in str(caught.value)
+        with pytest.raises(CQSError):  # and every later request, without waiting
+            remote.put(TRANA, b"x")
+    finally:
+        os.kill(served.process.pid, signal.SIGCONT)
+    remote.close()
+    with pytest.raises(InvalidCQSRequest):
+        RemoteCQS(served.socket, served.key, timeout_s=0)

@@ -51,7 +51,12 @@ def _why(name: str, why: object) -> str:
 class _Link:
     """One connection to the server: requests out, replies and events in."""
 
-    def __init__(self, name: str, conn: Connection, events: queues.SimpleQueue[Any]) -> None:
+    def __init__(
+        self,
+        name: str,
+        conn: Connection,
+        events: queues.SimpleQueue[Any],
+    ) -> None:
         self._name = name
         self._conn = conn
         self._events = events
@@ -63,7 +68,9 @@ class _Link:
         self._reader = threading.Thread(target=self._read, name=f"cqs-remote-{name}", daemon=True)
         self._reader.start()
 
-    def call(self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    def call(
+        self, method: str, args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None
+    ) -> Any:
         slot: _Slot = [threading.Event(), None]
         with self._lock:
             if self.broken is not None:
@@ -76,7 +83,11 @@ class _Link:
                 self._pending.pop(ident, None)
                 self._fail(_why(self._name, error))
                 raise _gone(self.broken or "") from error
-        slot[0].wait()
+        if not slot[0].wait(timeout_s):
+            with self._lock:  # no answer: taken for gone, as a dead server
+                if ident in self._pending:  # (not answered meanwhile)
+                    self._fail(_why(self._name, f"no reply to {method} in {timeout_s} s"))
+            slot[0].wait()  # set by the failure, or by the answer that came meanwhile
         outcome, value = slot[1]
         if outcome == "error":
             raise value
@@ -138,6 +149,9 @@ class RemoteCQS:
     ``on_work``: as :class:`~sharedq.cqs.CQS`'s, called from this object's event thread.
     ``clock``: for the units of work made here (``new_uow``; a put with no ``uow`` gets
     one made here, never one of the server's own token source).
+    ``timeout_s``: a request not answered in that time takes the server for gone
+    (``NOT_CONNECTED``; a server that hangs rather than dies); ``None``: wait for the
+    answer or the server's end, whichever comes.  It may be changed at any time.
     """
 
     def __init__(
@@ -147,7 +161,11 @@ class RemoteCQS:
         *,
         on_work: WorkCallback | None = None,
         clock: Clock | None = None,
+        timeout_s: float | None = None,
     ) -> None:
+        if timeout_s is not None and not timeout_s > 0:
+            raise cqs_error(CQSReason.BAD_ARGUMENT, f"timeout_s {timeout_s!r}: above 0, or None")
+        self.timeout_s = timeout_s
         self.address = address
         self._authkey = authkey
         self.on_work = on_work
@@ -209,7 +227,7 @@ class RemoteCQS:
         link = self._link
         if link is None:
             raise cqs_error(CQSReason.NOT_CONNECTED, f"{self.name} is not linked (call connect)")
-        return link.call(method, args, kwargs)
+        return link.call(method, args, kwargs, self.timeout_s)
 
     def _deliver(self) -> None:
         """The event thread: each "queue non-empty" to ``wait_for_work`` and ``on_work``."""
