@@ -117,11 +117,13 @@ end
 
 -- n (an integer below 2^53) as width (at most 8) big-endian bytes.
 local function be(n, width)
+  if width == 8 then return struct.pack('>I8', n) end
   return string.sub(struct.pack('>I8', n), 9 - width)
 end
 
+local BE_FORMATS = {'>I1', '>I2', '>I3', '>I4', '>I5', '>I6', '>I7', '>I8'}
 local function from_be(s)
-  return (struct.unpack('>I' .. #s, s))
+  return (struct.unpack(BE_FORMATS[#s], s))
 end
 
 -- A list number as 2 bytes, and back (cheaper than struct for the hot path).
@@ -150,7 +152,7 @@ end
 -- The place among equal keys, from the change's seq: 2^63 + seq at the tail of a
 -- sublist, 2^63 - seq at its head, 8 bytes big-endian (as the memory backend orders).
 local function ordinal(seq, head)
-  if not head then return '\128' .. be(seq, 7) end
+  if not head then return struct.pack('>BI7', 128, seq) end  -- one string made, not three
   local low = seq - 1
   local high = math.floor(low / 4294967296)
   return '\127' .. struct.pack('>I3I4', 16777215 - high, 4294967295 - (low - high * 4294967296))
@@ -643,38 +645,52 @@ end
 local NO_OPTIONS = {version = '', head = false, ignore_limit = false,
                     increment_authority = false, without_data = false}
 
+-- The flags' meanings, worked out once per flags value: bit.band is a C call each time.
+local OPTION_FLAGS = {}
+
+local function option_flags(flags)
+  local f = OPTION_FLAGS[flags]
+  if not f then
+    f = {}
+    for i = 0, 10 do f[i + 1] = bit.band(flags, 2 ^ i) ~= 0 end
+    OPTION_FLAGS[flags] = f
+  end
+  return f
+end
+
 local function options(s, at)
   local flags = from_be2(s, at)
   if flags == 0 then return NO_OPTIONS end
+  local f = option_flags(flags)
   at = at + 2
-  local o = {version = '', head = bit.band(flags, 128) ~= 0,
-             ignore_limit = bit.band(flags, 256) ~= 0,
-             increment_authority = bit.band(flags, 512) ~= 0,
-             without_data = bit.band(flags, 1024) ~= 0}
-  if bit.band(flags, 1) ~= 0 then
-    o.key = string.sub(s, at, at + 15)
+  local key, version, expect_version, expect_authority, skey = nil, '', nil, nil, nil
+  if f[1] then
+    key = string.sub(s, at, at + 15)
     at = at + 16
   end
-  if bit.band(flags, 2) ~= 0 then
-    o.version = 's' .. string.sub(s, at, at + 7)
+  if f[2] then
+    version = 's' .. string.sub(s, at, at + 7)
     at = at + 8
-  elseif bit.band(flags, 4) ~= 0 then
-    o.version = 'i'
+  elseif f[3] then
+    version = 'i'
   end
-  if bit.band(flags, 8) ~= 0 then
-    o.expect_version = string.sub(s, at, at + 7)
-    at = at + 8
-  end
-  if bit.band(flags, 16) ~= 0 then
-    o.expect_authority = from_be(string.sub(s, at, at + 7))
+  if f[4] then
+    expect_version = string.sub(s, at, at + 7)
     at = at + 8
   end
-  if bit.band(flags, 32) ~= 0 then
-    o.skey = string.sub(s, at)
-  elseif bit.band(flags, 64) ~= 0 then
-    o.skey = false
+  if f[5] then
+    expect_authority = from_be(string.sub(s, at, at + 7))
+    at = at + 8
   end
-  return o
+  if f[6] then
+    skey = string.sub(s, at)
+  elseif f[7] then
+    skey = false
+  end
+  -- One constructor with every field: the table is made at its size, never grown.
+  return {version = version, head = f[8], ignore_limit = f[9], increment_authority = f[10],
+          without_data = f[11], key = key, expect_version = expect_version,
+          expect_authority = expect_authority, skey = skey}
 end
 
 -- -- monitors --------------------------------------------------------------------------
