@@ -204,7 +204,7 @@ def _run(options: DemoOptions, console: Console) -> DemoOutcome:
     timings["pipeline_seconds"] = time.perf_counter() - began
     timings["jvm_startup_seconds"] = jvm
     console.print(
-        f"the Spark pipeline read the log and the SRDS in {timings['pipeline_seconds']:.0f} s "
+        f"the Spark pipeline read the logs and the SRDS in {timings['pipeline_seconds']:.0f} s "
         f"({jvm:.0f} s of it starting Spark)"
     )
     summary = read_summary(layout.pipeline)
