@@ -4,11 +4,13 @@ started again, on a private Redis (a memory structure is one process's alone).""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TextIO
 
 from sharedq.cqs import RemoteCQS, authkey_file
 
@@ -26,6 +28,7 @@ class ServedCQS:
         self.key_file = self.directory / "key"
         self.process: subprocess.Popen[str] | None = None
         self.incarnations = 0
+        self._logs: list[TextIO] = []
 
     def start(self) -> ServedCQS:
         command = [sys.executable, "-m", "sharedq", "cqs", "serve", "--facility", self.url]
@@ -35,6 +38,7 @@ class ServedCQS:
             command += ["--emhq", self.emhq]
         self.incarnations += 1
         log = open(self.directory / f"stderr.{self.incarnations}", "w")  # noqa: SIM115
+        self._logs.append(log)
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()  # "" if it ended first: no hang
@@ -58,12 +62,16 @@ class ServedCQS:
         assert self.process.wait(START_S) == -signal.SIGKILL
 
     def stop(self) -> int | None:
-        """SIGTERM (a clean end, CQSDISC), if it still runs; its exit code."""
-        if self.process is None:
-            return None
-        if self.process.poll() is None:
-            self.process.terminate()
-        code = self.process.wait(START_S)
-        if self.process.stdout is not None:
-            self.process.stdout.close()
+        """SIGTERM (a clean end, CQSDISC), if it still runs; its exit code.  Its
+        directory (socket, key, stderr) goes."""
+        code = None
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.terminate()
+            code = self.process.wait(START_S)
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+        for log in self._logs:
+            log.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
         return code
