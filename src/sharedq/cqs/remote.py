@@ -176,11 +176,11 @@ class RemoteCQS:
         self._told = 0
         self.name = "?"
         self._link: _Link | None = None
+        self._deliverer: threading.Thread | None = None
         self._link_lock = threading.Lock()
         name, system, pairs = self._open()
         self.name, self.system = name, system
         self.pairs: dict[Kind, StructurePair] = {p.kind: p for p in pairs}
-        threading.Thread(target=self._deliver, name=f"cqs-events-{name}", daemon=True).start()
 
     def __repr__(self) -> str:
         state = "linked" if self._live() is not None else "not linked"
@@ -217,6 +217,11 @@ class RemoteCQS:
                 f"{self.address} serves {name} for {system}, not {self.name} for {self.system}",
             )
         self._link = _Link(name, conn, self._events)
+        if self._deliverer is None or not self._deliverer.is_alive():
+            self._deliverer = threading.Thread(
+                target=self._deliver, name=f"cqs-events-{name}", daemon=True
+            )
+            self._deliverer.start()
         return name, system, list(pairs)
 
     def _live(self) -> _Link | None:
@@ -232,7 +237,10 @@ class RemoteCQS:
     def _deliver(self) -> None:
         """The event thread: each "queue non-empty" to ``wait_for_work`` and ``on_work``."""
         while True:
-            kind, queue = self._events.get()
+            event = self._events.get()
+            if event is None:  # the link was dropped, its reader ended before
+                return
+            kind, queue = event
             self._told += 1
             self._work.put((kind, queue))
             callback = self.on_work
@@ -245,8 +253,13 @@ class RemoteCQS:
     def _drop_link(self) -> None:
         with self._link_lock:
             link, self._link = self._link, None
+            deliverer, self._deliverer = self._deliverer, None
         if link is not None:
             link.close()
+        if deliverer is not None:  # the events already read are handed on first
+            self._events.put(None)
+            if deliverer is not threading.current_thread():
+                deliverer.join()
 
     # -- CQSCONN / CQSDISC -------------------------------------------------------------------
 
