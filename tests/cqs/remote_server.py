@@ -21,8 +21,17 @@ START_S = 120.0
 class ServedCQS:
     """One CQS process: its socket and key in a private (0700) temporary directory."""
 
-    def __init__(self, url: str, name: str, system: str, *, emhq: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        name: str,
+        system: str,
+        *,
+        emhq: str | None = None,
+        recovery_root: str | None = None,
+    ) -> None:
         self.url, self.name, self.system, self.emhq = url, name, system, emhq
+        self.recovery_root = recovery_root
         self.directory = Path(tempfile.mkdtemp(prefix="cqs"))  # short: a socket path
         self.socket = str(self.directory / "cqs.sock")
         self.key_file = self.directory / "key"
@@ -36,6 +45,8 @@ class ServedCQS:
         command += ["--socket", self.socket, "--authkey-file", str(self.key_file)]
         if self.emhq is not None:
             command += ["--emhq", self.emhq]
+        if self.recovery_root is not None:
+            command += ["--recovery-root", self.recovery_root]
         self.incarnations += 1
         log = open(self.directory / f"stderr.{self.incarnations}", "w")  # noqa: SIM115
         self._logs.append(log)

@@ -241,3 +241,28 @@ def test_a_server_that_hangs_is_taken_for_gone_after_timeout(
     remote.close()
     with pytest.raises(InvalidCQSRequest):
         RemoteCQS(served.socket, served.key, timeout_s=0)
+
+
+def test_a_logged_server_restarts_warm_after_sigkill(
+    redis_server: RedisServer, redis_facility: RedisFacility, tmp_path: Path
+) -> None:
+    served = ServedCQS(redis_server.url, "CQSIMSA", "IMSA", recovery_root=str(tmp_path)).start()
+    try:
+        remote = served.client().connect()
+        remote.checkpoint("system")  # CQSCHKPT, in the server's process
+        held = remote.put(TRANA, b"held", local=True)
+        remote.put(TRANB, b"ready")
+        served.kill()
+        with redis_facility.connect(MSGQ, "PEER") as peer:
+            [user] = [u.user_id for u in peer.users() if u.name == "CQSIMSA"]
+            peer.mark_failed(user)
+        served.start()
+        remote.connect()  # warm, from its log: the lock is its own again (cold: cold queue)
+        assert remote.locks() == [held]
+        assert [m.body for m in remote.browse(TRANB)] == [b"ready"]
+        assert (tmp_path / MSGQ).is_dir()  # the pair's log and checkpoints
+        remote.delete(held)
+        remote.disconnect()
+    finally:
+        served.stop()
+    assert where(redis_facility, MSGQ)["ready"] == [(TRANB, b"ready")]
