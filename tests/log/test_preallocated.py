@@ -10,9 +10,12 @@ before.
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
-from sharedq.log import LogConfig, LogStream, RecordType
+import pytest
+
+from sharedq.log import LogConfig, LogError, LogReason, LogStream, RecordType
 from sharedq.log.codec import (
     PREALLOCATED_HEADER,
     SEGMENT_HEADER,
@@ -21,6 +24,7 @@ from sharedq.log.codec import (
     decode_frames,
 )
 from sharedq.log.segment import PREALLOCATE_BYTES, read_segment
+from tests.mq.small_disk import small_disk
 
 from .helpers import MakeStream, crashed_writer, eid, frames, key
 
@@ -254,3 +258,47 @@ def test_the_decoder_takes_zeros_for_room_only_where_the_header_says_so() -> Non
     # and fewer zeros than a frame header at the very end: room too
     _, _, damages = decode_frames(PREALLOCATED_HEADER + bytes(3), "p", zero_tail=True)
     assert damages == []
+
+
+def test_on_a_full_disk_records_go_into_the_room_and_then_fail_whole() -> None:
+    # Given a writer on a small file system of its own, with room allocated ahead
+    with small_disk() as disk:
+        stream = LogStream(disk.path / "log", name="S1.LOG", structure="S1")
+        w = stream.writer("QM1")
+        try:
+            _put(w, 1)
+            w.commit()
+            [(_, path)] = stream.layout.segments("QM1")
+            room = path.stat().st_size - _room_start(path)
+            assert room > 60_000
+            # When the disk fills up
+            disk.fill()
+            # Then records still go into the room, durable at each commit
+            n = 1
+            while _room_start(path) + 200 < path.stat().st_size:
+                n += 1
+                _put(w, n)
+                w.commit()
+            assert n > 100
+            # and the first one that needs more than the room (and the page it ends
+            # in) fails as an append on a full disk does, leaving no torn frame
+            with pytest.raises(LogError) as failed:
+                for extra in range(n + 1, n + 100):
+                    _put(w, extra)
+            assert failed.value.reason is LogReason.IO_FAILED
+            assert isinstance(failed.value.__cause__, OSError)
+            assert failed.value.__cause__.errno == errno.ENOSPC
+            contents = read_segment(path)
+            assert contents.damages == []
+            written = [r.seq for r in contents.records]
+            assert written[:n] == list(range(1, n + 1))
+            assert written == list(range(1, len(written) + 1))
+            # When room is made again, the writer goes on where it stopped
+            disk.free()
+            _put(w, 10_000)
+            w.commit()
+            assert [r.seq for r in stream.records()][-1] == 10_000
+            assert stream.reader().damage == []
+        finally:
+            w.close()
+            stream.close()
