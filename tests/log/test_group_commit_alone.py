@@ -1,0 +1,67 @@
+"""Group commit when no sync is under way: a commit alone syncs its own segment; one
+that finds another committer active syncs the file system for every writer.
+
+The path a commit takes when the host's leader lock is free (``HostSync._lead_at_once``:
+its arrival and its look at the others in one update of the counters) must keep the
+rules of ``docs/log.md``: a commit that another committer's activity makes lead runs a
+``syncfs`` that covers every writer of the process; a commit alone covers its own
+records only.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from sharedq.log import RecordType
+from sharedq.log.groupsync import host_sync
+
+from .helpers import MakeStream
+
+
+def _slot(ident: int | None) -> int:
+    """The counters slot of a thread of this process (as ``HostSync.sync`` hashes it)."""
+    return hash((os.getpid(), ident)) % 64
+
+
+def test_a_commit_that_finds_another_committer_active_covers_every_writer(
+    make_stream: MakeStream,
+) -> None:
+    stream = make_stream()
+    first, second, idle = (stream.writer(name) for name in ("QM1", "QM2", "QM3"))
+    assert host_sync(stream.root) is not None
+    try:
+        # Given a commit by another thread just before (its slot says it is active),
+        # from a thread whose slot is not this one's
+        mine = _slot(threading.get_ident())
+        while True:
+            first.log_event(RecordType.STATISTICS, payload="first")
+            other = threading.Thread(target=first.commit)
+            other.start()
+            other.join()
+            if _slot(other.ident) != mine:
+                break
+        assert first.durable_lsn == first.last_lsn
+        # and a record of a third writer, written and never committed
+        idle.log_event(RecordType.STATISTICS, payload="written, not committed")
+        assert idle.durable_lsn == 0
+        # When this thread commits its own writer's record
+        second.log_event(RecordType.STATISTICS, payload="second")
+        second.commit()
+        # Then the sync it led (or another process's, started after it) covered the
+        # third writer's record too
+        assert second.durable_lsn == 1
+        assert idle.durable_lsn == 1
+    finally:
+        for w in (first, second, idle):
+            w.close()
+
+
+def test_a_commit_alone_makes_its_own_records_durable(make_stream: MakeStream) -> None:
+    stream = make_stream()
+    with stream.writer("QM1") as w:
+        for n in range(1, 6):
+            w.log_event(RecordType.STATISTICS, payload={"n": n})
+            w.commit()
+            assert w.durable_lsn == n
+    assert [r.lsn for r in stream.records()] == [1, 2, 3, 4, 5]
