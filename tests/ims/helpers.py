@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.process import BaseProcess
+from multiprocessing.queues import Queue
 
 from sharedq.cf import CouplingFacility
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
@@ -157,3 +161,23 @@ def take(terminal: Terminal, count: int) -> list[str]:
         texts.append(out.text)
         terminal.ack(out)
     return texts
+
+
+def kill_holding(
+    terminal: Terminal, doomed: BaseProcess, reached: Queue[bytes], in_flight: int, queued: int
+) -> list[str]:
+    """Enter ``in_flight`` inputs for the IMS in ``doomed`` (started) and wait until its
+    regions hold each (they say so on ``reached``), enter ``queued`` more, then SIGKILL
+    the process.  Returns every input's text, the held ones first."""
+    sent = [f"TRANA {n:02}" for n in range(in_flight + queued)]
+    for text in sent[:in_flight]:
+        assert terminal.enter(text).routing == "global"
+    held = sorted(reached.get(timeout=120) for _ in range(in_flight))
+    assert held == [t.encode() for t in sent[:in_flight]]
+    for text in sent[in_flight:]:
+        terminal.enter(text)
+    assert doomed.pid is not None
+    os.kill(doomed.pid, signal.SIGKILL)
+    doomed.join(timeout=60)
+    assert doomed.exitcode == -signal.SIGKILL
+    return sent

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
-import signal
 import threading
 from collections.abc import Iterator
 from multiprocessing.queues import Queue
@@ -43,7 +41,7 @@ from sharedq.ims import Transaction as Tran
 from sharedq.testing.redis_server import RedisServer
 from tests.cqs.remote_server import ServedCQS
 
-from .helpers import WAIT_S, Gate, define, echo, take, until, where
+from .helpers import WAIT_S, Gate, define, echo, kill_holding, take, until, where
 from .test_reconnect import gated
 
 MSGQ, EMHQ = "MSGQ01", "EMHQ01"
@@ -243,17 +241,7 @@ def test_an_ims_process_killed_while_its_cqs_process_lives(
         imsa = stack.enter_context(IMS(facility, front, {"PGMA": echo()}, msgq=MSGQ))
         doomed.start()
         node1 = imsa.logon("NODE1")
-        sent = [f"TRANA {n:02}" for n in range(IN_FLIGHT + QUEUED)]
-        for text in sent[:IN_FLIGHT]:
-            assert node1.enter(text).routing == "global"
-        held = sorted(reached.get(timeout=120) for _ in range(IN_FLIGHT))
-        assert held == [t.encode() for t in sent[:IN_FLIGHT]]
-        for text in sent[IN_FLIGHT:]:
-            node1.enter(text)
-        assert doomed.pid is not None
-        os.kill(doomed.pid, signal.SIGKILL)
-        doomed.join(timeout=60)
-        assert doomed.exitcode == -signal.SIGKILL
+        sent = kill_holding(node1, doomed, reached, IN_FLIGHT, QUEUED)
 
         # Its CQS lives on: it disconnects for its vanished client, the locks stay.
         remote = retry_until(lambda: client_of(served), timeout_s=WAIT_S, first_pause_s=0.01)

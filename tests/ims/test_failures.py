@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-import os
-import signal
 from collections.abc import Iterator
 
 import pytest
@@ -34,7 +32,7 @@ from sharedq.testing.redis_server import RedisServer
 
 from . import workers
 from .conftest import MakeIMS
-from .helpers import WAIT_S, define, echo, take, until, where
+from .helpers import WAIT_S, define, echo, kill_holding, take, until, where
 
 IN_FLIGHT = 3
 QUEUED = 2
@@ -66,17 +64,7 @@ def kill_with_work_in_flight(
     )
     doomed.start()
     node1 = imsa.logon("NODE1")
-    sent = [f"TRANA {n:02}" for n in range(IN_FLIGHT + QUEUED)]
-    for text in sent[:IN_FLIGHT]:
-        assert node1.enter(text).routing == "global"
-    held = sorted(reached.get(timeout=120) for _ in range(IN_FLIGHT))
-    assert held == [t.encode() for t in sent[:IN_FLIGHT]]
-    for text in sent[IN_FLIGHT:]:
-        node1.enter(text)
-    assert doomed.pid is not None
-    os.kill(doomed.pid, signal.SIGKILL)
-    doomed.join(timeout=60)
-    assert doomed.exitcode == -signal.SIGKILL
+    sent = kill_holding(node1, doomed, reached, IN_FLIGHT, QUEUED)
     with facility.connect(workers.MSGQ, "PEER") as peer:  # a peer declares it failed
         [user] = [u.user_id for u in peer.users() if u.name == "CQSIMSB"]
         peer.mark_failed(user)
