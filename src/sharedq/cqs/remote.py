@@ -19,7 +19,8 @@ import os
 import queue as queues
 import socket
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection
 from typing import Any, Literal
@@ -38,6 +39,10 @@ from sharedq.cqs.uow import TokenSource, Uow
 
 logger = logging.getLogger("sharedq.cqs")
 _Slot = list[Any]  # [event, outcome]: outcome ("ok", value) or ("error", CQSError)
+#: The first pause before looking for a restarted server, seconds (then doubled).
+WATCH_FIRST_S = 0.05
+#: The longest pause between looks for a restarted server, seconds.
+WATCH_LONGEST_S = 1.0
 
 
 def _gone(detail: str) -> CQSError:
@@ -56,10 +61,12 @@ class _Link:
         name: str,
         conn: Connection,
         events: queues.SimpleQueue[Any],
+        on_broken: Callable[[_Link], None] | None = None,
     ) -> None:
         self._name = name
         self._conn = conn
         self._events = events
+        self._on_broken = on_broken
         self._lock = threading.Lock()
         self._pending: dict[int, _Slot] = {}
         self._ids = itertools.count(1)
@@ -117,6 +124,8 @@ class _Link:
                 slot[0].set()
         with self._lock:
             self._fail(_why(self._name, why))
+        if self._on_broken is not None:
+            self._on_broken(self)
 
     def _fail(self, why: str) -> None:
         """Under the lock: the link is broken; wake every request waiting on it."""
@@ -152,6 +161,9 @@ class RemoteCQS:
     ``timeout_s``: a request not answered in that time takes the server for gone
     (``NOT_CONNECTED``; a server that hangs rather than dies); ``None``: wait for the
     answer or the server's end, whichever comes.  It may be changed at any time.
+    ``on_restart``: called (from a watcher thread of this object) when a server is
+    back on ``address`` after the link was lost (the server's end, not ``close``);
+    the link is open again, the CQS not yet connected.  It may be set at any time.
     """
 
     def __init__(
@@ -162,6 +174,7 @@ class RemoteCQS:
         on_work: WorkCallback | None = None,
         clock: Clock | None = None,
         timeout_s: float | None = None,
+        on_restart: Callable[[], None] | None = None,
     ) -> None:
         if timeout_s is not None and not timeout_s > 0:
             raise cqs_error(CQSReason.BAD_ARGUMENT, f"timeout_s {timeout_s!r}: above 0, or None")
@@ -169,6 +182,10 @@ class RemoteCQS:
         self.address = address
         self._authkey = authkey
         self.on_work = on_work
+        self.on_restart = on_restart
+        #: How many times a restarted server was found by the watcher.
+        self.restarts_seen = 0
+        self._watcher: threading.Thread | None = None
         self.clock = clock or SYSTEM_CLOCK
         self.tokens = TokenSource(self.clock)
         self._work = Work()
@@ -216,13 +233,55 @@ class RemoteCQS:
                 CQSReason.BAD_ARGUMENT,
                 f"{self.address} serves {name} for {system}, not {self.name} for {self.system}",
             )
-        self._link = _Link(name, conn, self._events)
+        self._link = _Link(name, conn, self._events, self._broken)
         if self._deliverer is None or not self._deliverer.is_alive():
             self._deliverer = threading.Thread(
                 target=self._deliver, name=f"cqs-events-{name}", daemon=True
             )
             self._deliverer.start()
         return name, system, list(pairs)
+
+    def _broken(self, link: _Link) -> None:
+        """The reader of ``link`` ended (the server went away): watch for its return."""
+        if self.on_restart is None or self._link is not link:
+            return  # not watched, or dropped on purpose (close, disconnect, stop_dead)
+        with self._link_lock:
+            if self._watcher is not None and self._watcher.is_alive():
+                return
+            self._watcher = threading.Thread(
+                target=self._watch, args=(link,), name=f"cqs-watch-{self.name}", daemon=True
+            )
+            self._watcher.start()
+
+    def _watch(self, lost: _Link) -> None:
+        """Look for a server on the socket again, backing off, until one answers, the
+        link is replaced or dropped (a ``connect`` or ``close`` meanwhile), or a server
+        there is not ours (logged: no retry helps)."""
+        pause = WATCH_FIRST_S
+        while True:
+            time.sleep(pause)
+            pause = min(pause * 2, WATCH_LONGEST_S)
+            with self._link_lock:
+                if self._link is not lost:
+                    return
+                if not os.path.exists(self.address):
+                    continue  # the path reappears when a server listens again
+                try:
+                    self._open()  # the hello: the new link replaces the lost one
+                except CQSError as error:
+                    if error.reason is CQSReason.NOT_CONNECTED:
+                        continue  # nobody answers yet (a dead server's socket file)
+                    logger.warning("%s: not reconnecting to %s: %s", self.name, self.address, error)
+                    return
+                lost.close()
+                self.restarts_seen += 1
+            break
+        callback = self.on_restart
+        if callback is not None:
+            try:
+                callback()
+            except Exception:  # a client's callback must not be lost silently
+                logger.exception("%s: restart callback failed", self.name)
 
     def _live(self) -> _Link | None:
         link = self._link

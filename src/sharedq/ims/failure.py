@@ -15,6 +15,10 @@
   queue), then registers its interest again.
 * :meth:`Failures.peer_failed`: told that another member failed, the IMS drops it from
   its Fast Path global tables (§1.17).
+
+Both events can come by themselves (:mod:`sharedq.ims.events`, opt-in): a watcher of
+the structure's users calls ``peer_failed``, a ``RemoteCQS`` that sees its server back
+calls ``reconnect``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from sharedq.ims.restart import Restarted
 
 if TYPE_CHECKING:
     from sharedq.ims.dli import Input, Output
+    from sharedq.ims.events import FailureEvents
     from sharedq.ims.fastpath import FastPath
     from sharedq.ims.output import Outputs
     from sharedq.ims.region import Region
@@ -79,6 +84,7 @@ class Failures:
     _dispatcher: threading.Thread | None
     _outputs: Outputs
     _interest: set[str]
+    events: FailureEvents
 
     def _check_started(self) -> None:
         raise NotImplementedError
@@ -96,6 +102,7 @@ class Failures:
         or ``"cold"``."""
         if not self._started:
             return
+        self.events.stop()
         with self._lock:
             self._dead = self._stopping = True
             regions = list(self._regions.values())
@@ -131,6 +138,8 @@ class Failures:
         else:
             raise ims_error(IMSReason.BAD_ARGUMENT, f"{self.cqs.name} is connected")
         with self._lock:
+            if self._reconnecting:  # the CQS restart event's reconnect, or the caller's
+                raise ims_error(IMSReason.BAD_ARGUMENT, f"{self.imsid} is reconnecting")
             self._reconnecting = True
             self._lock.wait_for(lambda: not any(r.busy for r in self._regions.values()))
         try:

@@ -35,6 +35,7 @@ from sharedq.ims.display import QcntRow
 from sharedq.ims.dli import DLI, Destination, Input, Output, Program
 from sharedq.ims.errors import U3303, IMSReason, ims_error
 from sharedq.ims.eto import ETO
+from sharedq.ims.events import FailureEvents
 from sharedq.ims.failure import Failures
 from sharedq.ims.fastpath import FastPath, FastPathDefinition, IFPProgram
 from sharedq.ims.output import Outputs
@@ -64,6 +65,9 @@ class IMS(Commands, Failures, ETO):
             :class:`~sharedq.cqs.RemoteCQS` whose CQS runs in a process of its own, or
             a ``CQS`` (its system id must be this IMSID; with Fast Path it has the
             EMHQ); ``msgq``, ``emhq``, ``cqs_name`` and ``recovery`` are then its.
+        peer_watch_s: look for failed members this often (seconds) and drop them from
+            the Fast Path global tables by itself (:mod:`sharedq.ims.events`).
+        reconnect_on_restart: with a ``RemoteCQS``, reconnect when its server is back.
     """
 
     def __init__(
@@ -80,6 +84,8 @@ class IMS(Commands, Failures, ETO):
         ifp_programs: Mapping[str, IFPProgram] | None = None,
         emhq: str = "EMHQ01",
         cqs: CQSService | None = None,
+        peer_watch_s: float | None = None,
+        reconnect_on_restart: bool = False,
     ) -> None:
         if not isinstance(definition, SystemDefinition):
             raise ims_error(IMSReason.BAD_ARGUMENT, "definition: a SystemDefinition")
@@ -109,6 +115,10 @@ class IMS(Commands, Failures, ETO):
             None
             if fastpath is None
             else FastPath(self.cqs, self.imsid, fastpath, ifp_programs or {})
+        )
+        #: The peer-failure and CQS-restart events (:mod:`sharedq.ims.events`).
+        self.events = FailureEvents(
+            self, peer_watch_s=peer_watch_s, reconnect_on_restart=reconnect_on_restart
         )
         self._lock = threading.Condition()
         self._reg_lock = threading.Lock()
@@ -179,6 +189,7 @@ class IMS(Commands, Failures, ETO):
         self._reconcile()
         if self.fastpath is not None:
             self.fastpath.start()
+        self.events.start()
         return self
 
     def shutdown(self) -> None:
@@ -188,6 +199,7 @@ class IMS(Commands, Failures, ETO):
         as a warning: this model has no IMS checkpoint to keep it in)."""
         if not self._started:
             return
+        self.events.stop()
         with self._lock:
             self._stopping = True
             regions = list(self._regions.values())
