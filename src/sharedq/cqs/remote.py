@@ -186,6 +186,7 @@ class RemoteCQS:
         #: How many times a restarted server was found by the watcher.
         self.restarts_seen = 0
         self._watcher: threading.Thread | None = None
+        self._watch_lock = threading.Lock()
         self.clock = clock or SYSTEM_CLOCK
         self.tokens = TokenSource(self.clock)
         self._work = Work()
@@ -245,7 +246,7 @@ class RemoteCQS:
         """The reader of ``link`` ended (the server went away): watch for its return."""
         if self.on_restart is None or self._link is not link:
             return  # not watched, or dropped on purpose (close, disconnect, stop_dead)
-        with self._link_lock:
+        with self._watch_lock:  # not the link lock: a connect may hold it, closing us
             if self._watcher is not None and self._watcher.is_alive():
                 return
             self._watcher = threading.Thread(
@@ -266,9 +267,11 @@ class RemoteCQS:
                     return
                 if not os.path.exists(self.address):
                     continue  # the path reappears when a server listens again
+                self._watching(False)  # the new link's loss, even at once, is watched anew
                 try:
                     self._open()  # the hello: the new link replaces the lost one
                 except CQSError as error:
+                    self._watching(True)
                     if error.reason is CQSReason.NOT_CONNECTED:
                         continue  # nobody answers yet (a dead server's socket file)
                     logger.warning("%s: not reconnecting to %s: %s", self.name, self.address, error)
@@ -282,6 +285,15 @@ class RemoteCQS:
                 callback()
             except Exception:  # a client's callback must not be lost silently
                 logger.exception("%s: restart callback failed", self.name)
+
+    def _watching(self, on: bool) -> None:
+        """This thread is (``on``) or is no more the watcher."""
+        with self._watch_lock:
+            me = threading.current_thread()
+            if on and self._watcher is None:
+                self._watcher = me
+            elif not on and self._watcher is me:
+                self._watcher = None
 
     def _live(self) -> _Link | None:
         link = self._link
@@ -327,9 +339,9 @@ class RemoteCQS:
         server was restarted (the same CQS name and system, else ``BAD_ARGUMENT``)."""
         with self._link_lock:
             if self._live() is None:
-                if self._link is not None:
-                    self._link.close()
-                    self._link = None
+                old, self._link = self._link, None  # not watched once replaced
+                if old is not None:
+                    old.close()
                 self._open()
         self._call("connect")
         return self
