@@ -25,12 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sharedq.log import ARROW_SCHEMA, SegmentDecoded, StagingSegment
 from sharedq.log.config import DEFAULT_ROW_GROUP_ROWS
-from sharedq.log.datasets import lsn_runs, records_to_table
-from sharedq.log.segment import SeqRanges, read_copies, seq_ranges
+from sharedq.log.datasets import records_to_table
+from sharedq.log.segment import SeqRanges, read_copies
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
 
 if TYPE_CHECKING:
@@ -61,19 +63,47 @@ def stage_segment(paths: list[str], target: str) -> SegmentDecoded[StagedSegment
     if contents is None:
         return SegmentDecoded(False, StagedSegment("", 0))
     records = contents.records
-    pq.write_table(
-        records_to_table(records),
-        target,
-        compression="none",
-        row_group_size=DEFAULT_ROW_GROUP_ROWS,
-    )
+    table = records_to_table(records)
+    pq.write_table(table, target, compression="none", row_group_size=DEFAULT_ROW_GROUP_ROWS)
     return SegmentDecoded(
         True,
-        StagedSegment(target, len(records), seq_ranges(records)),
+        StagedSegment(target, len(records), table_seq_ranges(table)),
         tuple(contents.damages),
         tuple(contents.repaired),
-        tuple(lsn_runs([r.lsn for r in records])),
+        table_lsn_runs(table),
     )
+
+
+def table_seq_ranges(table: pa.Table) -> SeqRanges:
+    """Per structure, the lowest and highest seq of a table of records.
+
+    ``sharedq.log.segment.seq_ranges`` on the columns, not on the records: the loop
+    over every record in Python was a tenth of a segment's staging.
+    """
+    if table.num_rows == 0:
+        return {}
+    grouped = table.group_by("structure").aggregate([("seq", "min"), ("seq", "max")])
+    return {
+        str(name): (int(low), int(high))
+        for name, low, high in zip(
+            grouped.column("structure").to_pylist(),
+            grouped.column("seq_min").to_pylist(),
+            grouped.column("seq_max").to_pylist(),
+            strict=True,
+        )
+    }
+
+
+def table_lsn_runs(table: pa.Table) -> tuple[tuple[int, int], ...]:
+    """A table's lsns as runs of consecutive numbers ``(first, last)``, as
+    ``sharedq.log.datasets.lsn_runs`` gives them (sorted, repeats counted once)."""
+    lsns = np.unique(table.column("lsn").to_numpy())
+    if lsns.size == 0:
+        return ()
+    breaks = np.flatnonzero(np.diff(lsns) != 1) + 1
+    firsts = lsns[np.concatenate(([0], breaks))].tolist()
+    lasts = lsns[np.concatenate((breaks - 1, [lsns.size - 1]))].tolist()
+    return tuple(zip(firsts, lasts, strict=True))
 
 
 def _stage(item: tuple[list[str], str]) -> SegmentDecoded[StagedSegment]:
