@@ -25,15 +25,12 @@ import contextlib
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from sharedq.cf import CFError, ListStructure, UserState
-from sharedq.cqs import Kind, RemoteCQS
+from sharedq.cf import CFError, CouplingFacility, ListStructure, UserState
+from sharedq.cqs import CQSService, Kind, RemoteCQS
 from sharedq.ims.definitions import check_name
 from sharedq.ims.errors import IMSError, IMSReason, ims_error
-
-if TYPE_CHECKING:
-    from sharedq.ims.system import IMS
 
 logger = logging.getLogger("sharedq.ims")
 
@@ -63,12 +60,30 @@ def failed_members(users: list[tuple[str, UserState]], own: str) -> tuple[set[st
 class FailureEvents:
     """An IMS's watcher of its peers and its CQS restart handler."""
 
-    def __init__(self, ims: IMS, *, peer_watch_s: float | None, reconnect_on_restart: bool) -> None:
+    def __init__(
+        self,
+        imsid: str,
+        facility: CouplingFacility,
+        cqs: CQSService,
+        *,
+        peer_failed: Callable[[str], int],
+        reconnect: Callable[[], object],
+        running: Callable[[], bool],
+        peer_watch_s: float | None,
+        reconnect_on_restart: bool,
+    ) -> None:
+        """``peer_failed``, ``reconnect``: the IMS's; ``running``: whether the IMS is
+        started, not stopping and not dead (a reconnect is tried only then)."""
         if peer_watch_s is not None and not (
             isinstance(peer_watch_s, (int, float)) and peer_watch_s > 0
         ):
             raise ims_error(IMSReason.BAD_ARGUMENT, f"peer_watch_s {peer_watch_s!r}: above 0")
-        self._ims = ims
+        self.imsid = imsid
+        self._facility = facility
+        self._cqs = cqs
+        self._peer_failed = peer_failed
+        self._reconnect = reconnect
+        self._running = running
         self.peer_watch_s = peer_watch_s
         self.reconnect_on_restart = bool(reconnect_on_restart)
         #: The members this IMS was told failed (``peer_failed`` called), in order.
@@ -82,13 +97,13 @@ class FailureEvents:
         self._thread: threading.Thread | None = None
         self._lock = threading.Condition()
         if self.reconnect_on_restart:
-            if not isinstance(ims.cqs, RemoteCQS):
+            if not isinstance(cqs, RemoteCQS):
                 raise ims_error(
                     IMSReason.BAD_ARGUMENT,
                     "reconnect_on_restart: for a RemoteCQS (an in-process CQS restarted "
                     "is told by calling reconnect())",
                 )
-            ims.cqs.on_restart = self.cqs_restarted
+            cqs.on_restart = self.cqs_restarted
 
     # -- peer failure --------------------------------------------------------------------------
 
@@ -96,12 +111,12 @@ class FailureEvents:
         """Start watching the peers (the IMS started)."""
         if self.peer_watch_s is None or (self._thread is not None and self._thread.is_alive()):
             return
-        pairs = self._ims.cqs.pairs
+        pairs = self._cqs.pairs
         pair = pairs.get(Kind.EMHQ) or pairs[Kind.MSGQ]
-        conn = self._ims._facility.connect(pair.primary, f"WI{self._ims.imsid}"[:16])
+        conn = self._facility.connect(pair.primary, f"WI{self.imsid}"[:16])
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=self._watch, args=(conn,), name=f"ims-peers-{self._ims.imsid}", daemon=True
+            target=self._watch, args=(conn,), name=f"ims-peers-{self.imsid}", daemon=True
         )
         self._thread.start()
 
@@ -119,9 +134,9 @@ class FailureEvents:
                 try:
                     self.look(conn)
                 except CFError as error:  # the structure unreachable for now: look again
-                    logger.debug("%s: looking at peers: %s", self._ims.imsid, error)
+                    logger.debug("%s: looking at peers: %s", self.imsid, error)
                 except Exception:  # a watcher that died would miss every later failure
-                    logger.exception("%s: looking at peers failed", self._ims.imsid)
+                    logger.exception("%s: looking at peers failed", self.imsid)
                 self._stop.wait(self.peer_watch_s)
         finally:
             with contextlib.suppress(CFError):
@@ -131,15 +146,15 @@ class FailureEvents:
         """One look at the structure's users: ``peer_failed`` for each member newly
         found failed.  Returns those members."""
         users = [(u.name, u.state) for u in conn.users()]
-        failed, active = failed_members(users, self._ims.cqs.name)
+        failed, active = failed_members(users, self._cqs.name)
         told = []
         for imsid in sorted(failed - self._told):
-            if imsid == self._ims.imsid or self._stop.is_set():
+            if imsid == self.imsid or self._stop.is_set():
                 continue
-            removed = self._ims.peer_failed(imsid)
+            removed = self._peer_failed(imsid)
             logger.warning(
                 "%s: %s failed (its CQS's connection): %d Fast Path table entries dropped",
-                self._ims.imsid,
+                self.imsid,
                 imsid,
                 removed,
             )
@@ -157,22 +172,21 @@ class FailureEvents:
     def cqs_restarted(self) -> None:
         """The CQS is back (its client saw the server again): reconnect, retrying with a
         backoff while it cannot connect yet, until connected, stopped or dead."""
-        ims = self._ims
         pause = RETRY_FIRST_S
-        while ims._started and not ims._stopping and not ims._dead:
+        while self._running():
             try:
-                ims.reconnect()
+                self._reconnect()
             except IMSError as error:
                 if error.reason is IMSReason.CQS_UNAVAILABLE:
-                    logger.info("%s: CQS back but not connectable yet: %s", ims.imsid, error)
+                    logger.info("%s: CQS back but not connectable yet: %s", self.imsid, error)
                     time.sleep(pause)
                     pause = min(pause * 2, RETRY_LONGEST_S)
                     continue
                 if error.reason is not IMSReason.BAD_ARGUMENT:  # connected already: done
-                    logger.error("%s: reconnect at the CQS restart failed: %s", ims.imsid, error)
+                    logger.error("%s: reconnect at the CQS restart failed: %s", self.imsid, error)
                 return
             with self._lock:
                 self.reconnects += 1
                 self._lock.notify_all()
-            logger.warning("%s: reconnected to %s after its restart", ims.imsid, ims.cqs.name)
+            logger.warning("%s: reconnected to %s after its restart", self.imsid, self._cqs.name)
             return

@@ -118,7 +118,14 @@ class IMS(Commands, Failures, ETO):
         )
         #: The peer-failure and CQS-restart events (:mod:`sharedq.ims.events`).
         self.events = FailureEvents(
-            self, peer_watch_s=peer_watch_s, reconnect_on_restart=reconnect_on_restart
+            self.imsid,
+            facility,
+            self.cqs,
+            peer_failed=self.peer_failed,
+            reconnect=self.reconnect,
+            running=lambda: self._started and not self._stopping and not self._dead,
+            peer_watch_s=peer_watch_s,
+            reconnect_on_restart=reconnect_on_restart,
         )
         self._lock = threading.Condition()
         self._reg_lock = threading.Lock()
