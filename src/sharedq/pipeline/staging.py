@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from sharedq.log import ARROW_SCHEMA, SegmentDecoded, StagingSegment
@@ -97,12 +97,14 @@ def table_seq_ranges(table: pa.Table) -> SeqRanges:
 def table_lsn_runs(table: pa.Table) -> tuple[tuple[int, int], ...]:
     """A table's lsns as runs of consecutive numbers ``(first, last)``, as
     ``sharedq.log.datasets.lsn_runs`` gives them (sorted, repeats counted once)."""
-    lsns = np.unique(table.column("lsn").to_numpy())
-    if lsns.size == 0:
+    lsns = pc.unique(table.column("lsn")).sort()
+    if len(lsns) == 0:
         return ()
-    breaks = np.flatnonzero(np.diff(lsns) != 1) + 1
-    firsts = lsns[np.concatenate(([0], breaks))].tolist()
-    lasts = lsns[np.concatenate((breaks - 1, [lsns.size - 1]))].tolist()
+    # Where an lsn is not its predecessor's successor, a run starts.
+    steps = pc.fill_null(pc.not_equal(pc.pairwise_diff(lsns), 1), False)
+    breaks = pc.indices_nonzero(steps).to_pylist()
+    firsts = pc.take(lsns, [0, *breaks]).to_pylist()
+    lasts = pc.take(lsns, [b - 1 for b in breaks] + [len(lsns) - 1]).to_pylist()
     return tuple(zip(firsts, lasts, strict=True))
 
 
