@@ -73,11 +73,32 @@ def _timed(fn: Callable[[], object]) -> tuple[float, object]:
         gc.enable()
 
 
+def _jvm_pid() -> int | None:
+    """The session's JVM: the ``java`` process this one started (PySpark's gateway
+    launches it as a child), found in ``/proc`` rather than through Spark's private
+    gateway objects."""
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        name = raw[raw.index("(") + 1 : raw.rindex(")")]
+        parent = int(raw[raw.rindex(")") + 2 :].split()[1])
+        if name == "java" and parent == me:
+            return int(entry)
+    return None
+
+
 def _jvm_cpu(spark: SparkSession) -> tuple[float, float] | None:
     """The JVM's CPU seconds so far, and its JIT compiler threads' (``None`` off Linux
     or when the JVM is not on this machine)."""
     try:
-        pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[union-attr]
+        pid = _jvm_pid()
+        if pid is None:
+            return None
         tick = os.sysconf("SC_CLK_TCK")
         total = jit = 0.0
         for task in os.listdir(f"/proc/{pid}/task"):
