@@ -152,12 +152,14 @@ def test_the_demo_balances_with_managers_in_processes_on_redis(
     )
     outcome, text = _check(tmp_path / "demo", options)
     # Killed with puts and a get made and not committed: the peer deleted the puts and
-    # put the gotten message back.
+    # put the gotten message back.  A depth-event message its event responder was
+    # putting (out of syncpoint, a unit of its own) may be in flight at the kill too:
+    # the peer deletes that put as well, so it may find one more than the workload's.
     assert outcome.workload.in_flight is not None
     puts, gets = outcome.workload.in_flight
     report = outcome.workload.peer_recovery
     assert report is not None
-    assert puts >= 1 and report.puts_deleted == puts
+    assert puts >= 1 and puts <= report.puts_deleted <= puts + 1
     assert report.gets_returned == gets
     assert report.puts_deleted + report.gets_returned + report.committed + report.backed_out > 0
     _in_order(
