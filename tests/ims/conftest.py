@@ -15,13 +15,16 @@ from typing import Any
 import pytest
 
 from sharedq.cf import CouplingFacility
+from sharedq.cf.redis import RedisFacility
 from sharedq.cqs import structure_params
 from sharedq.ims import IMS, SystemDefinition
 from sharedq.ims.dli import Program
 from sharedq.testing import ManualClock
+from sharedq.testing.redis_server import RedisServer
 from tests.conftest import facility_on
+from tests.cqs.remote_server import ServedCQS
 
-MSGQ = "MSGQ01"
+MSGQ, EMHQ = "MSGQ01", "EMHQ01"
 
 MakeIMS = Callable[..., IMS]
 
@@ -58,3 +61,23 @@ def make_ims(facility: CouplingFacility, clock: ManualClock) -> Iterator[MakeIMS
     for ims in reversed(started):
         with contextlib.suppress(Exception):
             ims.shutdown()
+
+
+@pytest.fixture
+def redis_pair(redis_server: RedisServer) -> Iterator[RedisFacility]:
+    """The MSGQ and EMHQ structures on the private Redis server (for IMSs and CQSs in
+    processes of their own, which memory structures cannot reach)."""
+    redis_server.flush()
+    with RedisFacility.from_url(redis_server.url) as fac:
+        fac.create(structure_params(MSGQ, messages=200))
+        fac.create(structure_params(EMHQ, messages=200))
+        yield fac
+    redis_server.flush()
+
+
+@pytest.fixture
+def served(redis_server: RedisServer) -> Iterator[ServedCQS]:
+    """IMSA's CQS (MSGQ and EMHQ) in a process of its own."""
+    server = ServedCQS(redis_server.url, "CQSIMSA", "IMSA", emhq=EMHQ).start()
+    yield server
+    server.stop()

@@ -181,3 +181,30 @@ def kill_holding(
     doomed.join(timeout=60)
     assert doomed.exitcode == -signal.SIGKILL
     return sent
+
+
+def reply(data: bytes) -> bytes:
+    """An IFP program: the reply to a Fast Path input."""
+    return b"R " + data
+
+
+def gated(gate: Gate) -> Program:
+    """Echo each message; stop at the gate named by a message that says HOLD."""
+
+    def program(dli: DLI) -> None:
+        while (segment := dli.io.gu()) is not None:
+            if b"HOLD" in segment:
+                gate.stop_at(segment.decode())
+            dli.io.isrt(b"OUT " + segment)
+
+    return program
+
+
+def lockers(facility: CouplingFacility, structure: str) -> list[bytes]:
+    """Who holds each message on the structure's lock queue (its CQS's name)."""
+    with facility.connect(structure, "INSPECT") as conn:
+        return sorted(
+            entry.secondary_key or b""
+            for header in Private.LOCK.headers()
+            for entry in conn.scan(header, LOWEST_KEY, HIGHEST_KEY)
+        )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -32,14 +31,11 @@ from sharedq.ims import (
 )
 from sharedq.ims import Transaction as Tran
 from sharedq.ims.failure import declare_failed
-from sharedq.testing.redis_server import RedisServer
 from tests.cqs.remote_server import ServedCQS
 
-from .helpers import WAIT_S, Gate, define, take, until, where
-from .test_cqs_sigkill import lockers
-from .test_reconnect import gated
+from .conftest import EMHQ, MSGQ
+from .helpers import WAIT_S, Gate, define, gated, lockers, reply, take, until, where
 
-MSGQ, EMHQ = "MSGQ01", "EMHQ01"
 TRANA = Tran("TRANA", 1, "PGMA")
 FP = (
     FPTransaction("FPLO", "PSBF", SPC.LOCAL_ONLY),
@@ -47,25 +43,10 @@ FP = (
 )
 
 
-def reply(data: bytes) -> bytes:
-    return b"R " + data
-
-
 @pytest.fixture
-def facility(redis_server: RedisServer) -> Iterator[RedisFacility]:
-    redis_server.flush()
-    with RedisFacility.from_url(redis_server.url) as fac:
-        fac.create(structure_params(MSGQ, messages=200))
-        fac.create(structure_params(EMHQ, messages=200))
-        yield fac
-    redis_server.flush()
-
-
-@pytest.fixture
-def served(redis_server: RedisServer) -> Iterator[ServedCQS]:
-    server = ServedCQS(redis_server.url, "CQSIMSA", "IMSA", emhq=EMHQ).start()
-    yield server
-    server.stop()
+def facility(redis_pair: RedisFacility) -> RedisFacility:
+    """Redis only: the CQS runs in a process of its own, out of a memory structure's reach."""
+    return redis_pair
 
 
 def test_the_client_sees_a_restarted_server(facility: RedisFacility, served: ServedCQS) -> None:

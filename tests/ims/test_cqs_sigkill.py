@@ -15,15 +15,13 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import threading
-from collections.abc import Iterator
 from multiprocessing.queues import Queue
 
 import pytest
 
 from sharedq.cf.redis import RedisFacility
-from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
 from sharedq.clock import retry_until
-from sharedq.cqs import CQSError, CQSReason, Private, RemoteCQS, structure_params
+from sharedq.cqs import CQSError, CQSReason, RemoteCQS
 from sharedq.ims import (
     DLI,
     IMS,
@@ -41,10 +39,21 @@ from sharedq.ims import Transaction as Tran
 from sharedq.testing.redis_server import RedisServer
 from tests.cqs.remote_server import ServedCQS
 
-from .helpers import WAIT_S, Gate, define, echo, kill_holding, take, until, where
-from .test_reconnect import gated
+from .conftest import EMHQ, MSGQ
+from .helpers import (
+    WAIT_S,
+    Gate,
+    define,
+    echo,
+    gated,
+    kill_holding,
+    lockers,
+    reply,
+    take,
+    until,
+    where,
+)
 
-MSGQ, EMHQ = "MSGQ01", "EMHQ01"
 TRANA = Tran("TRANA", 1, "PGMA")
 FP = (
     FPTransaction("FPLO", "PSBF", SPC.LOCAL_ONLY),
@@ -54,35 +63,10 @@ FP = (
 FP_CODES = ("FPLO", "FPLF", "FPLO", "FPLF")
 
 
-def reply(data: bytes) -> bytes:
-    return b"R " + data
-
-
-def lockers(facility: RedisFacility, structure: str) -> list[bytes]:
-    """Who holds each message on the structure's lock queue (its CQS's name)."""
-    with facility.connect(structure, "INSPECT") as conn:
-        return sorted(
-            entry.secondary_key or b""
-            for header in Private.LOCK.headers()
-            for entry in conn.scan(header, LOWEST_KEY, HIGHEST_KEY)
-        )
-
-
 @pytest.fixture
-def facility(redis_server: RedisServer) -> Iterator[RedisFacility]:
-    redis_server.flush()
-    with RedisFacility.from_url(redis_server.url) as fac:
-        fac.create(structure_params(MSGQ, messages=200))
-        fac.create(structure_params(EMHQ, messages=200))
-        yield fac
-    redis_server.flush()
-
-
-@pytest.fixture
-def served(redis_server: RedisServer) -> Iterator[ServedCQS]:
-    server = ServedCQS(redis_server.url, "CQSIMSA", "IMSA", emhq=EMHQ).start()
-    yield server
-    server.stop()
+def facility(redis_pair: RedisFacility) -> RedisFacility:
+    """Redis only: the CQS runs in a process of its own, out of a memory structure's reach."""
+    return redis_pair
 
 
 def test_a_cqs_process_killed_under_its_ims(facility: RedisFacility, served: ServedCQS) -> None:

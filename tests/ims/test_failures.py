@@ -32,7 +32,7 @@ from sharedq.testing.redis_server import RedisServer
 
 from . import workers
 from .conftest import MakeIMS
-from .helpers import WAIT_S, define, echo, kill_holding, take, until, where
+from .helpers import WAIT_S, define, echo, kill_holding, reply, take, until, where
 
 IN_FLIGHT = 3
 QUEUED = 2
@@ -167,7 +167,3 @@ def test_a_failed_cqs_stops_full_function_but_not_local_fast_path(
 
 
 FP_CODES = ("FPLO", "FPLF", "FPLO", "FPLF")
-
-
-def reply(data: bytes) -> bytes:
-    return b"R " + data

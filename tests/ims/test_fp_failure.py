@@ -24,10 +24,9 @@ from sharedq.ims import (
 )
 from sharedq.ims.restart import Restart
 
-from .conftest import MSGQ, MakeIMS
-from .helpers import WAIT_S, Gate, define, until, where
+from .conftest import EMHQ, MSGQ, MakeIMS
+from .helpers import WAIT_S, Gate, define, reply, until, where
 
-EMHQ = "EMHQ01"
 FP = (FPTransaction("FPGO", "PSBF", SPC.GLOBAL_ONLY),)
 GROUP = ("IMSA", "IMSB")
 ENTRY_A = "\x01PSBF    IMSA"
@@ -35,10 +34,6 @@ ENTRY_A = "\x01PSBF    IMSA"
 
 def fastpath(regions: dict[str, str]) -> FastPathDefinition:
     return FastPathDefinition(FP, regions, GROUP)
-
-
-def reply(data: bytes) -> bytes:
-    return b"R " + data
 
 
 @contextmanager

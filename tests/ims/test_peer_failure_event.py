@@ -11,7 +11,6 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Iterator
 from multiprocessing.queues import Queue
 
 import pytest
@@ -30,10 +29,9 @@ from sharedq.ims import (
 from sharedq.ims.events import failed_members
 from sharedq.testing.redis_server import RedisServer
 
-from .conftest import MSGQ, MakeIMS
-from .helpers import WAIT_S, define, until, where
+from .conftest import EMHQ, MSGQ, MakeIMS
+from .helpers import WAIT_S, define, reply, until, where
 
-EMHQ = "EMHQ01"
 FP = (FPTransaction("FPGO", "PSBF", SPC.GLOBAL_ONLY),)
 GROUP = ("IMSA", "IMSB")
 ENTRY_A = "\x01PSBF    IMSA"
@@ -43,10 +41,6 @@ WATCH_S = 0.05
 
 def fastpath(regions: dict[str, str]) -> FastPathDefinition:
     return FastPathDefinition(FP, regions, GROUP)
-
-
-def reply(data: bytes) -> bytes:
-    return b"R " + data
 
 
 def looked_again(ims: IMS, times: int = 2) -> bool:
@@ -157,18 +151,8 @@ def served_forever(url: str, ready: Queue[str]) -> None:
         threading.Event().wait()
 
 
-@pytest.fixture
-def redis_facility(redis_server: RedisServer) -> Iterator[RedisFacility]:
-    redis_server.flush()
-    with RedisFacility.from_url(redis_server.url) as fac:
-        fac.create(structure_params(MSGQ, messages=200))
-        fac.create(structure_params(EMHQ, messages=200))
-        yield fac
-    redis_server.flush()
-
-
 def test_a_peer_process_killed_leaves_the_global_table_by_itself(
-    redis_server: RedisServer, redis_facility: RedisFacility
+    redis_server: RedisServer, redis_pair: RedisFacility
 ) -> None:
     context = multiprocessing.get_context("spawn")
     ready = context.Queue()
@@ -179,7 +163,7 @@ def test_a_peer_process_killed_leaves_the_global_table_by_itself(
     try:
         assert ready.get(timeout=120) == "IMSA"
         imsb = IMS(
-            redis_facility,
+            redis_pair,
             define("IMSB"),
             {},
             msgq=MSGQ,
@@ -203,7 +187,7 @@ def test_a_peer_process_killed_leaves_the_global_table_by_itself(
 
             assert until(lambda: imsb.events.peers_failed == ["IMSA"])  # its lease lapsed
             assert imsb.fastpath.global_table("PSBF") == []
-            assert ENTRY_A not in where(redis_facility, EMHQ)
+            assert ENTRY_A not in where(redis_pair, EMHQ)
             assert refused(imsb) is IMSReason.ROUTING_NOT_ACTIVE  # DFS2533
             assert looked_again(imsb, 3)
             assert imsb.events.peers_failed == ["IMSA"]  # once

@@ -8,25 +8,13 @@ from __future__ import annotations
 import pytest
 
 from sharedq.cf import CouplingFacility
-from sharedq.ims import DLI, IMSError, IMSReason, Lterm, Program, Region, SystemDefinition
+from sharedq.ims import IMSError, IMSReason, Lterm, Program, Region, SystemDefinition
 from sharedq.ims import Transaction as Tran
 
 from .conftest import MSGQ, MakeIMS
-from .helpers import WAIT_S, Gate, define, take, until, where
+from .helpers import WAIT_S, Gate, define, gated, take, until, where
 
 TRANA = Tran("TRANA", 1, "PGMA")
-
-
-def gated(gate: Gate) -> Program:
-    """Echo each message; stop at the gate named by a message that says HOLD."""
-
-    def program(dli: DLI) -> None:
-        while (segment := dli.io.gu()) is not None:
-            if b"HOLD" in segment:
-                gate.stop_at(segment.decode())
-            dli.io.isrt(b"OUT " + segment)
-
-    return program
 
 
 def test_reconnect_resolves_in_doubt_work_and_resumes(
