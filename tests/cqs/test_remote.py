@@ -243,6 +243,21 @@ def test_a_server_that_hangs_is_taken_for_gone_after_timeout(
         RemoteCQS(served.socket, served.key, timeout_s=0)
 
 
+def test_sigterm_taken_by_any_thread_of_the_server_ends_it(served: ServedCQS) -> None:
+    """The kernel may hand a process's SIGTERM to any of its threads; kill() with a
+    thread's id makes that thread the one.  The server must end all the same (a main
+    thread blocked in accept would never run the handler)."""
+    remote = RemoteCQS(served.socket, served.key, timeout_s=WAIT_S).connect()
+    remote.register(TRANA)  # a session thread and the CQS's listener run
+    assert served.process is not None
+    pid = served.process.pid
+    others = [int(tid) for tid in os.listdir(f"/proc/{pid}/task") if int(tid) != pid]
+    assert others, "the server has threads besides its main thread"
+    os.kill(others[-1], signal.SIGTERM)
+    assert served.process.wait(WAIT_S) == 0
+    remote.close()
+
+
 def test_a_logged_server_restarts_warm_after_sigkill(
     redis_server: RedisServer, redis_facility: RedisFacility, tmp_path: Path
 ) -> None:

@@ -69,6 +69,8 @@ REQUESTS = frozenset(
 )
 #: Requests served at once for one client.
 WORKERS = 8
+#: How often the serving thread looks whether it was told to stop, seconds.
+STOP_POLL_S = 0.1
 #: Length of a generated authentication key, bytes (before hex).
 KEY_BYTES = 32
 
@@ -206,11 +208,7 @@ def serve(
             conn.close()
             active.release()
 
-    if stop is not None:  # wake the accept below when told to stop
-        threading.Thread(target=_closer, args=(stop, address), daemon=True).start()
-    try:
-        if ready is not None:
-            ready()
+    def accept_all() -> None:
         while stop is None or not stop.is_set():
             try:
                 conn = listener.accept()
@@ -223,14 +221,30 @@ def serve(
                 conn.close()
                 break
             threading.Thread(target=attend, args=(conn,), daemon=True).start()
+
+    try:
+        if ready is not None:
+            ready()
+        if stop is None:
+            accept_all()
+            return
+        acceptor = threading.Thread(target=accept_all, name=f"cqs-accept-{cqs.name}", daemon=True)
+        acceptor.start()
+        # The calling (main) thread waits in short steps, not in accept: a signal the
+        # kernel hands to another thread (any of ours may take SIGTERM) interrupts no
+        # system call here, and its Python handler runs only when this thread next
+        # runs Python code, so a wait without end would never see it.
+        while not stop.wait(STOP_POLL_S):
+            pass
+        _poke(address)  # wake the accept
+        acceptor.join(STOP_POLL_S * 20)
     finally:
         listener.close()
         with contextlib.suppress(CQSError):
             cqs.disconnect()
 
 
-def _closer(stop: threading.Event, address: str) -> None:
-    """Once ``stop`` is set, connect to the listener so that its accept returns."""
-    stop.wait()
+def _poke(address: str) -> None:
+    """Connect to the listener so that its accept returns (the handshake then fails)."""
     with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as poke:
         poke.connect(address)

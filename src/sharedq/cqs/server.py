@@ -136,6 +136,8 @@ class CQS:
         self._watches: dict[Kind, OverflowWatch] = {}
         self._work = Work()
         self._lock = threading.Lock()
+        #: One CQSDISC at a time: a served CQS's session and its server may both end it.
+        self._ending = threading.Lock()
         #: What :meth:`connect` found interrupted and finished, per structure.
         self.finished: dict[Kind, Finished] = {}
         #: Why the recovery log started warm or cold (with ``recovery=``).
@@ -275,7 +277,11 @@ class CQS:
     def disconnect(self) -> None:
         """CQSDISC: stop listening, log statistics and the disconnect, checkpoint
         (system checkpoints at shutdown), disconnect.  The locks held stay on the lock
-        queue.  Idempotent."""
+        queue.  Idempotent, and safe from two threads at once."""
+        with self._ending:
+            self._disconnect()
+
+    def _disconnect(self) -> None:
         if not self._sites:
             return
         if self._log is not None:
