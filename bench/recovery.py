@@ -42,6 +42,10 @@ backend and on Redis (a private ``redis-server`` unless ``--redis URL`` names on
     waits a cycle, one after the other): the gap between it and the ratio measured is
     the logged path's other work.  ``_per_writer`` figures are ``group_commit=writer``.
     The ``_4_producers`` figures are the processes': the managers of one host.
+    ``cpu_us_per_cycle_<logged|unlogged>_4_<kind>`` is the producers' CPU time (user +
+    system, summed over their threads or processes) per cycle, and
+    ``logged_ratio_cpu_bound_4_<kind>`` unlogged's over logged's: on a host with fewer
+    cores than producers (and Redis), the ratio cannot pass it.
     ``--only PART`` measures only some parts.
 """
 
@@ -444,6 +448,12 @@ def _spent(before: SyncStatistics, after: SyncStatistics) -> tuple[int, int, flo
     )
 
 
+def _cpu_seconds() -> float:
+    """This process's CPU time, user and system (every thread; to the nanosecond,
+    where ``os.times`` counts clock ticks)."""
+    return time.process_time()
+
+
 def _producer_process(
     url: str, root: str, index: int, count: int, barrier: Any, conn: Connection
 ) -> None:
@@ -460,11 +470,13 @@ def _producer_process(
                 break
             before = _syncs()
             barrier.wait()
+            cpu = _cpu_seconds()
             started = time.monotonic()
             _cycles(managers[label], f"PROD.{index}", count)
             ended = time.monotonic()
+            cpu = _cpu_seconds() - cpu
             after = _syncs()
-            conn.send((started, ended, *_spent(before, after)))
+            conn.send((started, ended, *_spent(before, after), cpu))
     finally:
         for qm in managers.values():
             qm.close()
@@ -475,11 +487,19 @@ class _Run:
     """One measured round: cycles per second and the syncs the log made for them."""
 
     def __init__(
-        self, cycles: int, seconds: float, commits: int, syncs: int, sync_seconds: float
+        self,
+        cycles: int,
+        seconds: float,
+        commits: int,
+        syncs: int,
+        sync_seconds: float,
+        cpu_seconds: float,
     ) -> None:
         self.rate = cycles / seconds
         self.commits = commits
         self.syncs = syncs
+        #: The producers' CPU time (user + system, all of them) per cycle.
+        self.cpu_per_cycle = cpu_seconds / cycles
         #: What one sync took on average (0 without any).
         self.sync_s = sync_seconds / syncs if syncs else 0.0
 
@@ -506,14 +526,16 @@ def _in_threads(targets: Sequence[Callable[[], None]], cycles: int) -> _Run:
         thread.start()
     before = _syncs()
     barrier.wait()
+    cpu = _cpu_seconds()
     started = time.perf_counter()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
+    cpu = _cpu_seconds() - cpu
     after = _syncs()
     if errors:
         raise errors[0]
-    return _Run(cycles, elapsed, *_spent(before, after))
+    return _Run(cycles, elapsed, *_spent(before, after), cpu)
 
 
 @contextmanager
@@ -587,6 +609,7 @@ def _processes(url: str, root: Path, count: int) -> Iterator[dict[str, Callable[
             sum(r[2] for r in results),
             sum(r[3] for r in results),
             sum(r[4] for r in results),
+            sum(r[5] for r in results),
         )
 
     try:
@@ -624,6 +647,12 @@ def producer_figures(report: Report, base: Path, url: str, count: int, rounds: i
                             best[label] = run
             unlogged = best["unlogged"]
             report.add(f"cycles_per_s_unlogged_4_{kind}", unlogged.rate, "cycles/s", "redis")
+            report.add(
+                f"cpu_us_per_cycle_unlogged_4_{kind}",
+                unlogged.cpu_per_cycle * 1e6,
+                "us",
+                "the producers' CPU (user + system) per cycle",
+            )
             for label, (_, group_commit) in PRODUCER_GROUPS.items():
                 if group_commit is None:
                     continue
@@ -652,6 +681,19 @@ def producer_figures(report: Report, base: Path, url: str, count: int, rounds: i
                     min(run.sync_bound() / unlogged.rate, 1.0),
                     "",
                     "the ratio if syncs were all the log cost (two waits a cycle)",
+                )
+                report.add(
+                    f"cpu_us_per_cycle_logged{suffix}_4_{kind}",
+                    run.cpu_per_cycle * 1e6,
+                    "us",
+                    "the producers' CPU (user + system) per cycle",
+                )
+                report.add(
+                    f"logged{suffix}_ratio_cpu_bound_4_{kind}",
+                    unlogged.cpu_per_cycle / run.cpu_per_cycle,
+                    "",
+                    "CPU per unlogged cycle over per logged: the ratio if the cores were "
+                    "all that limited both",
                 )
                 headline[f"ratio{suffix}_{kind}"] = ratio
                 headline[f"fsyncs{suffix}_{kind}"] = per_commit
