@@ -11,7 +11,9 @@ records only.
 from __future__ import annotations
 
 import os
+import struct
 import threading
+from pathlib import Path
 
 from sharedq.log import RecordType
 from sharedq.log.groupsync import host_sync
@@ -65,3 +67,25 @@ def test_a_commit_alone_makes_its_own_records_durable(make_stream: MakeStream) -
             w.commit()
             assert w.durable_lsn == n
     assert [r.lsn for r in stream.records()] == [1, 2, 3, 4, 5]
+
+
+def test_a_committer_alone_stays_marked_active_for_the_others(make_stream: MakeStream) -> None:
+    # A commit alone whose slot already holds its arrival does not write the counters
+    # again (it only looks at them): the mark the others read must still be there.
+    stream = make_stream()
+    group = host_sync(stream.root)
+    assert group is not None
+    counters = Path(str(group.lock_path).removesuffix(".lock") + ".counters")
+    mine = _slot(threading.get_ident())
+    with stream.writer("QM1") as w:
+        for n in range(1, 6):
+            # Given commits alone, one after another
+            w.log_event(RecordType.STATISTICS, payload={"n": n})
+            w.commit()
+            assert w.durable_lsn == n
+            # Then after each the host's counters mark this committer as waiting for
+            # the next sync, which another committer arriving takes for active (other
+            # processes of this user may have numbered a sync or two since: a ticket
+            # for one of the last two is active)
+            started, _done, *slots = struct.unpack("<66Q", counters.read_bytes())
+            assert started - 1 <= slots[mine] <= started + 1

@@ -185,6 +185,10 @@ class HostSync:
         self._members: weakref.WeakSet[Member] = weakref.WeakSet()
         #: Set by the leader that found itself alone (``_leader`` held until read).
         self._alone = False
+        #: The highest ``done`` this process has read from the counters or written:
+        #: never more than the counters hold (they only go up), so a ticket below it
+        #: is covered without another look at the file.
+        self._done_seen = 0
 
     def __repr__(self) -> str:
         return f"<HostSync device={self.device:x} failure={self.failure!r}>"
@@ -221,7 +225,9 @@ class HostSync:
         ticket = self._counters(arrive=slot).started
         by_itself = False
         with self._leader:
-            if self._counters().done <= ticket:
+            # A thread of this process that led meanwhile may have covered the ticket
+            # (what it saw done, no system call); otherwise _lead looks at the counters.
+            if self._done_seen <= ticket:
                 self._lead(ticket, slot, window_s, alone)
                 by_itself, self._alone = self._alone, False
         if by_itself:
@@ -238,7 +244,10 @@ class HostSync:
         leader lock is free), so this committer leads at once.  Its arrival and the
         look at the others are one update of the counters, under the leader lock (six
         calls where the general path makes twelve: that path's second look exists for
-        committers that queued behind a running sync, which this one did not).
+        committers that queued behind a running sync, which this one did not).  When
+        its slot already holds its arrival (the same sync awaited as at its last commit:
+        a committer alone, whose own syncs number none), the counters are only looked
+        at, without their lock (:meth:`_peek`): three calls.
 
         Returns ``None`` when the leader lock is taken (the caller queues as usual),
         ``True`` when no other committer is active and the caller syncs its own files
@@ -253,7 +262,9 @@ class HostSync:
                 return None
             try:
                 self._check()
-                before = self._counters(arrive=slot)
+                before = self._peek(None)
+                if slot is not None and before.slots[slot] != before.started + 1:
+                    before = self._counters(arrive=slot)
                 if alone is not None and not _others_active(before, slot):
                     return True
                 slots = before.slots
@@ -312,16 +323,45 @@ class HostSync:
         self._counters(done=number)
 
     def _gather(self, window_s: float, now: _Counters) -> _Counters:
-        """Wait until every active committer has a ticket for this sync, or ``window_s``."""
+        """Wait until every active committer has a ticket for this sync, or ``window_s``.
+
+        Looks at the counters without their lock (:meth:`_peek`): this leader holds
+        the leader lock, so ``started`` and ``done`` do not change meanwhile, and a
+        slot read while a committer writes it only decides whether to wait on.
+        """
         deadline = time.monotonic() + window_s
         while True:
-            active = sum(1 for seen in now.slots if seen and seen >= now.started - 1)
-            waiting = sum(1 for seen in now.slots if seen and seen >= now.started + 1)
+            # Active: a ticket for one of the last two syncs; waiting: for this one.
+            # (``started + 1`` is at least 1, so empty slots count as neither.)
+            low = max(now.started - 1, 1)
+            if all(seen < low or seen > now.started for seen in now.slots):
+                return now
             left = deadline - time.monotonic()
-            if waiting >= active or left <= 0:
+            if left <= 0:
                 return now
             time.sleep(min(left, GATHER_PAUSE_S))
-            now = self._counters()
+            now = self._peek(now)
+
+    def _peek(self, now: _Counters | None) -> _Counters:
+        """The counters read without their lock, by the holder of the leader lock.
+
+        Only a leader changes ``started`` and ``done``, and a committer's arrival
+        writes them back as it read them (under the counters' lock, which a leader
+        needs to change them): so while the leader lock is held they read right even
+        amid another's write.  A slot read amid its committer's write may be read
+        wrong, and that only decides how long to gather, whether another committer is
+        active (``syncfs`` or the caller's own sync: either makes the caller's records
+        durable, and a committer waiting for the group leads a sync of its own when
+        none covered it), or whether this committer's arrival is written again (what
+        a committer writes there now is ``started + 1``, which is what that check
+        looks for).  ``now``: the leader's ``started`` and ``done``
+        already read, kept as they are.
+        """
+        raw = os.pread(self._counters_fd, _COUNTERS.size, 0)
+        values = _COUNTERS.unpack(raw) if len(raw) == _COUNTERS.size else _ZEROS
+        if now is None:
+            return _Counters(values[0], values[1], values[2:])
+        return _Counters(now.started, now.done, values[2:])
 
     def _check(self) -> None:
         if self.failure is not None:
@@ -344,6 +384,9 @@ class HostSync:
                     if arrive is not None:
                         new[2 + arrive] = values[0] + 1  # the sync that will cover it
                     os.pwrite(self._counters_fd, _COUNTERS.pack(*new), 0)
+                    self._done_seen = max(self._done_seen, new[1])
+                else:
+                    self._done_seen = max(self._done_seen, values[1])
             finally:
                 fcntl.flock(self._counters_fd, fcntl.LOCK_UN)
         return _Counters(values[0], values[1], tuple(values[2:]))
