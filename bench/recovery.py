@@ -46,6 +46,8 @@ backend and on Redis (a private ``redis-server`` unless ``--redis URL`` names on
     system, summed over their threads or processes) per cycle, and
     ``logged_ratio_cpu_bound_4_<kind>`` unlogged's over logged's: on a host with fewer
     cores than producers (and Redis), the ratio cannot pass it.
+    ``switches_per_cycle_*`` counts the producers' voluntary context switches (each a
+    wait: for Redis, a sync, a lock) per cycle.
     ``--only PART`` measures only some parts.
 """
 
@@ -56,6 +58,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import resource
 import shutil
 import statistics
 import sys
@@ -454,6 +457,11 @@ def _cpu_seconds() -> float:
     return time.process_time()
 
 
+def _switches() -> int:
+    """The context switches this process's threads made so far (voluntary: waits)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+
+
 def _producer_process(
     url: str, root: str, index: int, count: int, barrier: Any, conn: Connection
 ) -> None:
@@ -470,13 +478,13 @@ def _producer_process(
                 break
             before = _syncs()
             barrier.wait()
-            cpu = _cpu_seconds()
+            cpu, switches = _cpu_seconds(), _switches()
             started = time.monotonic()
             _cycles(managers[label], f"PROD.{index}", count)
             ended = time.monotonic()
-            cpu = _cpu_seconds() - cpu
+            cpu, switches = _cpu_seconds() - cpu, _switches() - switches
             after = _syncs()
-            conn.send((started, ended, *_spent(before, after), cpu))
+            conn.send((started, ended, *_spent(before, after), cpu, switches))
     finally:
         for qm in managers.values():
             qm.close()
@@ -494,12 +502,15 @@ class _Run:
         syncs: int,
         sync_seconds: float,
         cpu_seconds: float,
+        switches: int,
     ) -> None:
         self.rate = cycles / seconds
         self.commits = commits
         self.syncs = syncs
         #: The producers' CPU time (user + system, all of them) per cycle.
         self.cpu_per_cycle = cpu_seconds / cycles
+        #: The producers' voluntary context switches (waits: Redis, syncs, locks) per cycle.
+        self.switches_per_cycle = switches / cycles
         #: What one sync took on average (0 without any).
         self.sync_s = sync_seconds / syncs if syncs else 0.0
 
@@ -526,16 +537,16 @@ def _in_threads(targets: Sequence[Callable[[], None]], cycles: int) -> _Run:
         thread.start()
     before = _syncs()
     barrier.wait()
-    cpu = _cpu_seconds()
+    cpu, switches = _cpu_seconds(), _switches()
     started = time.perf_counter()
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
-    cpu = _cpu_seconds() - cpu
+    cpu, switches = _cpu_seconds() - cpu, _switches() - switches
     after = _syncs()
     if errors:
         raise errors[0]
-    return _Run(cycles, elapsed, *_spent(before, after), cpu)
+    return _Run(cycles, elapsed, *_spent(before, after), cpu, switches)
 
 
 @contextmanager
@@ -610,6 +621,7 @@ def _processes(url: str, root: Path, count: int) -> Iterator[dict[str, Callable[
             sum(r[3] for r in results),
             sum(r[4] for r in results),
             sum(r[5] for r in results),
+            sum(r[6] for r in results),
         )
 
     try:
@@ -653,6 +665,12 @@ def producer_figures(report: Report, base: Path, url: str, count: int, rounds: i
                 "us",
                 "the producers' CPU (user + system) per cycle",
             )
+            report.add(
+                f"switches_per_cycle_unlogged_4_{kind}",
+                unlogged.switches_per_cycle,
+                "",
+                "the producers' voluntary context switches per cycle",
+            )
             for label, (_, group_commit) in PRODUCER_GROUPS.items():
                 if group_commit is None:
                     continue
@@ -687,6 +705,12 @@ def producer_figures(report: Report, base: Path, url: str, count: int, rounds: i
                     run.cpu_per_cycle * 1e6,
                     "us",
                     "the producers' CPU (user + system) per cycle",
+                )
+                report.add(
+                    f"switches_per_cycle_logged{suffix}_4_{kind}",
+                    run.switches_per_cycle,
+                    "",
+                    "the producers' voluntary context switches per cycle",
                 )
                 report.add(
                     f"logged{suffix}_ratio_cpu_bound_4_{kind}",
