@@ -93,6 +93,8 @@ LSN_JUMP = 2**40
 _SEQ, _OP, _WRITER, _LSN, _TYPE, _STRUCTURE, _TIME = range(7)
 _PAYLOAD = FIELD_NAMES.index("payload")
 _NONE = int(ChangeOp.NONE)
+#: ``os.access`` checks with the effective ids (as ``stat`` would) where it can.
+_EFFECTIVE_IDS = os.access in os.supports_effective_ids
 
 
 class LogWriter(ChangeLogging):
@@ -534,7 +536,8 @@ class LogWriter(ChangeLogging):
             self._group_sync(lsn, committer=waiting)
         else:
             self._own_sync(lsn)
-        if os.path.exists(self._roll_request_path):
+        # (os.access: no exception built when it is absent, as it almost always is)
+        if os.access(self._roll_request_path, os.F_OK, effective_ids=_EFFECTIVE_IDS):
             self._roll_on_request()
 
     def _group_sync(self, lsn: int, *, committer: bool) -> None:
