@@ -7,19 +7,49 @@ local missing_ok, nlocks = ARGV[2] == '1', tonumber(ARGV[3])
 bulk_begin(counters(open('c')))
 local c = bulk.c
 check_conditions(4, 3 + nlocks, 0, nil, nil)
-for i = 4 + nlocks, #ARGV do
+-- The records in one HMGET; an entry on a watched list is deleted as it comes (its
+-- monitors are told of each change on the state it leaves), the others' list members
+-- and records in one command each at the end, since nothing in between reads them.
+-- An id deleted before in this request is missing from then on, as a second HGET would
+-- find it.
+local first = 4 + nlocks
+local records = records_of(ARGV, first, #ARGV)
+local gone, rem, srem, hdel = {}, {}, {}, {}
+local function flush(err)
+  for key, members in pairs(rem) do call_many('ZREM', key, members, 1) end
+  call_many('ZREM', S, srem, 1)
+  call_many('HDEL', E, hdel, 1)
+  return bulk_finish(err)
+end
+for i = first, #ARGV do
   local id = ARGV[i]
-  local r = redis.call('HGET', E, id)
-  if not r then
+  local r = records[i - first + 1]
+  if not r or gone[id] then
     if not missing_ok then
-      return bulk_finish(err_text(NO_SUCH_ENTRY, 'no entry ' .. hex(id)))
+      return flush(err_text(NO_SUCH_ENTRY, 'no entry ' .. hex(id)))
     end
     bulk.missing[#bulk.missing + 1] = id
   else
-    local list = bulk_list(rec_list(r))
+    gone[id] = true
+    local n = rec_list(r)
+    local list = bulk_list(n)
     keep_old(r, true)
-    unplace(r, list[LIST_MONITORS] > 0)
-    redis.call('HDEL', E, id)
+    if list[LIST_MONITORS] > 0 then
+      unplace(r, true)
+      redis.call('HDEL', E, id)
+    else
+      local key = list_key(n)
+      local members = rem[key]
+      if not members then
+        members = {}
+        rem[key] = members
+      end
+      local member = rec_member(r)
+      members[#members + 1] = member
+      local skey = rec_skey(r)
+      if skey then srem[#srem + 1] = skey_prefix(n, skey) .. member end
+      hdel[#hdel + 1] = id
+    end
     drop_data(r)
     local size = rec_elements(r)
     list[LIST_ELEMENTS] = list[LIST_ELEMENTS] - size
@@ -29,4 +59,4 @@ for i = 4 + nlocks, #ARGV do
   end
   bulk.processed = bulk.processed + 1
 end
-return bulk_finish()
+return flush()

@@ -9,6 +9,9 @@ if done then return done end
 local ignore, missing_ok, nlocks = ARGV[2] == '1', ARGV[3] == '1', tonumber(ARGV[4])
 bulk_begin(counters(open('c')))
 check_conditions(5, 4 + nlocks, 0, nil, nil)
+-- list -> its entries now, once read for a limit check (one ZCARD per list, not per
+-- entry), kept exact as entries come and go.
+local counts = {}
 for i = 5 + nlocks, #ARGV do
   local a = ARGV[i]
   local id, to, from = string.sub(a, 1, 12), from_be2(a, 13), from_be2(a, 15)
@@ -27,9 +30,13 @@ for i = 5 + nlocks, #ARGV do
     end
     local source, target = bulk_list(cur), bulk_list(to)
     local limit = limit_of(target)
-    if to ~= cur and not ignore and limit and redis.call('ZCARD', list_key(to)) >= limit then
-      return bulk_finish(err_text(LIST_FULL, 'list ' .. to .. ' is at its limit of '
-        .. int(limit) .. ' entries'))
+    if to ~= cur and not ignore and limit then
+      local n = counts[to] or redis.call('ZCARD', list_key(to))
+      if n >= limit then
+        return bulk_finish(err_text(LIST_FULL, 'list ' .. to .. ' is at its limit of '
+          .. int(limit) .. ' entries'))
+      end
+      counts[to] = n
     end
     local key = rec_key(r)
     if bit.band(flags, 1) ~= 0 then
@@ -56,6 +63,10 @@ for i = 5 + nlocks, #ARGV do
     unplace(r, source[LIST_MONITORS] > 0)
     redis.call('HSET', E, id, moved)
     place(moved, target[LIST_MONITORS] > 0)
+    if to ~= cur then
+      if counts[to] then counts[to] = counts[to] + 1 end
+      if counts[cur] then counts[cur] = counts[cur] - 1 end
+    end
     local elements = rec_elements(r)
     source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
     target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements

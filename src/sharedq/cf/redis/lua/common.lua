@@ -534,11 +534,16 @@ local function check_version(r, expect)
   end
 end
 
+-- Returns the list's entries when it read them (nil: not read), so that a caller can
+-- count on from there instead of asking again.
 local function check_limit(list, l, ignore)
   local limit = limit_of(l)
-  if not ignore and limit and redis.call('ZCARD', list_key(list)) >= limit then
+  if ignore or not limit then return nil end
+  local n = redis.call('ZCARD', list_key(list))
+  if n >= limit then
     fail(LIST_FULL, 'list ' .. list .. ' is at its limit of ' .. int(limit) .. ' entries')
   end
+  return n
 end
 
 -- A new entry may be written (write, write_rekey): its id is free, the conditions hold
@@ -551,7 +556,7 @@ local function check_new_entry_room(spec, list, flags, elements, c, l, first_loc
   elseif #ARGV >= first_lock then
     check_conditions(first_lock, #ARGV, list, nil, nil)
   end
-  check_limit(list, l, bit.band(flags, 2) ~= 0)
+  local n = check_limit(list, l, bit.band(flags, 2) ~= 0)
   if c[ENTRIES] >= c[MAX_ENTRIES] then
     fail(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has all ' .. int(c[MAX_ENTRIES])
       .. ' entries in use')
@@ -561,16 +566,19 @@ local function check_new_entry_room(spec, list, flags, elements, c, l, first_loc
       .. ' of ' .. int(c[MAX_ELEMENTS]) .. ' elements in use; ' .. elements
       .. ' more do not fit')
   end
+  return n
 end
 
 -- The id's check costs no command of its own when the rest holds: store_new_entry's
 -- HSETNX, the request's first write, makes it.  Only when another check fails is the id
 -- looked up first (fail() does, while checking is set), so that a request failing twice
--- reports what the memory backend reports (the id first).
+-- reports what the memory backend reports (the id first).  Returns the list's entries
+-- before the write when the limit check read them (nil: not read).
 local function check_new_entry(spec, list, flags, elements, id, c, l, first_lock)
   if id ~= '' then checking = id end
-  check_new_entry_room(spec, list, flags, elements, c, l, first_lock)
+  local n = check_new_entry_room(spec, list, flags, elements, c, l, first_lock)
   checking = nil
+  return n
 end
 
 -- Store a new entry's record, as the request's first write: HSETNX fails the request,
@@ -798,6 +806,42 @@ local function place(r, watched)
   local skey = rec_skey(r)
   if skey then redis.call('ZADD', S, '0', skey_prefix(list, skey) .. member) end
   if watched then touched[#touched + 1] = {list, rec_key(r), skey} end
+end
+
+-- One command for many members or fields: cmd key args... in chunks of at
+-- most 1,000 arguments (Lua's unpack has a bounded stack).  step: the arguments that go
+-- together (2 for field and value), so that a chunk never splits them.
+local function call_many(cmd, key, args, step)
+  local n = #args
+  if n == 0 then return end
+  local size = 1000 - 1000 % step
+  for first = 1, n, size do
+    local last = first + size - 1
+    if last > n then last = n end
+    -- Each command named as it is (test_acl.py lists the commands functions run).
+    if cmd == 'ZREM' then
+      redis.call('ZREM', key, unpack(args, first, last))
+    elseif cmd == 'ZADD' then
+      redis.call('ZADD', key, unpack(args, first, last))
+    elseif cmd == 'HSET' then
+      redis.call('HSET', key, unpack(args, first, last))
+    else
+      redis.call('HDEL', key, unpack(args, first, last))
+    end
+  end
+end
+
+-- The records of ids[from..to] (entry ids), in one HMGET per 1,000: found[1] is
+-- ids[from]'s, false where there is none.
+local function records_of(ids, from, to)
+  local found = {}
+  for first = from, to, 1000 do
+    local last = first + 999
+    if last > to then last = to end
+    local part = redis.call('HMGET', E, unpack(ids, first, last))
+    for i = 1, #part do found[first - from + i] = part[i] end
+  end
+  return found
 end
 
 local function unplace(r, watched)

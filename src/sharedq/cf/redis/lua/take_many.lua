@@ -29,22 +29,93 @@ if from ~= to then source = controls(raw_from) end
 local r = locate_packed(ARGV[2])
 if not r then return record({}) end
 check_conditions(1, 0, from, expect_authority, source[LIST_AUTHORITY])
-if to ~= from then check_limit(to, target, false) end
+local on_target  -- the target's entries, when its limit check read them
+if to ~= from then on_target = check_limit(to, target, false) end
 -- Checked: from here on nothing fails.
 local limit = limit_of(target)
-local on_target = 0
-if limit and not delete and to ~= from then on_target = redis.call('ZCARD', list_key(to)) end
+if not (limit and not delete and to ~= from) then on_target = 0 end
 local reply = {}
 local n = 0
+-- To another list, the heads to come are the list's next members, in order (taking
+-- one moves no other): read up to count of them in one ZRANGE and their records in
+-- one HMGET, not a ZRANGE and an HGET per entry.  Each must qualify as its head would
+-- (locate's comparison); the first that does not ends the takes, as its locate would.
+-- To the same list a taken entry may come back before the next head: located anew.
+local records, heads
+if to ~= from and count > 1 and string.sub(ARGV[2], 1, 1) == 'h' then
+  local arg, how = string.sub(ARGV[2], 5), string.sub(ARGV[2], 4, 4)
+  local members = redis.call('ZRANGE', list_key(from), '1', int(count - 1))
+  local ids = {}
+  for _, m in ipairs(members) do
+    if arg ~= '' then
+      local k = cmp(string.sub(m, 1, 16), arg)
+      if (how == '<' and k > 0) or (how == '=' and k ~= 0) or (how == '>' and k < 0) then
+        break
+      end
+    end
+    ids[#ids + 1] = string.sub(m, 25, 36)
+  end
+  records, heads = records_of(ids, 1, #ids), 0
+end
+-- Neither list watched (no monitor to tell of each change on the state it leaves): the
+-- entries' list members, index members and records change in one command each, after
+-- the loop, rather than three per entry; nothing in between reads them (the records
+-- to come were read above).  take_entry's changes exactly, without its notify (no-op).
+local batch = records and source[LIST_MONITORS] == 0 and target[LIST_MONITORS] == 0
+local rem, add, srem, sadd, hset, hdel = {}, {}, {}, {}, {}, {}
+local function take_batched(r)
+  local seq = c[SEQ] + 1
+  local skey = rec_skey(r)
+  local moved = moved_rec(r, to, rec_key(r), ordinal(seq, false), rec_version(r), skey)
+  local data = reply_data(r)  -- moved keeps what r kept
+  local elements = rec_elements(r)
+  local member = rec_member(r)
+  source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
+  rem[#rem + 1] = member
+  if skey then srem[#srem + 1] = skey_prefix(from, skey) .. member end
+  if not delete then
+    keep_old(r, false)
+    local moved_member = rec_member(moved)
+    add[#add + 1], add[#add + 2] = '0', moved_member
+    if skey then sadd[#sadd + 1], sadd[#sadd + 2] = '0', skey_prefix(to, skey) .. moved_member end
+    hset[#hset + 1], hset[#hset + 2] = rec_id(r), moved
+    target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
+    c[SEQ] = seq
+    return seq, moved, data, 0
+  end
+  keep_old(r, true)
+  hdel[#hdel + 1] = rec_id(r)
+  drop_data(r)
+  c[SEQ], c[ENTRIES], c[ELEMENTS] = seq + 1, c[ENTRIES] - 1, c[ELEMENTS] - elements
+  return seq, moved, data, seq + 1
+end
 while r do
-  local seq, moved, data, deleted = take_entry(r, to, delete, c, source, target)
+  local seq, moved, data, deleted
+  if batch then
+    seq, moved, data, deleted = take_batched(r)
+  else
+    seq, moved, data, deleted = take_entry(r, to, delete, c, source, target)
+  end
   reply[#reply + 1], reply[#reply + 2], reply[#reply + 3], reply[#reply + 4] =
     seq, moved, data, deleted
   if not delete then on_target = on_target + 1 end
   n = n + 1
   if n >= count then break end
   if limit and to ~= from and not delete and on_target >= limit then break end
-  r = locate_packed(ARGV[2])
+  if heads then
+    heads = heads + 1
+    r = records[heads] or nil
+  else
+    r = locate_packed(ARGV[2])
+  end
+end
+if batch then
+  call_many('ZREM', list_key(from), rem, 1)
+  call_many('ZREM', S, srem, 1)
+  call_many('HSET', E, hset, 2)
+  call_many('HDEL', E, hdel, 1)
+  call_many('ZADD', list_key(to), add, 2)
+  call_many('ZADD', S, sadd, 2)
 end
 if to ~= from then
   redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source),

@@ -10,7 +10,7 @@ local spec = ARGV[2]
 local list, key, version, flags, elements, adjunct, skey, id = write_spec(spec)
 local raw_c, raw_l = open('c', lfield(list))
 local c, l = counters(raw_c), controls(raw_l)
-check_new_entry(spec, list, flags, elements, id, c, l, 4)
+local before = check_new_entry(spec, list, flags, elements, id, c, l, 4)
 local seq = c[SEQ] + 1
 if id == '' then id = '\0\0\0\0' .. be(seq, 8) end
 local r = make_rec(id, list, key, ordinal(seq, bit.band(flags, 1) ~= 0), version, elements,
@@ -22,5 +22,7 @@ l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
 redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l), kept_seq(seq))
 place(r, l[LIST_MONITORS] > 0)
 notify(seq)
--- The list's entry count too (ZCARD: O(1)); a retried request's kept reply is the seq.
+-- The list's entry count too (one more than the limit check read, else ZCARD: O(1)); a
+-- retried request's kept reply is the seq.
+if before then return {seq, before + 1} end
 return {seq, redis.call('ZCARD', list_key(list))}

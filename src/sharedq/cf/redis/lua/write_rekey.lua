@@ -10,7 +10,7 @@ local list, key, version, flags, elements, adjunct, skey, id = write_spec(spec)
 local o = options(ARGV[4], 1)
 local raw_c, raw_l = open('c', lfield(list))
 local c, l = counters(raw_c), controls(raw_l)
-check_new_entry(spec, list, flags, elements, id, c, l, 5)
+local before = check_new_entry(spec, list, flags, elements, id, c, l, 5)
 local seq = c[SEQ] + 1
 if id == '' then id = '\0\0\0\0' .. be(seq, 8) end
 -- The entry as moved is made from the request directly (the written one only when a
@@ -44,4 +44,6 @@ if l[LIST_MONITORS] > 0 then
 else
   place(moved, false)
 end
+-- The new entry is on the list: one more than the limit check read, if it read them.
+if before then return {seq, before + 1} end
 return {seq, redis.call('ZCARD', list_key(list))}
