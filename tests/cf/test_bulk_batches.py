@@ -11,7 +11,15 @@ emptying within one request, a watched list among unwatched ones).
 
 from __future__ import annotations
 
-from sharedq.cf import BulkMove, Compare, ListFull, ListStructure, NoSuchEntry
+from sharedq.cf import (
+    BulkMove,
+    BulkWrite,
+    Compare,
+    EntryExists,
+    ListFull,
+    ListStructure,
+    NoSuchEntry,
+)
 from sharedq.cf.types import BySecondaryKey, Head, MonitorSpec, MonitorState
 
 
@@ -121,3 +129,41 @@ def test_move_entries_counts_a_limited_list_as_entries_come_and_go(
     assert _ids(struct, 1) == [ids[1], ids[2], ids[3]]
     assert _ids(struct, 2) == [ids[0]]
     assert _ids(struct, 0) == [ids[4], ids[5]]
+
+
+def test_write_entries_with_an_id_in_use_or_named_twice(struct: ListStructure) -> None:
+    a, b, c = b"a" * 12, b"b" * 12, b"c" * 12
+    _write(struct, 0, [(a, 1)])
+    struct.set_list_controls(1, limit=3)
+    writes = [BulkWrite(1, _key(5), b"b", entry_id=b, secondary_key=b"s-b")]
+    writes += [BulkWrite(1, _key(4), b"c", entry_id=c), BulkWrite(1, _key(3), b"x", entry_id=b)]
+    result = struct.write_entries(writes)
+    assert (result.processed, len(result.seqs)) == (2, 2)
+    assert isinstance(result.error, EntryExists)
+    assert _ids(struct, 1) == [c, b]
+    found = struct.read(BySecondaryKey(1, b"s-b"))
+    assert found is not None and found.data == b"b"
+    result = struct.write_entries([BulkWrite(1, _key(1)), BulkWrite(1, _key(1), entry_id=a)])
+    assert (result.processed, len(result.seqs)) == (1, 1)
+    assert isinstance(result.error, EntryExists)  # the id is checked before the limit
+    generated = (result.seqs[0]).to_bytes(12, "big")
+    assert _ids(struct, 1) == [generated, c, b]
+    result = struct.write_entries([BulkWrite(1, _key(1), entry_id=b"d" * 12)])
+    assert (result.processed, result.seqs) == (0, ())
+    assert isinstance(result.error, ListFull)
+    result = struct.write_entries([BulkWrite(2, _key(1), entry_id=a)])
+    assert (result.processed, result.seqs) == (0, ())
+    assert isinstance(result.error, EntryExists)
+
+
+def test_write_entries_on_a_watched_list_among_unwatched_ones(struct: ListStructure) -> None:
+    struct.register_monitor(MonitorSpec(1))
+    writes = [BulkWrite(n % 2, _key(n), entry_id=b"%012d" % n) for n in range(6)]
+    result = struct.write_entries(writes)
+    assert (result.processed, len(result.seqs), result.error) == (6, 6, None)
+    assert _ids(struct, 0) == [b"%012d" % n for n in (0, 2, 4)]
+    assert _ids(struct, 1) == [b"%012d" % n for n in (1, 3, 5)]
+    events = struct.wait_events(timeout=5)
+    assert [(e.list_number, e.state, e.seq) for e in events] == [
+        (1, MonitorState.NONEMPTY, result.seqs[1])
+    ]

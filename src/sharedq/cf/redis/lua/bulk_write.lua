@@ -20,43 +20,86 @@ if #opts == 9 then
 end
 local c = bulk.c
 local counts = {}  -- list -> its entries now, read once
+-- The ids first (a generated one is the seq the entry will take: one per entry, in
+-- order), and whether they are in use in one HMGET, not an HSETNX per entry.  An entry
+-- on a watched list is stored and placed as it comes (its monitors are told of each
+-- change on the state it leaves); the others' records and list members in one command
+-- each at the end, since nothing in between reads them.  An id written before in this
+-- request is in use from then on, as its HSETNX would find.
+local ids = {}
 for i = first, #ARGV, 2 do
-  local list, key, version, flags, elements, adjunct, skey, id = write_spec(ARGV[i])
+  local spec = ARGV[i]
+  local il = string.byte(spec, 39)
+  local id = ''
+  if il > 0 then
+    local al, sl = string.byte(spec, 37, 38)
+    id = string.sub(spec, 40 + al + sl, 39 + al + sl + il)
+  end
+  if id == '' then id = '\0\0\0\0' .. be(c[SEQ] + #ids + 1, 8) end
+  ids[#ids + 1] = id
+end
+local existing = records_of(ids, 1, #ids)
+local used, hset, zadd, sadd = {}, {}, {}, {}
+local function flush(err)
+  call_many('HSET', E, hset, 2)
+  for key, members in pairs(zadd) do call_many('ZADD', key, members, 2) end
+  call_many('ZADD', S, sadd, 2)
+  return bulk_finish(err)
+end
+for i = first, #ARGV, 2 do
+  local list, key, version, flags, elements, adjunct, skey = write_spec(ARGV[i])
   local data = ARGV[i + 1]
+  -- The id first, as write (check_new_entry) and the memory backend check it.
+  local k = (i - first) / 2 + 1
+  local id = ids[k]
+  if existing[k] or used[id] then
+    return flush(err_text(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use'))
+  end
   local l = bulk_list(list)
   local limit = limit_of(l)
   if not ignore and limit then
     local n = counts[list] or redis.call('ZCARD', list_key(list))
     if n >= limit then
-      return bulk_finish(err_text(LIST_FULL, 'list ' .. list .. ' is at its limit of '
+      return flush(err_text(LIST_FULL, 'list ' .. list .. ' is at its limit of '
         .. int(limit) .. ' entries'))
     end
     counts[list] = n + 1
   end
   if c[ENTRIES] >= c[MAX_ENTRIES] then
-    return bulk_finish(err_text(STRUCTURE_FULL, 'structure ' .. structure_name()
+    return flush(err_text(STRUCTURE_FULL, 'structure ' .. structure_name()
       .. ' has all ' .. int(c[MAX_ENTRIES]) .. ' entries in use'))
   end
   if c[ELEMENTS] + elements > c[MAX_ELEMENTS] then
-    return bulk_finish(err_text(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has '
+    return flush(err_text(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has '
       .. int(c[ELEMENTS]) .. ' of ' .. int(c[MAX_ELEMENTS]) .. ' elements in use; '
       .. elements .. ' more do not fit'))
   end
   local seq = c[SEQ] + 1
-  if id == '' then id = '\0\0\0\0' .. be(seq, 8) end
+  used[id] = true
   local r = make_rec(id, list, key, ordinal(seq, bit.band(flags, 1) ~= 0), version, elements,
     adjunct, skey, inline_part(elements, data))
-  -- HSETNX is the existence check and, when the id is free, the entry's first write
-  -- (a generated id is new unless a caller chose one of that shape).
-  if redis.call('HSETNX', E, id, r) == 0 then
-    return bulk_finish(err_text(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use'))
-  end
   store_apart(id, elements, data)
   c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] + 1, c[ELEMENTS] + elements
   l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
-  place(r, l[LIST_MONITORS] > 0)
-  notify(seq)
+  if l[LIST_MONITORS] > 0 then
+    redis.call('HSET', E, id, r)
+    place(r, true)
+    notify(seq)
+  else
+    hset[#hset + 1], hset[#hset + 2] = id, r
+    local lk = list_key(list)
+    local members = zadd[lk]
+    if not members then
+      members = {}
+      zadd[lk] = members
+    end
+    local member = rec_member(r)
+    members[#members + 1], members[#members + 2] = '0', member
+    if skey ~= '' then
+      sadd[#sadd + 1], sadd[#sadd + 2] = '0', skey_prefix(list, skey) .. member
+    end
+  end
   bulk.seqs[#bulk.seqs + 1] = seq
   bulk.processed = bulk.processed + 1
 end
-return bulk_finish()
+return flush()
