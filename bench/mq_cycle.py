@@ -43,7 +43,13 @@ there): ``redis_round_trips_per_cycle`` counts the requests the client sends (ea
 functions included, and ``redis_server_us_per_cycle`` the server's time in the commands
 the client sent (``FCALL`` mostly: a function's time includes the commands it runs),
 both from ``INFO commandstats`` after ``CONFIG RESETSTAT``.  ``redis_server_us_per_request_*``
-is that time per function call during the timed rounds.
+is that time per function call during the timed rounds.  The client's side:
+``redis_client_cpu_us_per_cycle`` is this process's CPU time per cycle (median of five
+runs, socket calls included), ``lpush_rpop_client_cpu_us_per_pair`` the same for a bare
+LPUSH + RPOP over the backend's connection path, and
+``redis_client_cpu_us_over_transport`` the first less one and a half of the second
+(three requests' bare transport): the Python of the queue manager, seam and backend
+layers.  CPU time, unlike the wall clock, hardly moves when other work shares the cores.
 
 Memory per message: ``redis_bytes_per_message`` is the growth of ``used_memory``
 (``INFO memory``) per 100-byte persistent message with ``BYTES_MESSAGES`` of them left
@@ -447,6 +453,17 @@ def accounted(public: Any, work: Callable[[], None], per: int) -> tuple[float, f
     return sent / per, calls / per, usec / per
 
 
+def client_cpu_us(work: Callable[[int], None], n: int) -> float:
+    """Median CPU microseconds of this process per ``work(1)``, over 5 runs of ``n``: a
+    machine shared with other work slows the wall clock more than a process's CPU."""
+    samples = []
+    for _ in range(5):
+        started = time.process_time()
+        work(n)
+        samples.append((time.process_time() - started) / n * 1e6)
+    return statistics.median(samples)
+
+
 def accounting_figures(report: Report, facility: RedisFacility) -> None:
     """Round trips, server calls and server time of one cycle, sharedq and Streams."""
     public: Any = facility.client.redis
@@ -455,7 +472,34 @@ def accounting_figures(report: Report, facility: RedisFacility) -> None:
     ours = cycler(qm, body)
     ours(200)
     trips, calls, usec = accounted(public, lambda: ours(ACCOUNTED_CYCLES), ACCOUNTED_CYCLES)
+    lane = facility.client.command
+
+    def lpush_rpop(n: int) -> None:
+        for _ in range(n):
+            lane("LPUSH", "sharedq:bench:lpush-rpop", body)
+            lane("RPOP", "sharedq:bench:lpush-rpop")
+
+    client_us = client_cpu_us(ours, ACCOUNTED_CYCLES)
+    pair_us = client_cpu_us(lpush_rpop, ACCOUNTED_CYCLES)
     qm.close()
+    report.add(
+        "redis_client_cpu_us_per_cycle",
+        client_us,
+        "us",
+        "this process's CPU (user + system, socket calls included) per cycle, median of 5",
+    )
+    report.add(
+        "lpush_rpop_client_cpu_us_per_pair",
+        pair_us,
+        "us",
+        "the same for LPUSH + RPOP over the backend's connection path",
+    )
+    report.add(
+        "redis_client_cpu_us_over_transport",
+        client_us - 1.5 * pair_us,
+        "us",
+        "the cycle's CPU less three requests' worth of bare transport: our layers' own",
+    )
     report.add("redis_round_trips_per_cycle", trips, "", "requests the client sent, per cycle")
     report.add("redis_calls_per_cycle", calls, "", "commands the server ran, nested included")
     report.add(

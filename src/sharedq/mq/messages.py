@@ -143,16 +143,18 @@ def encode(
     expiry: int,
     qm_id: int,
     qm_name: bytes,
+    generated: bool = False,
 ) -> bytes:
     """The data of a message's list entry (format 2).  ``expiry`` is in tenths (or
-    unlimited)."""
+    unlimited).  ``generated``: the caller made ``msg_id`` with :func:`generated_msg_id`
+    from these facts (otherwise the id is compared with the one they would give)."""
     flags = _PERSISTENT if persistent else 0
     parts = [b"", b"", qm_name]
     if expiry != _UNLIMITED:
         flags |= _EXPIRES
         parts[1] = _U32.pack(expiry)
     nonce = msg_id[17:20]
-    if msg_id == generated_msg_id(qm_name, stamp, qm_id, nonce):
+    if generated or msg_id == generated_msg_id(qm_name, stamp, qm_id, nonce):
         flags |= _GENERATED
         parts.append(nonce)
     else:
@@ -293,12 +295,17 @@ def _generated_for(msg_id: bytes, entry_id: bytes) -> bool:
 
 
 def encode_adjunct(
-    put_list: int, msg_id: bytes, correl_id: bytes, entry_id: bytes | None = None
+    put_list: int,
+    msg_id: bytes,
+    correl_id: bytes,
+    entry_id: bytes | None = None,
+    generated: bool = False,
 ) -> bytes:
     """A message entry's adjunct (format 2).  Given the entry's id, a msg id generated
     with it is kept as the four characters of the manager's name it holds (length byte
-    255), the rest being in the entry id."""
-    if entry_id is not None and _generated_for(msg_id, entry_id):
+    255), the rest being in the entry id.  ``generated``: the caller made both ids from
+    the same stamp (no need to compare them)."""
+    if entry_id is not None and (generated or _generated_for(msg_id, entry_id)):
         mid = msg_id[4:8]
         length = _FROM_ENTRY_ID
     else:

@@ -131,14 +131,25 @@ def put(
     stamp = stamps.stamp()
     stamp_bytes = stamp.to_bytes(8, "big")
     if given_msg_id is None or given_msg_id == m.NO_ID:
-        given_msg_id = core.msg_id_prefix + stamp_bytes + core.msg_id_suffix
-    ident: bytes = given_msg_id
+        ident = core.msg_id_prefix + stamp_bytes + core.msg_id_suffix
+        generated = True
+    else:
+        ident, generated = given_msg_id, False
     entry_id = core.entry_id_prefix + stamp_bytes + stamps.nonce
     ukey = keys.uncommitted_key(priority, stamp, core.qm_id)
     data = m.encode(
-        body, priority, persistent, ident, correl, stamp, tenths, core.qm_id, core.name_bytes
+        body,
+        priority,
+        persistent,
+        ident,
+        correl,
+        stamp,
+        tenths,
+        core.qm_id,
+        core.name_bytes,
+        generated,
     )
-    adjunct = m.encode_adjunct(queue.put_list, ident, correl, entry_id)
+    adjunct = m.encode_adjunct(queue.put_list, ident, correl, entry_id, generated)
     uow_id = uow.uow_id if uow is not None else stamps.uow_id(stamp)
     version = int.from_bytes(uow_id, "big")
     acc = queue.acc
@@ -194,6 +205,8 @@ def put(
             check_put_allowed(queue, len(body))
         except EntryExists:
             entry_id = stamps.entry_id()
+            # A generated msg id is kept in the adjunct as "the entry id's": not this one.
+            adjunct = m.encode_adjunct(queue.put_list, ident, correl, entry_id)
         except ListFull as error:
             depth_events.queue_full(core, queue)
             raise mq_error(

@@ -25,7 +25,7 @@ persistence and message id, which go into the note.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Protocol, TypeVar
 
@@ -120,6 +120,9 @@ FactsOf = Callable[[bytes], tuple[bool, int | None, bytes | None, bytes | None]]
 
 #: The journal failures the current block carries on through (see :func:`tolerating`).
 _TOLERATED: ContextVar[list[JournalFailure] | None] = ContextVar("_TOLERATED", default=None)
+
+#: A change request's fault points when there is no fault hook: nothing to call.
+_NO_FAULT_POINTS: AbstractContextManager[None] = nullcontext()
 
 
 @contextmanager
@@ -300,6 +303,8 @@ class StructureAccess:
                 reserve=reserve,
             )
 
+        if self._plain():
+            return call(self.conn, ())
         with self._request("write"):
             change = self._call(call)
             if self._journaling:
@@ -383,6 +388,8 @@ class StructureAccess:
             )
 
         # No journal records here (see above): nothing to note.
+        if self._plain():
+            return call(self.conn, ())
         with self._request("write_and_rekey"):
             pair = self._call(call)
         return pair
@@ -421,6 +428,8 @@ class StructureAccess:
                 ignore_limit=ignore_limit,
             )
 
+        if self._plain():
+            return call(self.conn, ())
         with self._request("move"):
             change = self._call(call)
             if change is not None and self._journaling:
@@ -467,6 +476,8 @@ class StructureAccess:
                 take_events=take_events,
             )
 
+        if self._plain():
+            return call(self.conn, ())
         with self._request("take"):
             taken = self._call(call)
             moved = taken.moved
@@ -548,6 +559,8 @@ class StructureAccess:
                 with_data=with_data,
             )
 
+        if self._plain():
+            return call(self.conn, ())
         with self._request("delete"):
             change = self._call(call)
             if change is not None and self._journaling:
@@ -739,16 +752,23 @@ class StructureAccess:
 
     # -- the quiesce gate and relocation ---------------------------------------------------
 
-    @contextmanager
-    def _request(self, request: str) -> Iterator[None]:
+    def _plain(self) -> bool:
+        """Whether a change request is only the call: no fault hook, no quiesce gate and
+        no journal to note it in (the hot path of a queue manager without a log)."""
+        return self.faults is None and self.gate is None and not self._journaling
+
+    def _request(self, request: str) -> AbstractContextManager[None]:
         """A change request's two fault points: before it, and after it was made and
-        noted; a request that raised does not reach the second."""
+        noted; a request that raised does not reach the second.  Without a fault hook
+        (the usual case) a shared do-nothing context: no generator made per request."""
         faults = self.faults
-        if faults is not None:
-            faults(request, self.name, True)
+        return _NO_FAULT_POINTS if faults is None else self._fault_points(faults, request)
+
+    @contextmanager
+    def _fault_points(self, faults: FaultHook, request: str) -> Iterator[None]:
+        faults(request, self.name, True)
         yield
-        if faults is not None:
-            faults(request, self.name, False)
+        faults(request, self.name, False)
 
     def _call(self, call: GatedChange[_T]) -> _T:
         """A change, through the quiesce gate if there is one."""
