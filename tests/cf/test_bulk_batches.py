@@ -167,3 +167,26 @@ def test_write_entries_on_a_watched_list_among_unwatched_ones(struct: ListStruct
     assert [(e.list_number, e.state, e.seq) for e in events] == [
         (1, MonitorState.NONEMPTY, result.seqs[1])
     ]
+
+
+def test_move_entries_naming_an_entry_again(struct: ListStructure) -> None:
+    ids = [b"%012d" % i for i in range(4)]
+    _write(struct, 0, list(zip(ids, [1, 2, 3, 4], strict=True)))
+    moves = [
+        BulkMove(ids[0], 1),
+        BulkMove(ids[1], 1, new_secondary_key=b"t-1"),
+        BulkMove(ids[0], 2, from_list=1, new_key=_key(9)),
+        BulkMove(ids[2], 0, new_key=_key(0)),
+        BulkMove(ids[0], 2, from_list=1),
+    ]
+    result = struct.move_entries(moves)
+    assert (result.processed, len(result.seqs)) == (4, 4)
+    assert result.error is not None and type(result.error).__name__ == "ListMismatch"
+    assert _ids(struct, 0) == [ids[2], ids[3]]
+    assert _ids(struct, 1) == [ids[1]]
+    assert _ids(struct, 2) == [ids[0]]
+    moved = struct.read(BySecondaryKey(2, b"s-" + ids[0]))
+    assert moved is not None and moved.key == _key(9)
+    assert struct.read(BySecondaryKey(1, b"s-" + ids[1])) is None
+    assert struct.read(BySecondaryKey(1, b"t-1")) is not None
+    assert struct.read(BySecondaryKey(0, b"s-" + ids[0])) is None
