@@ -383,8 +383,28 @@ end
 -- rather than added to, and all of a user's go when it disconnects, is cleaned up or
 -- reattaches (forget_results).  So a get (a move) at maxmemory keeps at most one
 -- message's data per thread, in place of the one it kept before; it never accumulates.
+-- Made once per user and client thread (bounded as the results are: forgotten all at
+-- once past 4,096).
+local KEPT_FIELDS, kept_count = {}, 0
 local function kept_field()
-  return 'q' .. UID .. ':' .. string.sub(REQ, 1, 8)
+  local head = string.sub(REQ, 1, 8)
+  local users = KEPT_FIELDS[UID]
+  if not users then
+    users = {}
+    KEPT_FIELDS[UID] = users
+  end
+  local f = users[head]
+  if not f then
+    if kept_count >= 4096 then
+      KEPT_FIELDS, kept_count = {}, 0
+      users = {}
+      KEPT_FIELDS[UID] = users
+    end
+    f = 'q' .. UID .. ':' .. head
+    users[head] = f
+    kept_count = kept_count + 1
+  end
+  return f
 end
 
 local function recorded()
@@ -399,6 +419,9 @@ local function recorded()
   end
   if kind == 'i' then
     return {from_be(string.sub(body, 1, 8)), string.sub(body, 9), false}
+  end
+  if kind == 'e' then
+    return {from_be(string.sub(body, 1, 8)), string.sub(body, 9), ''}
   end
   return cmsgpack.unpack(body)
 end
@@ -418,6 +441,7 @@ local function kept_change(seq, r, data)
   if REQ == '' then return end
   local field = kept_field()
   if data == false then return field, string.sub(REQ, 9, 16) .. 'i' .. be(seq, 8) .. r end
+  if data == '' then return field, string.sub(REQ, 9, 16) .. 'e' .. be(seq, 8) .. r end
   return field, string.sub(REQ, 9, 16) .. 'c' .. be(seq, 8) .. r, field .. 'd', data
 end
 
@@ -655,6 +679,9 @@ local NO_OPTIONS = {version = '', head = false, ignore_limit = false,
 
 -- The flags' meanings, worked out once per flags value: bit.band is a C call each time.
 local OPTION_FLAGS = {}
+local OPTIONS = {version = '', head = false, ignore_limit = false, increment_authority = false,
+                 without_data = false, key = false, expect_version = false,
+                 expect_authority = false, skey = false}
 
 local function option_flags(flags)
   local f = OPTION_FLAGS[flags]
@@ -695,10 +722,13 @@ local function options(s, at)
   elseif f[7] then
     skey = false
   end
-  -- One constructor with every field: the table is made at its size, never grown.
-  return {version = version, head = f[8], ignore_limit = f[9], increment_authority = f[10],
-          without_data = f[11], key = key, expect_version = expect_version,
-          expect_authority = expect_authority, skey = skey}
+  -- One table, reused: a function reads only its own call's options (one options() a
+  -- call), and assigning its fields makes nothing, where a new table is made and freed.
+  local o = OPTIONS
+  o.version, o.head, o.ignore_limit, o.increment_authority = version, f[8], f[9], f[10]
+  o.without_data, o.key, o.expect_version = f[11], key, expect_version
+  o.expect_authority, o.skey = expect_authority, skey
+  return o
 end
 
 -- -- monitors --------------------------------------------------------------------------
