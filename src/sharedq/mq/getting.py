@@ -118,12 +118,15 @@ def took(
     """
     header = m.Decoded(entry.data)
     uow = request.uow
+    # header.expired(now), with the clock read only for a message that can expire.
+    expires_at = header.expires_at
+    expired = expires_at is not None and core.clock.now_s() >= expires_at
     if gone:
-        if header.expired(core.clock.now_s()):
+        if expired:
             _expired_after_take(queue, entry, header)
             return None
         return m.to_message(entry.data, entry.version, entry.entry_id, header=header)
-    if header.expired(core.clock.now_s()):
+    if expired:
         try:
             syncpoint.expire_last(
                 queue.acc,

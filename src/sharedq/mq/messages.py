@@ -50,6 +50,7 @@ _GENERATED = 0x02
 _EXPIRES = 0x04
 _CORREL = 0x08
 _U32 = struct.Struct(">I")
+_ZERO4 = b"\x00" * 4
 # Adjunct, format 1: put list number, msg id, correl id.  Format 2: put list number with
 # its top bit set (list numbers stay below 4096), the msg id's length, then both ids
 # without their trailing zeros (ids are padded with zeros to 24 bytes), or for a msg id
@@ -223,7 +224,11 @@ class Decoded:
         self.qm_name = name.decode()
         at += name_length
         if flags & _GENERATED:
-            self.msg_id = generated_msg_id(name, stamp, qm_id, data[at : at + 3])
+            # generated_msg_id(name, stamp, qm_id, nonce), from the header's own bytes
+            # (qm id at 3, stamp at 4..12): no integer to convert back.
+            self.msg_id = b"".join(
+                (b"CSQ ", name[:4].ljust(4), data[4:12], data[3:4], data[at : at + 3], _ZERO4)
+            )
             at += 3
         else:
             self.msg_id = data[at : at + ID_LENGTH]
