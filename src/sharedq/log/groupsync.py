@@ -289,7 +289,8 @@ class HostSync:
         self._check()
         fcntl.flock(self._leader_fd, fcntl.LOCK_EX)
         try:
-            now = self._counters()
+            now = self._peek(None)  # the leader lock is held: read right without a lock
+            self._done_seen = max(self._done_seen, now.done)
             if now.done > ticket:
                 return
             if alone is not None and not _others_active(now, slot):
