@@ -32,6 +32,7 @@ def conn(redis_server: RedisServer) -> Iterator[tuple[ListStructure, ReplyDroppi
             yield fac.connect("QSGK", "QM1"), proxy
     finally:
         proxy.close()
+        redis_server.flush()  # other tests on this server expect it empty
 
 
 def test_deletes_without_data_whose_replies_were_lost(

@@ -375,7 +375,8 @@ end
 -- Value: the request number(8), a kind, then 'n' a seq, 'c' a seq(8) and an entry
 -- record (a change, whose data is in field 'q<user>:<channel>d'), 'i' the same for a
 -- change whose data is the data its record keeps (so no copy of it is kept apart),
--- 'm' anything else in MessagePack.
+-- 'e' the same for a change whose reply carries no data (a delete asked for none, or
+-- an entry without data), 'm' anything else in MessagePack.
 --
 -- Why the functions flagged allow-oom (scripts.py) may keep these even when the server
 -- is at maxmemory: the record is bounded.  There are two fields per client thread of a
