@@ -243,7 +243,7 @@ class HostSync:
         """The common case in few system calls: no sync under way on the host (the
         leader lock is free), so this committer leads at once.  Its arrival and the
         look at the others are one update of the counters, under the leader lock (six
-        calls where the general path makes twelve: that path's second look exists for
+        calls where the general path makes seven: that path's second look exists for
         committers that queued behind a running sync, which this one did not).  When
         its slot already holds its arrival (the same sync awaited as at its last commit:
         a committer alone, whose own syncs number none), the counters are only looked
