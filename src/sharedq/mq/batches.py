@@ -255,9 +255,18 @@ def _prepare(
     entry_id = core.entry_id_prefix + stamp_bytes + stamps.nonce
     ukey = keys.uncommitted_key(priority, stamp, core.qm_id)
     data = m.encode(
-        body, priority, persistent, ident, m.NO_ID, stamp, tenths, core.qm_id, core.name_bytes
+        body,
+        priority,
+        persistent,
+        ident,
+        m.NO_ID,
+        stamp,
+        tenths,
+        core.qm_id,
+        core.name_bytes,
+        True,
     )
-    adjunct = m.encode_adjunct(queue.put_list, ident, m.NO_ID, entry_id)
+    adjunct = m.encode_adjunct(queue.put_list, ident, m.NO_ID, entry_id, True)
     uow_id = uow.uow_id if uow is not None else stamps.uow_id(stamp)
     index = queue.index
     secondary = (
@@ -326,7 +335,9 @@ def _write(
             if isinstance(result.error, EntryExists):
                 put = puts[done]
                 put.entry_id = core.stamps.entry_id()
-                put.write = put.write._replace(entry_id=put.entry_id)
+                # A generated msg id is kept in the adjunct as "the entry id's": the new one.
+                adjunct = m.encode_adjunct(queue.put_list, put.ident, m.NO_ID, put.entry_id)
+                put.write = put.write._replace(entry_id=put.entry_id, adjunct=adjunct)
                 put.message = dataclasses.replace(put.message, token=put.entry_id)
             elif result.error is not None:
                 raise result.error
