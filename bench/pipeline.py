@@ -30,6 +30,10 @@ threads still take 1.5 to 3 CPU seconds a round in the five rounds after the col
 one (Spark's own code warming: the generated classes hit Spark's codegen cache after
 the cold run), as much as the executors' 1.6 to 1.8: on two cores the job's best
 round is that warm-up's as much as the fold's.  See docs/pipeline.md, Performance.
+
+To compare settings: ``--conf KEY=VALUE`` (repeatable) over the session's defaults
+(a JVM option takes effect here, the benchmark starting its own JVM), ``--rounds N``
+timed rounds per size.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from sharedq.log import LogStream
 from sharedq.pipeline.inprocess import InprocessRecovery, recover_inprocess
 from sharedq.pipeline.job import JobContext, JobResult
 from sharedq.pipeline.jobs import recover as recover_job
-from sharedq.pipeline.session import start_session
+from sharedq.pipeline.session import parse_conf, start_session
 from sharedq.pipeline.sources import find_pairs
 
 if TYPE_CHECKING:
@@ -201,6 +205,14 @@ def main() -> None:
         parser.add_argument(
             "--records", type=int, help="one log of this many records (default: 1M and 5M)"
         )
+        parser.add_argument("--rounds", type=int, help="timed rounds per size")
+        parser.add_argument(
+            "--conf",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="a Spark setting over the session's defaults (repeatable), to compare",
+        )
 
     args = parse_args(__doc__.splitlines()[0], options)
     quick = args.quick
@@ -210,6 +222,8 @@ def main() -> None:
         sizes = [(200_000, 2, "")]
     else:
         sizes = [(1_000_000, 5, ""), (5_000_000, 2, "_5m")]
+    if args.rounds:
+        sizes = [(n, args.rounds, suffix) for n, _, suffix in sizes]
     logging.getLogger("sharedq").setLevel(logging.ERROR)
     report = Report("sharedq pipeline: recover", quick)
     base = Path(tempfile.mkdtemp(prefix="sharedq-bench-pipeline-"))
@@ -217,7 +231,11 @@ def main() -> None:
     try:
         session = start_session(
             "local[2]",
-            {"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"},
+            {
+                "spark.sql.shuffle.partitions": "2",
+                "spark.ui.showConsoleProgress": "false",
+                **parse_conf(args.conf),
+            },
         )
         report.add("jvm_startup_seconds", session.startup_seconds, "s", "local[2], once")
         for n, rounds, suffix in sizes:

@@ -22,6 +22,9 @@ from sharedq.pipeline.errors import PipelineReason, pipeline_error
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+#: The JVM options of the driver (local mode: the whole job) and of the executors.
+_JAVA_OPTIONS = "-XX:+UseParallelGC -XX:CompileThresholdScaling=2"
+
 #: Settings every job starts from; ``conf`` given by the caller overrides them.
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -38,8 +41,12 @@ DEFAULT_CONF: dict[str, str] = {
     # short-lived rows; with G1 (Java's default) a quarter of the fold's time on two
     # cores went to collection, with it a fiftieth.  Takes effect for a JVM this
     # session starts (local mode, the driver) and for executors.
-    "spark.driver.extraJavaOptions": "-XX:+UseParallelGC",
-    "spark.executor.extraJavaOptions": "-XX:+UseParallelGC",
+    # JIT thresholds doubled: a warm run of recover at 1M spent 1.7 to 1.9 of its 3.8
+    # JVM CPU seconds in the compiler threads (mostly Spark's planner code, still
+    # warming, on the two cores the job has), 1.3 to 1.4 of 3.3 to 3.5 with them; at
+    # 5M 2.5 of 9.0 against 2.8 of 9.2 (docs/pipeline.md, Performance).
+    "spark.driver.extraJavaOptions": _JAVA_OPTIONS,
+    "spark.executor.extraJavaOptions": _JAVA_OPTIONS,
     "spark.sql.parquet.binaryAsString": "false",
     # An aggregation per entry (recover's fold, a message's life) keeps a buffer per
     # key in a hash map; past 128 keys (Spark's default) it sorts every row instead.
