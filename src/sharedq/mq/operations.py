@@ -248,8 +248,10 @@ def get(
     """Get a message, waiting up to ``wait`` seconds for one if asked."""
     if request.uow is not None:
         core.check_unit(request.uow)
-    wait = arguments.check_wait(wait)
-    getting.check_get_allowed(queue)
+    if wait is not None:
+        wait = arguments.check_wait(wait)
+    if queue.definition.get_inhibited:  # as last read: check_get_allowed reads it again
+        getting.check_get_allowed(queue)
     try:
         found = _wait(core, queue, request, wait) if wait else _attempt(core, queue, request)[0]
         if found is not None:

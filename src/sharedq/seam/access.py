@@ -303,7 +303,7 @@ class StructureAccess:
                 reserve=reserve,
             )
 
-        if self._plain():
+        if self.faults is None and self.gate is None and not self._journaling:  # plain
             return call(self.conn, ())
         with self._request("write"):
             change = self._call(call)
@@ -388,7 +388,7 @@ class StructureAccess:
             )
 
         # No journal records here (see above): nothing to note.
-        if self._plain():
+        if self.faults is None and self.gate is None and not self._journaling:  # plain
             return call(self.conn, ())
         with self._request("write_and_rekey"):
             pair = self._call(call)
@@ -428,7 +428,7 @@ class StructureAccess:
                 ignore_limit=ignore_limit,
             )
 
-        if self._plain():
+        if self.faults is None and self.gate is None and not self._journaling:  # plain
             return call(self.conn, ())
         with self._request("move"):
             change = self._call(call)
@@ -476,7 +476,7 @@ class StructureAccess:
                 take_events=take_events,
             )
 
-        if self._plain():
+        if self.faults is None and self.gate is None and not self._journaling:  # plain
             return call(self.conn, ())
         with self._request("take"):
             taken = self._call(call)
@@ -559,7 +559,7 @@ class StructureAccess:
                 with_data=with_data,
             )
 
-        if self._plain():
+        if self.faults is None and self.gate is None and not self._journaling:  # plain
             return call(self.conn, ())
         with self._request("delete"):
             change = self._call(call)
@@ -752,15 +752,13 @@ class StructureAccess:
 
     # -- the quiesce gate and relocation ---------------------------------------------------
 
-    def _plain(self) -> bool:
-        """Whether a change request is only the call: no fault hook, no quiesce gate and
-        no journal to note it in (the hot path of a queue manager without a log)."""
-        return self.faults is None and self.gate is None and not self._journaling
-
     def _request(self, request: str) -> AbstractContextManager[None]:
         """A change request's two fault points: before it, and after it was made and
-        noted; a request that raised does not reach the second.  Without a fault hook
-        (the usual case) a shared do-nothing context: no generator made per request."""
+        noted; a request that raised does not reach the second.  (A request with no
+        fault hook, no quiesce gate and no journal recording, the hot path of a manager
+        without a log, is only the call: ``write``, ``move``, ``take``... test that
+        first, marked ``# plain``.)  Without a fault hook: a shared do-nothing context,
+        no generator made per request."""
         faults = self.faults
         return _NO_FAULT_POINTS if faults is None else self._fault_points(faults, request)
 
