@@ -18,6 +18,17 @@ local function bulk_list(n)
   return l
 end
 
+-- Append a (and b) to the array t[key], made on first use: commands grouped per key.
+local function bulk_push(t, key, a, b)
+  local l = t[key]
+  if not l then
+    l = {}
+    t[key] = l
+  end
+  l[#l + 1] = a
+  if b then l[#l + 1] = b end
+end
+
 local function bulk_finish(err)
   if #bulk.seqs > 0 then
     local fields = {'c', packed_counters(bulk.c)}

@@ -38,14 +38,8 @@ for i = first, #ARGV do
       unplace(r, true)
       redis.call('HDEL', E, id)
     else
-      local key = list_key(n)
-      local members = rem[key]
-      if not members then
-        members = {}
-        rem[key] = members
-      end
       local member = rec_member(r)
-      members[#members + 1] = member
+      bulk_push(rem, list_key(n), member)
       local skey = rec_skey(r)
       if skey then srem[#srem + 1] = skey_prefix(n, skey) .. member end
       hdel[#hdel + 1] = id

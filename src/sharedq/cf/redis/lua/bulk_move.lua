@@ -35,15 +35,6 @@ local function finish(err)
   flush()
   return bulk_finish(err)
 end
-local function push(t, key, a, b)
-  local l = t[key]
-  if not l then
-    l = {}
-    t[key] = l
-  end
-  l[#l + 1] = a
-  if b then l[#l + 1] = b end
-end
 for i = first, #ARGV do
   local a = ARGV[i]
   local id, to, from = ids[i - first + 1], from_be2(a, 13), from_be2(a, 15)
@@ -104,11 +95,11 @@ for i = first, #ARGV do
       place(moved, target[LIST_MONITORS] > 0)
     else
       local member, old_skey = rec_member(r), rec_skey(r)
-      push(rem, list_key(cur), member)
+      bulk_push(rem, list_key(cur), member)
       if old_skey then srem[#srem + 1] = skey_prefix(cur, old_skey) .. member end
       hset[#hset + 1], hset[#hset + 2] = id, moved
       local moved_member = rec_member(moved)
-      push(add, list_key(to), '0', moved_member)
+      bulk_push(add, list_key(to), '0', moved_member)
       if skey then
         sadd[#sadd + 1], sadd[#sadd + 2] = '0', skey_prefix(to, skey) .. moved_member
       end

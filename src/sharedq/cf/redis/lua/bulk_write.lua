@@ -87,14 +87,8 @@ for i = first, #ARGV, 2 do
     notify(seq)
   else
     hset[#hset + 1], hset[#hset + 2] = id, r
-    local lk = list_key(list)
-    local members = zadd[lk]
-    if not members then
-      members = {}
-      zadd[lk] = members
-    end
     local member = rec_member(r)
-    members[#members + 1], members[#members + 2] = '0', member
+    bulk_push(zadd, list_key(list), '0', member)
     if skey ~= '' then
       sadd[#sadd + 1], sadd[#sadd + 2] = '0', skey_prefix(list, skey) .. member
     end
