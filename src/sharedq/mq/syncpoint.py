@@ -14,7 +14,11 @@ one that expired meanwhile goes to the manager's expiry list instead.
 A unit of work with a single operation commits or backs out with one atomic request
 and writes no descriptors: a descriptor exists so that a peer can finish what its
 writer started, and one request is never half done.  (Prepare always writes them:
-a prepared unit must survive its manager.)
+a prepared unit must survive its manager.)  So does an active unit of one structure
+whose commit is one bulk request (all puts moved, or all gets deleted), when its
+manager has no recovery log (:mod:`sharedq.mq.onecommit`): a logged bulk request's
+per-entry records are not one atomic log write, so a logged manager keeps the
+descriptors and the logged decision.
 
 Bulk requests are redriven until done (:mod:`sharedq.mq.bulk`).  Every function takes
 the manager's :class:`~sharedq.mq.core.ManagerCore` and the unit's state.
@@ -27,41 +31,26 @@ import logging
 from typing import NoReturn
 
 from sharedq.cf import (
-    UNCHANGED,
     BulkMove,
     ById,
     CFError,
     StructureFull,
 )
 from sharedq.mq import descriptors as d
+from sharedq.mq import onecommit as one
 from sharedq.mq import undo
 from sharedq.mq.bulk import bulk_delete, bulk_move
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import QueueState
 from sharedq.mq.errors import JournalFailed, MQReason, from_cf, mq_error
 from sharedq.mq.journal import ChangeKind
+from sharedq.mq.onecommit import commit_move
+from sharedq.mq.onecommit import meaning as _meaning
 from sharedq.mq.units import Status, Trop, TropKind, Trqs, UnitState, UowState, Written
 from sharedq.seam.access import StructureAccess, UowRef, tolerating
-from sharedq.seam.notes import NO_JOURNAL, DecisionUncertain, EntryMeaning
+from sharedq.seam.notes import NO_JOURNAL, DecisionUncertain
 
 logger = logging.getLogger("sharedq.mq")
-
-
-def _meaning(trop: Trop) -> EntryMeaning:
-    return EntryMeaning(trop.entry_id, trop.trqs.queue.name, trop.persistent, trop.msg_id)
-
-
-def commit_move(trop: Trop) -> BulkMove:
-    """A put's commit: committed key, secondary key if indexed, version 0 (gap V1)."""
-    plh = trop.trqs.queue.put_list
-    return BulkMove(
-        trop.entry_id,
-        plh,
-        new_key=trop.ckey,
-        new_secondary_key=UNCHANGED if trop.secondary is None else trop.secondary,
-        set_version=0,
-        from_list=plh,
-    )
 
 
 def backout_move(trop: Trop) -> BulkMove:
@@ -105,6 +94,10 @@ def commit(core: ManagerCore, uow: UnitState) -> None:
             return
         if len(trops) == 1:
             _commit_single(core, trops[0], uow)
+            return
+        request = one.plan(core, uow)
+        if request is not None:
+            _commit_in_one(core, uow, request)
             return
         commit_begin(core, uow)
     if uow.state is UowState.BEGIN_COMMIT:
@@ -176,7 +169,7 @@ def _commit_end(core: ManagerCore, uow: UnitState) -> None:
 def _commit_single(core: ManagerCore, trop: Trop, uow: UnitState) -> None:
     """A one-operation commit: one request, no descriptors."""
     try:
-        _commit_one(trop, uow)
+        one.commit_one(trop, uow)
     except JournalFailed as failure:
         if not undo.commit_one(trop, uow.uow_id, failure):
             # The commit stands (taken by another manager, or the structure refused the
@@ -193,6 +186,47 @@ def _commit_single(core: ManagerCore, trop: Trop, uow: UnitState) -> None:
     except CFError as error:
         _backed_out_instead(core, uow, error, f"the structure refused the commit ({error})")
     _ended(core, uow)
+
+
+def _commit_in_one(core: ManagerCore, uow: UnitState, request: one.OneRequest) -> None:
+    """A unit's commit as one request, no descriptors (:mod:`sharedq.mq.onecommit`).
+
+    Refused as a whole, the unit is backed out, as a one-operation commit is.  Come
+    back part done (an entry the structure would not move, or a backend whose budget
+    is smaller), the commit is decided (what it did is seen): the rest goes on as the
+    descriptor path's second call, from descriptors written "in commit" for the rest
+    alone.  The window: should the manager fail between the one request and the write
+    of the last part of those descriptors, the parts written commit and recovery backs
+    out the rest as in flight; should the structure refuse them, the rest is carried
+    out directly, and what it refuses then is left in flight (``OutcomePending``).
+    """
+    try:
+        rest = one.send(request, uow.uow_id)
+    except CFError as error:
+        _backed_out_instead(core, uow, error, f"the structure refused the commit ({error})")
+    if not rest:
+        _ended(core, uow)
+        return
+    one.keep_only(uow, rest)
+    try:
+        uow.descriptors = d.write(core.admin, core.descriptor_list, uow, Status.IN_COMMIT)
+    except CFError as error:
+        uow.descriptors = None
+        logger.warning("unit %s: descriptors for the rest of its commit: %s", uow.uow_id, error)
+        try:
+            for trqs in next(iter(uow.structures.values())).values():
+                commit_queue(trqs, uow.uow_id)
+        except CFError as failed:
+            _ended(core, uow)
+            raise mq_error(
+                MQReason.OUTCOME_PENDING,
+                f"the commit stopped part-way ({failed}) and its descriptors could not be "
+                f"written ({error}): the unit of work has ended here, and what is left of "
+                "it is backed out by this manager's restart, or a peer's recovery of it",
+            ) from failed
+        _ended(core, uow)
+        return
+    _commit_end(core, uow)
 
 
 def _backed_out_instead(
@@ -256,35 +290,6 @@ def commit_queue(trqs: Trqs, uow_id: bytes) -> None:
             [_meaning(t) for t in gets],
             kind=ChangeKind.COMMIT_GETS,
             uow_id=uow_id,
-        )
-
-
-def _commit_one(trop: Trop, uow_id: UowRef) -> None:
-    """A one-operation commit: one atomic request."""
-    queue = trop.trqs.queue
-    if trop.kind is TropKind.PUT:
-        queue.acc.move(
-            ById(trop.entry_id, queue.put_list),
-            queue.put_list,
-            new_key=trop.ckey,
-            new_secondary_key=UNCHANGED if trop.secondary is None else trop.secondary,
-            set_version=0,
-            kind=ChangeKind.COMMIT_PUTS,
-            queue=queue.name,
-            uow=uow_id,
-            persistent=trop.persistent,
-            msg_id=trop.msg_id,
-        )
-    else:
-        where = queue.get_list if trop.kind is TropKind.GET else queue.put_list
-        queue.acc.delete(
-            ById(trop.entry_id, where),
-            kind=ChangeKind.COMMIT_GETS,
-            queue=queue.name,
-            uow=uow_id,
-            persistent=trop.persistent,
-            msg_id=trop.msg_id,
-            data_wanted=False,
         )
 
 

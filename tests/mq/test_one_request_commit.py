@@ -1,0 +1,363 @@
+"""A unit of work's commit in one request (``sharedq.mq.onecommit``), on both backends.
+
+An active unit of one structure whose commit actions are all puts (one bulk move) or
+all gets (one bulk delete), within one request's budget, commits with that request and
+no descriptors when its manager has no recovery log; every other unit keeps the
+descriptor protocol.  Requests are counted with a fault hook (one call per structure
+request), never timed.  The crash tests stop the manager dead (in-process on memory,
+SIGKILL of a manager process on Redis) just before and just after the one request:
+peer recovery, or the manager's restart, then finds the unit all backed out or all
+committed.
+
+This file is also the victim's program: ``python -m tests.mq.test_one_request_commit
+URL KIND POINT`` runs one unit (``puts`` or ``gets``) and kills itself with SIGKILL
+``before`` or ``after`` its commit request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from sharedq.cf import ById, CouplingFacility, open_facility
+from sharedq.mq import (
+    ConfigurationError,
+    MQReason,
+    QueueManager,
+    UnitOfWork,
+    structure_params,
+)
+from sharedq.recovery import RecoverySettings
+from sharedq.testing import SimulatedFailure
+from sharedq.testing.redis_server import RedisServer
+from tests.mq.conftest import ADMIN, APP, MakeManager
+from tests.mq.crash_harness import wait_until_failed
+from tests.mq.faults import CrashAt
+from tests.mq.helpers import committed, descriptor_count, drain, get_list, put_list
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Seconds a victim process's connections live without renewal (Redis).
+LEASE = 2.0
+
+
+class Counting:
+    """A fault hook that records the structure requests a manager makes."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str]] = []
+
+    def __call__(self, request: str, structure: str, before: bool) -> None:
+        if before:
+            self.requests.append((request, structure))
+
+    def during(self, work: Callable[[], object]) -> list[str]:
+        self.requests.clear()
+        work()
+        return [request for request, _ in self.requests]
+
+    def to(self, structure: str) -> list[str]:
+        return [request for request, where in self.requests if where == structure]
+
+
+def _bodies(prefix: str, count: int) -> list[bytes]:
+    return [f"{prefix}{n}".encode() for n in range(count)]
+
+
+# -- one request ------------------------------------------------------------------------
+
+
+def test_a_hundred_puts_commit_in_one_request(make_qm: MakeManager) -> None:
+    counting = Counting()
+    qm1, qm2 = make_qm(1, faults=counting), make_qm(2)
+    qm1.define_queue("Q", structure=APP)
+    queue = qm1.open("Q")
+    bodies = _bodies("p", 100)
+    with qm1.unit_of_work() as uow:
+        requests = counting.during(lambda: queue.put_many(bodies, persistent=True, uow=uow))
+        assert requests == ["write_entries"]
+        assert qm2.open("Q").get_many(10) == []  # invisible until commit
+        assert counting.during(uow.commit) == ["move_entries"]
+    assert committed(qm2, "Q") == bodies
+    assert [m.body for m in drain(qm2, "Q")] == bodies
+    assert descriptor_count(qm2) == 0
+
+
+def test_a_hundred_gets_commit_in_one_request(make_qm: MakeManager) -> None:
+    counting = Counting()
+    qm1, qm2 = make_qm(1), make_qm(2, faults=counting)
+    qm1.define_queue("Q", structure=APP)
+    bodies = _bodies("g", 100)
+    qm1.open("Q").put_many(bodies)
+    queue = qm2.open("Q")
+    uow = qm2.unit_of_work()
+    got: list[bytes] = []
+    requests = counting.during(lambda: got.extend(m.body for m in queue.get_many(100, uow=uow)))
+    assert requests == ["take_many"] and got == bodies
+    assert counting.during(uow.commit) == ["delete_entries"]
+    assert queue.depth() == 0 and drain(qm1, "Q") == []
+    assert get_list(qm1, APP, of=qm2) == [] and descriptor_count(qm1) == 0
+
+
+def test_puts_to_several_queues_of_a_structure_commit_in_one_request(
+    make_qm: MakeManager,
+) -> None:
+    counting = Counting()
+    qm = make_qm(1, faults=counting)
+    for name in ("QA", "QB"):
+        qm.define_queue(name, structure=APP)
+    qa, qb = qm.open("QA"), qm.open("QB")
+    uow = qm.unit_of_work()
+    qa.put(b"a-low", priority=1, uow=uow)
+    qb.put_many([b"b0", b"b1"], priority=4, uow=uow)
+    qa.put(b"a-high", priority=8, uow=uow)
+    qb.put(b"b-high", priority=9, uow=uow)
+    assert counting.during(uow.commit) == ["move_entries"]
+    assert [(m.body, m.priority) for m in drain(qm, "QA")] == [(b"a-high", 8), (b"a-low", 1)]
+    assert [m.body for m in drain(qm, "QB")] == [b"b-high", b"b0", b"b1"]
+
+
+def test_its_own_puts_it_got_are_deleted_in_one_request(make_qm: MakeManager) -> None:
+    counting = Counting()
+    qm = make_qm(1, faults=counting)
+    qm.define_queue("Q", structure=APP)
+    queue = qm.open("Q")
+    uow = qm.unit_of_work()
+    queue.put_many(_bodies("own", 20), uow=uow)
+    assert [m.body for m in queue.get_many(20, uow=uow)] == _bodies("own", 20)
+    assert counting.during(uow.commit) == ["delete_entries"]
+    assert put_list(qm, "Q") == [] and queue.depth() == 0
+
+
+def test_a_backed_out_unit_still_leaves_nothing(make_qm: MakeManager) -> None:
+    qm = make_qm(1)
+    qm.define_queue("Q", structure=APP)
+    queue = qm.open("Q")
+    queue.put_many(_bodies("keep", 5))
+    uow = qm.unit_of_work()
+    queue.put_many(_bodies("gone", 5), uow=uow)
+    uow.backout()
+    uow = qm.unit_of_work()
+    assert len(queue.get_many(5, uow=uow)) == 5
+    uow.backout()
+    assert [(m.body, m.backout_count) for m in drain(qm, "Q")] == [
+        (body, 1) for body in _bodies("keep", 5)
+    ]
+
+
+# -- the descriptor path kept -----------------------------------------------------------
+
+
+def test_a_unit_over_the_budget_commits_with_descriptors(make_qm: MakeManager) -> None:
+    counting = Counting()
+    qm = make_qm(1, faults=counting)
+    qm.define_queue("Q", structure=APP)
+    queue = qm.open("Q")
+    bodies = _bodies("big", 300)
+    uow = qm.unit_of_work()
+    queue.put_many(bodies, uow=uow)
+    counting.during(uow.commit)
+    assert "write" in counting.to(ADMIN) and "update" in counting.to(ADMIN)
+    assert "move_entries" in counting.to(APP)  # one or more (the backend's budget)
+    assert [m.body for m in drain(qm, "Q")] == bodies and descriptor_count(qm) == 0
+
+
+def test_a_unit_of_puts_and_gets_commits_with_descriptors(make_qm: MakeManager) -> None:
+    counting = Counting()
+    qm = make_qm(1, faults=counting)
+    qm.define_queue("Q", structure=APP)
+    queue = qm.open("Q")
+    queue.put(b"old")
+    uow = qm.unit_of_work()
+    assert queue.get(uow=uow).body == b"old"
+    queue.put_many([b"n1", b"n2"], uow=uow)
+    counting.during(uow.commit)
+    assert counting.to(ADMIN)[:2] == ["write", "update"]
+    assert [m.body for m in drain(qm, "Q")] == [b"n1", b"n2"] and descriptor_count(qm) == 0
+
+
+def test_a_logged_manager_commits_with_descriptors(make_qm: MakeManager, tmp_path: Path) -> None:
+    counting = Counting()
+    qm = make_qm(1, faults=counting, recovery=RecoverySettings(tmp_path / "recovery"))
+    qm.define_queue("Q", structure=APP)
+    queue = qm.open("Q")
+    uow = qm.unit_of_work()
+    queue.put_many(_bodies("log", 10), uow=uow)
+    counting.during(uow.commit)
+    assert "write" in counting.to(ADMIN) and "update" in counting.to(ADMIN)
+    assert [m.body for m in drain(qm, "Q")] == _bodies("log", 10)
+
+
+def test_a_request_that_comes_back_part_done_finishes_with_descriptors(
+    make_qm: MakeManager, facility: CouplingFacility
+) -> None:
+    """One put of the unit was moved away under it: the one request stops there
+    (``ListMismatch``), the commit stands, and the rest is committed from descriptors
+    "in commit"; the entry moved away is left where it is, as a redriven bulk move
+    leaves it."""
+    counting = Counting()
+    qm = make_qm(1, faults=counting)
+    for name in ("Q", "ASIDE"):
+        qm.define_queue(name, structure=APP)
+    queue = qm.open("Q")
+    bodies = _bodies("p", 100)
+    uow = qm.unit_of_work()
+    queue.put_many(bodies, uow=uow)
+    view = qm.view()
+    where, aside = view.queue("Q"), view.queue("ASIDE")
+    entries = list(view.entries(APP, where.put_list))
+    moved = entries[len(entries) // 2]
+    with facility.connect(APP, "MOVER") as mover:
+        mover.move(ById(moved.entry_id, where.put_list), aside.put_list)
+    counting.during(uow.commit)
+    assert counting.to(APP) == ["move_entries", "move_entries"]
+    assert counting.to(ADMIN) == ["write", "delete_entries"]
+    expected = [body for body in bodies if not moved.data.endswith(body)]
+    assert len(expected) == 99
+    assert committed(qm, "Q") == expected and descriptor_count(qm) == 0
+    assert [kind for kind, _ in put_list(qm, "ASIDE")] == ["U"]  # not committed
+
+
+# -- stopped dead just before and just after the one request -----------------------------
+
+
+def _setup(facility: CouplingFacility) -> None:
+    for name in (ADMIN, APP):
+        if not facility.exists(name):
+            facility.create(structure_params(name, queues=8, managers=4, messages=2000))
+    with QueueManager(facility, "SETUP", 9, admin=ADMIN, structures=[APP]) as qm:
+        for name in ("QA", "QB"):
+            qm.define_queue(name, structure=APP)
+        qm.open("QA").put_many(_bodies("old", 60), persistent=True)
+
+
+def _unit(qm: QueueManager, kind: str) -> UnitOfWork:
+    """``puts``: 50 to QA and 50 to QB; ``gets``: QA's 60 messages."""
+    uow = qm.unit_of_work()
+    if kind == "puts":
+        qm.open("QA").put_many(_bodies("newa", 50), persistent=True, uow=uow)
+        qm.open("QB").put_many(_bodies("newb", 50), persistent=True, uow=uow)
+    else:
+        assert len(qm.open("QA").get_many(60, uow=uow)) == 60
+    return uow
+
+
+def _at_commit(kind: str, point: str) -> CrashAt:
+    request = "move_entries" if kind == "puts" else "delete_entries"
+    before = point == "before"
+    return CrashAt(1, when=lambda r, s, b: r == request and s == APP and b == before)
+
+
+def _check(qm: QueueManager, kind: str, point: str) -> None:
+    """All backed out (killed before the request) or all committed (after it)."""
+    old = _bodies("old", 60)
+    contents = {q: [(m.body, m.backout_count) for m in drain(qm, q)] for q in ("QA", "QB")}
+    if point == "before":
+        count = 1 if kind == "gets" else 0
+        assert contents == {"QA": [(b, count) for b in old], "QB": []}
+    elif kind == "puts":
+        new_a = [(b, 0) for b in _bodies("newa", 50)]
+        assert contents == {
+            "QA": [(b, 0) for b in old] + new_a,
+            "QB": [(b, 0) for b in _bodies("newb", 50)],
+        }
+    else:
+        assert contents == {"QA": [], "QB": []}
+    assert descriptor_count(qm) == 0
+    for name in ("QA", "QB"):
+        assert [kind for kind, _ in put_list(qm, name)] == []
+
+
+@pytest.mark.parametrize("point", ["before", "after"])
+@pytest.mark.parametrize("kind", ["puts", "gets"])
+def test_stopped_dead_at_the_one_request_in_process(kind: str, point: str) -> None:
+    from sharedq.cf.memory import MemoryFacility
+
+    facility = MemoryFacility()
+    _setup(facility)
+    crash = _at_commit(kind, point)
+    victim = QueueManager(facility, "VICTIM", 1, admin=ADMIN, structures=[APP], faults=crash)
+    uow = _unit(victim, kind)
+    with pytest.raises(SimulatedFailure):
+        uow.commit()
+    assert crash.fired and crash.trace[0][2] is (point == "before")
+    with QueueManager(facility, "PEER", 2, admin=ADMIN, structures=[APP]) as peer:
+        assert descriptor_count(peer) == 0  # the one request's path: none written
+        peer.declare_failed("VICTIM")
+        peer.recover("VICTIM")
+        assert get_list(peer, APP, of=victim) == []
+        _check(peer, kind, point)
+
+
+def _victim(url: str, kind: str, point: str) -> int:
+    """The victim process: one unit, SIGKILL before or after its commit request."""
+    crash = _at_commit(kind, point)
+    crash.kill = True
+    facility = open_facility(url)
+    qm = QueueManager(facility, "VICTIM", 1, admin=ADMIN, structures=[APP], faults=crash)
+    _unit(qm, kind).commit()
+    return 1  # not reached: killed at the commit
+
+
+def _restarted(facility: CouplingFacility) -> QueueManager:
+    """The victim's next incarnation, once the dead one's leases have lapsed."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return QueueManager(facility, "VICTIM", 1, admin=ADMIN, structures=[APP])
+        except ConfigurationError as error:
+            if error.reason is not MQReason.Q_MGR_NAME_ERROR or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+@pytest.mark.parametrize("recoverer", ["peer", "restart"])
+@pytest.mark.parametrize("point", ["before", "after"])
+@pytest.mark.parametrize("kind", ["puts", "gets"])
+def test_a_manager_process_killed_at_the_one_request(
+    redis_servers: Callable[..., RedisServer], kind: str, point: str, recoverer: str
+) -> None:
+    """SIGKILL of the victim's process; its connections fail when their leases lapse,
+    and a peer recovers it, or its next incarnation restarts and recovers itself."""
+    server = redis_servers()
+    facility = open_facility(server.url)
+    try:
+        _setup(facility)
+        victim = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tests.mq.test_one_request_commit",
+                f"{server.url}?lease={LEASE}",
+                kind,
+                point,
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert victim.returncode == -9, victim.stderr
+        if recoverer == "peer":
+            with QueueManager(facility, "PEER", 2, admin=ADMIN, structures=[APP]) as peer:
+                wait_until_failed(peer, "VICTIM")
+                assert descriptor_count(peer) == 0  # the one request's path: none written
+                peer.recover("VICTIM")
+                _check(peer, kind, point)
+        else:
+            with _restarted(facility) as restarted:
+                assert get_list(restarted, APP) == []
+                _check(restarted, kind, point)
+    finally:
+        with contextlib.suppress(Exception):
+            facility.close()
+
+
+if __name__ == "__main__":
+    sys.exit(_victim(*sys.argv[1:4]))
