@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+import socket
 import threading
 import weakref
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import redis
 from redis import exceptions as rx
+from redis._parsers import hiredis as hiredis_parser
 from redis._parsers.helpers import parse_info
 from redis.backoff import NoBackoff
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS
@@ -202,6 +204,63 @@ def _run_id(reply: bytes) -> str:
     raise rx.ResponseError("INFO server has no run_id")
 
 
+#: The hiredis reader's "no whole reply yet" (redis-py 5 used ``False``).
+_NOT_ENOUGH_DATA = getattr(hiredis_parser, "NOT_ENOUGH_DATA", False)
+_CLOSED = "Connection closed by server."
+
+
+def exchange(connection: Any, packed: bytes) -> Any:
+    """Send one packed request on ``connection`` and read its reply, as redis-py would.
+
+    The same socket and hiredis reader, the same errors (a timeout or a dropped socket
+    disconnects and raises redis-py's ``TimeoutError`` or ``ConnectionError``, an error
+    reply raises), without redis-py's layers around them: a request's own Python there
+    cost as much as a queue manager's on top.  A connection not yet connected, or not
+    read by hiredis over RESP2, goes through redis-py's methods.
+    """
+    sock = connection._sock
+    parser = connection._parser
+    if sock is None or type(parser) is not _HIREDIS or connection.protocol in (3, "3"):
+        connection.send_packed_command([packed], False)
+        return connection.read_response()
+    reader = parser._reader
+    try:
+        sock.sendall(packed)
+    except BaseException as exc:
+        connection.disconnect()
+        if isinstance(exc, socket.timeout):
+            raise rx.TimeoutError("Timeout writing to socket") from None
+        if isinstance(exc, OSError):
+            raise rx.ConnectionError(f"Error while writing to socket: {exc.args}") from None
+        raise
+    try:
+        reply = reader.gets()
+        while reply is _NOT_ENOUGH_DATA:
+            buffer: Any = parser._buffer
+            read = sock.recv_into(buffer)
+            if not read:
+                raise rx.ConnectionError(_CLOSED)
+            reader.feed(buffer, 0, read)
+            reply = reader.gets()
+    except BaseException as exc:
+        connection.disconnect()
+        if isinstance(exc, socket.timeout):
+            raise rx.TimeoutError(f"Timeout reading from {connection._host_error()}") from None
+        if isinstance(exc, OSError):
+            raise rx.ConnectionError(
+                f"Error while reading from {connection._host_error()} : {exc.args}"
+            ) from None
+        raise
+    if isinstance(reply, rx.ResponseError | rx.ConnectionError):
+        raise reply
+    if type(reply) is list and reply and isinstance(reply[0], rx.ConnectionError):
+        raise reply[0]
+    return reply
+
+
+_HIREDIS = hiredis_parser._HiredisParser
+
+
 def _node(address: Address) -> str:
     return "the server" if address is None else f"node {address[0]}:{address[1]}"
 
@@ -257,12 +316,10 @@ class Epoch:
 
     def run(self, function: Function, key: str, args: list[Any]) -> Any:
         """Call a user's request function; ``args[0]`` is its header (``codec.*_header``)."""
-        connection = self.nodes.connection(key)
         try:
-            connection.send_packed_command(
-                [pack_command(("FCALL", function.fcall, 1, key, *args))], False
+            return exchange(
+                self.nodes.connection(key), pack_command(("FCALL", function.fcall, 1, key, *args))
             )
-            return connection.read_response()
         except rx.RedisError as exc:
             return self.recover(exc, ("FCALL", function.fcall, 1, key), args, key, True)[0]
 
@@ -520,12 +577,10 @@ class RedisClient:
     def serve(self, function: Function, key: str, args: list[Any]) -> tuple[Any, Epoch]:
         """``run``, and the epoch whose sockets served the call."""
         epoch = self.epoch
-        connection = epoch.nodes.connection(key)
         try:
-            connection.send_packed_command(
-                [pack_command(("FCALL", function.fcall, 1, key, *args))], False
-            )
-            return connection.read_response(), epoch
+            return exchange(
+                epoch.nodes.connection(key), pack_command(("FCALL", function.fcall, 1, key, *args))
+            ), epoch
         except rx.RedisError as exc:
             return epoch.recover(exc, ("FCALL", function.fcall, 1, key), args, key, False)
 
