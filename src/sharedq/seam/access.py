@@ -197,18 +197,22 @@ class StructureAccess:
 
     ``write``, ``move`` and ``delete`` are spelled out rather than routed through one
     helper as the bulk requests are: they are every put's and get's path, where a call
-    level shows.
+    level shows.  A plain request (``_plain``: no fault hook, gate or journal) is the
+    connection's call and nothing else; the others go through a private twin (``_move``
+    and so on) that makes the closure a gate runs, so that the plain path does not pay
+    for its captured arguments.
     """
 
     __slots__ = (
         "_element_bytes",
         "_facts",
         "_failure",
+        "_faults",
+        "_gate",
         "_journal",
         "_journaling",
+        "_plain",
         "conn",
-        "faults",
-        "gate",
         "generation",
         "name",
         "number",
@@ -231,11 +235,10 @@ class StructureAccess:
         self._facts = facts
         self.name = conn.structure_name
         self.number = number
+        self._faults = faults
+        self._gate: Gate | None = None
         self.journal = journal
         self._failure = failure
-        self.faults = faults
-        #: Holds changes while the structure is quiesced (a recovery log's checkpoint).
-        self.gate: Gate | None = None
         #: Called when the structure is found gone: returns a connection to its copy
         #: (the request is then made again there), or ``None`` (it was lost).
         self.relocate: Callable[[ListStructure], ListStructure | None] | None = None
@@ -252,6 +255,32 @@ class StructureAccess:
         self._journal = journal
         # The default journal records nothing: skip the calls (the hot path's sake).
         self._journaling = type(journal) is not Journal
+        self._replan()
+
+    @property
+    def faults(self) -> FaultHook | None:
+        """Called around every change request (the crash tests' fault injection)."""
+        return self._faults
+
+    @faults.setter
+    def faults(self, faults: FaultHook | None) -> None:
+        self._faults = faults
+        self._replan()
+
+    @property
+    def gate(self) -> Gate | None:
+        """Holds changes while the structure is quiesced (a recovery log's checkpoint)."""
+        return self._gate
+
+    @gate.setter
+    def gate(self, gate: Gate | None) -> None:
+        self._gate = gate
+        self._replan()
+
+    def _replan(self) -> None:
+        # A plain request (no fault hook, gate or journal recording) is just the call
+        # on the connection: write, write_and_rekey, move, take and delete test this.
+        self._plain = self._faults is None and self._gate is None and not self._journaling
 
     @property
     def journaling(self) -> bool:
@@ -287,6 +316,61 @@ class StructureAccess:
         persistent: bool | None = None,
         msg_id: bytes | None = None,
     ) -> Change:
+        if self._plain:
+            return self.conn.write(
+                list_number,
+                key,
+                data,
+                adjunct=adjunct,
+                secondary_key=secondary_key,
+                entry_id=entry_id,
+                version=version,
+                position=position,
+                expect_authority=expect_authority,
+                ignore_limit=ignore_limit,
+                reserve=reserve,
+            )
+        return self._write(
+            list_number,
+            key,
+            data,
+            adjunct,
+            secondary_key,
+            entry_id,
+            version,
+            position,
+            expect_authority,
+            ignore_limit,
+            reserve,
+            kind,
+            queue,
+            uow,
+            persistent,
+            msg_id,
+        )
+
+    def _write(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes,
+        adjunct: bytes,
+        secondary_key: bytes | None,
+        entry_id: bytes | None,
+        version: int,
+        position: Position,
+        expect_authority: int | None,
+        ignore_limit: bool,
+        reserve: bool,
+        kind: Meaning,
+        queue: str | None,
+        uow: UowRef,
+        persistent: bool | None,
+        msg_id: bytes | None,
+    ) -> Change:
+        """``write`` with fault points, gate or journal (the closure kept off the plain
+        path: its captured arguments would cost every request)."""
+
         def call(conn: ListStructure, locks: tuple[int, ...]) -> Change:
             return conn.write(
                 list_number,
@@ -303,8 +387,6 @@ class StructureAccess:
                 reserve=reserve,
             )
 
-        if self.faults is None and self.gate is None and not self._journaling:  # plain
-            return call(self.conn, ())
         with self._request("write"):
             change = self._call(call)
             if self._journaling:
@@ -342,6 +424,19 @@ class StructureAccess:
         after the write alone, it leaves an uncommitted put, which recovery deletes.)
         A fault hook does not change the path: without a log it sees the one request.
         """
+        if self._plain:
+            return self.conn.write_and_rekey(
+                list_number,
+                key,
+                data,
+                adjunct=adjunct,
+                entry_id=entry_id,
+                version=version,
+                expect_authority=expect_authority,
+                new_key=new_key,
+                new_secondary_key=new_secondary_key,
+                set_version=set_version,
+            )
         if self._journaling:
             written = self.write(
                 list_number,
@@ -371,6 +466,33 @@ class StructureAccess:
             )
             assert moved is not None
             return written, moved
+        return self._write_and_rekey(
+            list_number,
+            key,
+            data,
+            adjunct,
+            entry_id,
+            version,
+            expect_authority,
+            new_key,
+            new_secondary_key,
+            set_version,
+        )
+
+    def _write_and_rekey(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes,
+        adjunct: bytes,
+        entry_id: bytes | None,
+        version: int,
+        expect_authority: int | None,
+        new_key: bytes,
+        new_secondary_key: bytes | Unchanged | None,
+        set_version: int | None,
+    ) -> tuple[Change, Change]:
+        """``write_and_rekey`` with fault points or a gate, and no journal recording."""
 
         def call(conn: ListStructure, locks: tuple[int, ...]) -> tuple[Change, Change]:
             return conn.write_and_rekey(
@@ -387,9 +509,7 @@ class StructureAccess:
                 set_version=set_version,
             )
 
-        # No journal records here (see above): nothing to note.
-        if self.faults is None and self.gate is None and not self._journaling:  # plain
-            return call(self.conn, ())
+        # No journal records here (see write_and_rekey): nothing to note.
         with self._request("write_and_rekey"):
             pair = self._call(call)
         return pair
@@ -413,6 +533,57 @@ class StructureAccess:
         persistent: bool | None = None,
         msg_id: bytes | None = None,
     ) -> Change | None:
+        if self._plain:
+            return self.conn.move(
+                locator,
+                to_list,
+                new_key=new_key,
+                new_secondary_key=new_secondary_key,
+                set_version=set_version,
+                increment_version=increment_version,
+                position=position,
+                expect_version=expect_version,
+                expect_authority=expect_authority,
+                ignore_limit=ignore_limit,
+            )
+        return self._move(
+            locator,
+            to_list,
+            new_key,
+            new_secondary_key,
+            set_version,
+            increment_version,
+            position,
+            expect_version,
+            expect_authority,
+            ignore_limit,
+            kind,
+            queue,
+            uow,
+            persistent,
+            msg_id,
+        )
+
+    def _move(
+        self,
+        locator: Locator,
+        to_list: int,
+        new_key: bytes | None,
+        new_secondary_key: bytes | Unchanged | None,
+        set_version: int | None,
+        increment_version: bool,
+        position: Position,
+        expect_version: int | None,
+        expect_authority: int | None,
+        ignore_limit: bool,
+        kind: Meaning,
+        queue: str | None,
+        uow: UowRef,
+        persistent: bool | None,
+        msg_id: bytes | None,
+    ) -> Change | None:
+        """``move`` with fault points, gate or journal."""
+
         def call(conn: ListStructure, locks: tuple[int, ...]) -> Change | None:
             return conn.move(
                 locator,
@@ -428,8 +599,6 @@ class StructureAccess:
                 ignore_limit=ignore_limit,
             )
 
-        if self.faults is None and self.gate is None and not self._journaling:  # plain
-            return call(self.conn, ())
         with self._request("move"):
             change = self._call(call)
             if change is not None and self._journaling:
@@ -465,6 +634,33 @@ class StructureAccess:
         should not ask for the delete unless it can undo it from the note (the entry is
         gone by then): the queue manager asks for it without one only.
         """
+        if self._plain:
+            return self.conn.take(
+                locator,
+                to_list,
+                delete=delete,
+                expect_authority=expect_authority,
+                monitor=monitor,
+                take_events=take_events,
+            )
+        return self._take(
+            locator, to_list, delete, expect_authority, monitor, take_events, kind, then, queue, uow
+        )
+
+    def _take(
+        self,
+        locator: Locator,
+        to_list: int,
+        delete: bool,
+        expect_authority: int | None,
+        monitor: MonitorSpec | None,
+        take_events: bool,
+        kind: Meaning,
+        then: Meaning | None,
+        queue: str | None,
+        uow: UowRef,
+    ) -> Taken:
+        """``take`` with fault points, gate or journal."""
 
         def call(conn: ListStructure, locks: tuple[int, ...]) -> Taken:
             return conn.take(
@@ -476,8 +672,6 @@ class StructureAccess:
                 take_events=take_events,
             )
 
-        if self.faults is None and self.gate is None and not self._journaling:  # plain
-            return call(self.conn, ())
         with self._request("take"):
             taken = self._call(call)
             moved = taken.moved
@@ -548,7 +742,38 @@ class StructureAccess:
     ) -> Change | None:
         """``data_wanted=False``: the caller has no use for the entry's data, so the
         backend need not return it, unless the journal needs it."""
-        with_data = data_wanted or self._journaling
+        if self._plain:
+            return self.conn.delete(
+                locator,
+                expect_version=expect_version,
+                expect_authority=expect_authority,
+                with_data=data_wanted,
+            )
+        return self._delete(
+            locator,
+            expect_version,
+            expect_authority,
+            data_wanted or self._journaling,
+            kind,
+            queue,
+            uow,
+            persistent,
+            msg_id,
+        )
+
+    def _delete(
+        self,
+        locator: Locator,
+        expect_version: int | None,
+        expect_authority: int | None,
+        with_data: bool,
+        kind: Meaning,
+        queue: str | None,
+        uow: UowRef,
+        persistent: bool | None,
+        msg_id: bytes | None,
+    ) -> Change | None:
+        """``delete`` with fault points, gate or journal."""
 
         def call(conn: ListStructure, locks: tuple[int, ...]) -> Change | None:
             return conn.delete(
@@ -559,8 +784,6 @@ class StructureAccess:
                 with_data=with_data,
             )
 
-        if self.faults is None and self.gate is None and not self._journaling:  # plain
-            return call(self.conn, ())
         with self._request("delete"):
             change = self._call(call)
             if change is not None and self._journaling:
@@ -756,10 +979,10 @@ class StructureAccess:
         """A change request's two fault points: before it, and after it was made and
         noted; a request that raised does not reach the second.  (A request with no
         fault hook, no quiesce gate and no journal recording, the hot path of a manager
-        without a log, is only the call: ``write``, ``move``, ``take``... test that
-        first, marked ``# plain``.)  Without a fault hook: a shared do-nothing context,
-        no generator made per request."""
-        faults = self.faults
+        without a log, is only the call: ``write``, ``write_and_rekey``, ``move``,
+        ``take`` and ``delete`` test ``_plain`` first.)  Without a fault hook: a shared
+        do-nothing context, no generator made per request."""
+        faults = self._faults
         return _NO_FAULT_POINTS if faults is None else self._fault_points(faults, request)
 
     @contextmanager
@@ -770,7 +993,7 @@ class StructureAccess:
 
     def _call(self, call: GatedChange[_T]) -> _T:
         """A change, through the quiesce gate if there is one."""
-        return call(self.conn, ()) if self.gate is None else self._gated(call)
+        return call(self.conn, ()) if self._gate is None else self._gated(call)
 
     def _gated(self, call: GatedChange[_T]) -> _T:
         """A change through the quiesce gate, made again on the structure's copy if the

@@ -32,10 +32,13 @@ from sharedq.cf.redis import snapshot as redis_snapshot
 from sharedq.cf.redis.codec import NO_OPTIONS, entry_of, options, pack_locator
 from sharedq.cf.redis.errors import structure_lost
 from sharedq.cf.types import (
+    ENTRY_ID_LENGTH,
     HIGHEST_KEY,
     LOWEST_KEY,
+    MAX_ADJUNCT,
     MAX_ELEMENTS_PER_ENTRY,
     MAX_ENTRY_BYTES,
+    MAX_VERSION,
     UNCHANGED,
     BulkMove,
     BulkResult,
@@ -72,6 +75,8 @@ _TAIL = Position.TAIL
 #: options() of a move to a new key with version 0, secondary key unchanged.
 _REKEY_TO_VERSION_0 = (codec.NEW_KEY | codec.SET_VERSION).to_bytes(2, "big")
 _ZERO_VERSION = bytes(8)
+#: options() of a move that only expects a list authority (a get), before the authority.
+_EXPECT_AUTHORITY = codec.EXPECT_AUTHORITY.to_bytes(2, "big")
 #: options() of a delete whose caller does not want the data back.
 _WITHOUT_DATA = codec.WITHOUT_DATA.to_bytes(2, "big")
 _change = partial(tuple.__new__, Change)
@@ -132,6 +137,9 @@ class RedisListStructure(ListStructure):
         self._lock_count = lock_count
         self._max_entry_elements = min(MAX_ELEMENTS_PER_ENTRY, MAX_ENTRY_BYTES // element_size)
         self._requests = itertools.count(1)
+        #: Each thread's changer header up to the request number (its channel is the
+        #: thread), packed once: a request adds its number.
+        self._channels: dict[int, bytes] = {}
         self._reader = codec.reader_header(user_id, token)
         self._closed = False
 
@@ -143,9 +151,12 @@ class RedisListStructure(ListStructure):
 
     def _changer(self) -> bytes:
         """The header of a request that changes something: with a request id."""
-        return codec.changer_header(
-            self._user_id, self._token, threading.get_ident(), next(self._requests)
-        )
+        channel = threading.get_ident()
+        prefix = self._channels.get(channel)
+        if prefix is None:
+            prefix = codec.changer_header(self._user_id, self._token, channel, 0)[:-8]
+            self._channels[channel] = prefix
+        return prefix + next(self._requests).to_bytes(8, "big")
 
     @property
     def structure_name(self) -> str:
@@ -272,15 +283,17 @@ class RedisListStructure(ListStructure):
         elements = -(-len(data) // self._element_size)
         if elements > self._max_entry_elements:
             v.elements_for(data, self._element_size)
-        if adjunct:
+        if adjunct and (type(adjunct) is not bytes or len(adjunct) > MAX_ADJUNCT):
             v.check_adjunct(adjunct)
         if secondary_key is not None:
             v.check_secondary_key(secondary_key)
-        if type(version) is not int or version:
+        if type(version) is not int or not 0 <= version <= MAX_VERSION:
             v.check_version(version)
         if position is not _TAIL:
             v.check_position(position)
-        if entry_id is not None:
+        if entry_id is not None and (
+            type(entry_id) is not bytes or len(entry_id) != ENTRY_ID_LENGTH
+        ):
             v.check_entry_id(entry_id)
         spec = codec.write_spec(
             list_number,
@@ -318,7 +331,9 @@ class RedisListStructure(ListStructure):
             v.check_key(new_key, "new key")
         if new_secondary_key is not UNCHANGED:
             v.check_secondary_key(new_secondary_key)
-        if set_version is not None:
+        if set_version is not None and (
+            type(set_version) is not int or not 0 <= set_version <= MAX_VERSION
+        ):
             v.check_version_update(set_version, False)
         spec, elements = self._write_spec(
             list_number,
@@ -409,10 +424,14 @@ class RedisListStructure(ListStructure):
             and not increment_version
             and position is _TAIL
             and expect_version is None
-            and expect_authority is None
             and not ignore_limit
         ):
-            spec = to_list.to_bytes(2, "big") + NO_OPTIONS  # a get: nothing else to say
+            # A get: nothing else to say, or only the list authority it expects.
+            if expect_authority is None:
+                spec = to_list.to_bytes(2, "big") + NO_OPTIONS
+            else:
+                authority = codec.authority_bytes(expect_authority)
+                spec = to_list.to_bytes(2, "big") + _EXPECT_AUTHORITY + authority
         else:
             spec = to_list.to_bytes(2, "big") + options(
                 new_key=new_key,
