@@ -15,7 +15,7 @@ check_conditions(5, 4 + nlocks, 0, nil, nil)
 -- as they come (their monitors are told of each change on the state it leaves).
 local first = 5 + nlocks
 local ids = {}
-for i = first, #ARGV do ids[#ids + 1] = string.sub(ARGV[i], 1, 12) end
+for i = first, #ARGV do ids[#ids + 1] = ssub(ARGV[i], 1, 12) end
 local records = records_of(ids, 1, #ids)
 local current = {}  -- id -> its record as this request left it
 -- list -> its entries now, once read for a limit check (one ZCARD per list, not per
@@ -38,7 +38,7 @@ end
 for i = first, #ARGV do
   local a = ARGV[i]
   local id, to, from = ids[i - first + 1], from_be2(a, 13), from_be2(a, 15)
-  local flags, at = string.byte(a, 17), 18
+  local flags, at = sbyte(a, 17), 18
   local r = current[id]
   if r then
     flush()
@@ -68,21 +68,21 @@ for i = first, #ARGV do
       counts[to] = n
     end
     local key = rec_key(r)
-    if bit.band(flags, 1) ~= 0 then
-      key = string.sub(a, at, at + 15)
+    if band(flags, 1) ~= 0 then
+      key = ssub(a, at, at + 15)
       at = at + 16
     end
     local op = ''
-    if bit.band(flags, 2) ~= 0 then
-      op = 's' .. string.sub(a, at, at + 7)
+    if band(flags, 2) ~= 0 then
+      op = 's' .. ssub(a, at, at + 7)
       at = at + 8
-    elseif bit.band(flags, 4) ~= 0 then
+    elseif band(flags, 4) ~= 0 then
       op = 'i'
     end
     local skey = rec_skey(r)
-    if bit.band(flags, 8) ~= 0 then
-      skey = string.sub(a, at)
-    elseif bit.band(flags, 16) ~= 0 then
+    if band(flags, 8) ~= 0 then
+      skey = ssub(a, at)
+    elseif band(flags, 16) ~= 0 then
       skey = false
     end
     local seq = bulk.c[SEQ] + 1

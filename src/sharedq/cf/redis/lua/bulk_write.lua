@@ -7,12 +7,12 @@
 local done = recorded()
 if done then return done end
 local opts, nlocks = ARGV[2], tonumber(ARGV[3])
-local ignore = string.sub(opts, 1, 1) == '1'
+local ignore = ssub(opts, 1, 1) == '1'
 bulk_begin(counters(open('c')))
 check_conditions(4, 3 + nlocks, 0, nil, nil)
 local first = 4 + nlocks
 if #opts == 9 then
-  local expect = from_be(string.sub(opts, 2, 9))
+  local expect = from_be(ssub(opts, 2, 9))
   for i = first, #ARGV, 2 do
     local list = from_be2(ARGV[i], 1)
     check_conditions(1, 0, list, expect, bulk_list(list)[LIST_AUTHORITY])
@@ -29,11 +29,11 @@ local counts = {}  -- list -> its entries now, read once
 local ids = {}
 for i = first, #ARGV, 2 do
   local spec = ARGV[i]
-  local il = string.byte(spec, 39)
+  local il = sbyte(spec, 39)
   local id = ''
   if il > 0 then
-    local al, sl = string.byte(spec, 37, 38)
-    id = string.sub(spec, 40 + al + sl, 39 + al + sl + il)
+    local al, sl = sbyte(spec, 37, 38)
+    id = ssub(spec, 40 + al + sl, 39 + al + sl + il)
   end
   if id == '' then id = '\0\0\0\0' .. be(c[SEQ] + #ids + 1, 8) end
   ids[#ids + 1] = id
@@ -76,7 +76,7 @@ for i = first, #ARGV, 2 do
   end
   local seq = c[SEQ] + 1
   used[id] = true
-  local r = make_rec(id, list, key, ordinal(seq, bit.band(flags, 1) ~= 0), version, elements,
+  local r = make_rec(id, list, key, ordinal(seq, band(flags, 1) ~= 0), version, elements,
     adjunct, skey, inline_part(elements, data))
   store_apart(id, elements, data)
   c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] + 1, c[ELEMENTS] + elements

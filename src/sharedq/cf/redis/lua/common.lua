@@ -22,6 +22,14 @@ local cow                            -- snapshots being read (see keep_old)
 local snapping                       -- the meta hash's 'xa' as open() read it (snapshots)
 local checking                       -- a new entry's id while its checks run (see fail)
 
+-- The library functions used most, bound once (by begin: a library's top level runs
+-- without them): an upvalue is read in one step, string.sub in two table lookups.
+local ssub, sbyte, schar, band, spack, sunpack
+local function bind()
+  ssub, sbyte, schar = string.sub, string.byte, string.char
+  band, spack, sunpack = bit.band, struct.pack, struct.unpack
+end
+
 -- Literals, not string.rep: Redis 7.0 runs a library's top level without the string
 -- library.
 local FF4 = '\255\255\255\255'
@@ -57,7 +65,7 @@ local function keyset(m)
   if keyset_count >= KEYSET_LIMIT then
     KEYSETS, keyset_count = {}, 0
   end
-  local p = string.sub(m, 1, -2)
+  local p = ssub(m, 1, -2)
   ks = {p, p .. 'e', p .. 'd', p .. 's', p .. 'k', {}, {}}
   KEYSETS[m] = ks
   keyset_count = keyset_count + 1
@@ -65,20 +73,21 @@ local function keyset(m)
 end
 
 local function begin(keys, args)
+  if not ssub then bind() end
   M = keys[1]
   local ks = keyset(M)
   P, E, D, S, K, TOKEN_KEYS, LIST_KEYS = ks[1], ks[2], ks[3], ks[4], ks[5], ks[6], ks[7]
   ARGV = args
   local header = args[1]
-  local u = string.byte(header, 1)
+  local u = sbyte(header, 1)
   UID = UIDS[u]
   if not UID then
     UID = tostring(u)
     UIDS[u] = UID
   end
-  TOKEN = string.sub(header, 2, 17)
-  RETRY = string.byte(header, 18) == 49
-  REQ = string.sub(header, 19)
+  TOKEN = ssub(header, 2, 17)
+  RETRY = sbyte(header, 18) == 49
+  REQ = ssub(header, 19)
   -- The tables of the call before are reused when it left them empty (nearly always).
   if touched == nil or #touched > 0 then touched = {} end
   if monitors == nil or next(monitors) ~= nil then monitors = {} end
@@ -101,7 +110,7 @@ local function err_text(code, detail, ctx)
 end
 
 local function hex(s)
-  return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
+  return (string.gsub(s, '.', function(c) return string.format('%02x', sbyte(c)) end))
 end
 
 local function fail(code, detail, ctx)
@@ -117,22 +126,29 @@ end
 
 -- n (an integer below 2^53) as width (at most 8) big-endian bytes.
 local function be(n, width)
-  if width == 8 then return struct.pack('>I8', n) end
-  return string.sub(struct.pack('>I8', n), 9 - width)
+  if width == 8 then return spack('>I8', n) end
+  return ssub(spack('>I8', n), 9 - width)
 end
 
 local BE_FORMATS = {'>I1', '>I2', '>I3', '>I4', '>I5', '>I6', '>I7', '>I8'}
 local function from_be(s)
-  return (struct.unpack(BE_FORMATS[#s], s))
+  return (sunpack(BE_FORMATS[#s], s))
 end
 
--- A list number as 2 bytes, and back (cheaper than struct for the hot path).
+-- A list number as 2 bytes (made once per number and kept: every string a function
+-- makes costs a call some 0.2 us, hashing included), and back.
+local BE2 = {}
 local function be2(n)
-  return string.char((n - n % 256) / 256, n % 256)
+  local s = BE2[n]
+  if not s then
+    s = schar((n - n % 256) / 256, n % 256)
+    BE2[n] = s
+  end
+  return s
 end
 
 local function from_be2(s, at)
-  local a, b = string.byte(s, at, at + 1)
+  local a, b = sbyte(s, at, at + 1)
   return a * 256 + b
 end
 
@@ -140,7 +156,7 @@ end
 local function cmp(a, b)
   if a == b then return 0 end
   for i = 1, #a do
-    local x, y = string.byte(a, i), string.byte(b, i)
+    local x, y = sbyte(a, i), sbyte(b, i)
     if x ~= y then
       if x < y then return -1 end
       return 1
@@ -152,10 +168,10 @@ end
 -- The place among equal keys, from the change's seq: 2^63 + seq at the tail of a
 -- sublist, 2^63 - seq at its head, 8 bytes big-endian (as the memory backend orders).
 local function ordinal(seq, head)
-  if not head then return struct.pack('>BI7', 128, seq) end  -- one string made, not three
+  if not head then return spack('>BI7', 128, seq) end  -- one string made, not three
   local low = seq - 1
   local high = math.floor(low / 4294967296)
-  return '\127' .. struct.pack('>I3I4', 16777215 - high, 4294967295 - (low - high * 4294967296))
+  return '\127' .. spack('>I3I4', 16777215 - high, 4294967295 - (low - high * 4294967296))
 end
 
 -- A user's connection token, in a key of its own that expires when the user's lease
@@ -179,25 +195,27 @@ end
 -- read and delete (a request saved on each of put, get and commit, and some 60 bytes
 -- of server memory an entry), for a copy of a few hundred bytes when it moves.
 local INLINE = 512
-local function rec_id(r) return string.sub(r, 1, 12) end
+local function rec_id(r) return ssub(r, 1, 12) end
 local function rec_list(r)
-  local a, b = string.byte(r, 13, 14)
+  local a, b = sbyte(r, 13, 14)
   return a * 256 + b
 end
-local function rec_key(r) return string.sub(r, 15, 30) end
-local function rec_version(r) return string.sub(r, 39, 46) end
-local function rec_elements(r) return string.byte(r, 47) end
+local function rec_key(r) return ssub(r, 15, 30) end
+local function rec_version(r) return ssub(r, 39, 46) end
+local function rec_elements(r) return sbyte(r, 47) end
 local function rec_skey(r)
-  local al, sl = string.byte(r, 48, 49)
+  local al, sl = sbyte(r, 48, 49)
   if sl == 0 then return nil end
-  return string.sub(r, 50 + al, 49 + al + sl)
+  return ssub(r, 50 + al, 49 + al + sl)
 end
 -- A list's sorted-set member: key, ordinal, id; so that members sort as the list does.
-local function rec_member(r) return string.sub(r, 15, 38) .. string.sub(r, 1, 12) end
+-- id: the record's, when the caller has it (one string fewer made).  A caller holding
+-- the key and ordinal of a record it made joins key .. ord .. id itself.
+local function rec_member(r, id) return ssub(r, 15, 38) .. (id or ssub(r, 1, 12)) end
 
 -- Where the data kept in record r starts (past its end: none kept there).
 local function rec_inline_at(r)
-  local al, sl = string.byte(r, 48, 49)
+  local al, sl = sbyte(r, 48, 49)
   return 50 + al + sl
 end
 
@@ -212,10 +230,25 @@ local function store_apart(id, elements, data)
   if elements > 0 and #data > INLINE then redis.call('HSET', D, id, data) end
 end
 
+-- The record's three length bytes (elements, adjunct, secondary key), made once per
+-- value and kept (bounded: forgotten all at once past 4,096).
+local LENGTHS, lengths_count = {}, 0
+local function lengths(elements, al, sl)
+  local n = elements * 65536 + al * 256 + sl
+  local s = LENGTHS[n]
+  if not s then
+    if lengths_count >= 4096 then LENGTHS, lengths_count = {}, 0 end
+    s = schar(elements, al, sl)
+    LENGTHS[n] = s
+    lengths_count = lengths_count + 1
+  end
+  return s
+end
+
 -- inline: the data the record keeps (inline_part).
 local function make_rec(id, list, key, ord, version, elements, adjunct, skey, inline)
   return id .. be2(list) .. key .. ord .. version
-    .. string.char(elements, #adjunct, #skey) .. adjunct .. skey .. (inline or '')
+    .. lengths(elements, #adjunct, #skey) .. adjunct .. skey .. (inline or '')
 end
 
 -- Whether the entry's data is kept apart, in D.
@@ -227,7 +260,7 @@ end
 local function rec_data(r)
   if rec_elements(r) == 0 then return '' end
   local at = rec_inline_at(r)
-  if #r >= at then return string.sub(r, at) end
+  if #r >= at then return ssub(r, at) end
   return redis.call('HGET', D, rec_id(r))
 end
 
@@ -241,19 +274,19 @@ end
 
 -- Delete the entry's data from D, if it is kept there (the entry is going, or its
 -- data is now kept in its record or is none).
-local function drop_data(r)
-  if data_apart(r) then redis.call('HDEL', D, rec_id(r)) end
+local function drop_data(r, id)
+  if data_apart(r) then redis.call('HDEL', D, id or rec_id(r)) end
 end
 
 -- A write's spec (codec.write_spec, write.lua's ARGV[2]): list, key, version, flags (1
 -- head, 2 ignore_limit, 4 expect authority: its value at bytes 29-36), elements,
 -- adjunct, secondary key, and entry id ('' to generate one).
 local function write_spec(spec)
-  local al, sl, il = string.byte(spec, 37, 39)
-  local flags, elements = string.byte(spec, 27, 28)
-  return from_be2(spec, 1), string.sub(spec, 3, 18), string.sub(spec, 19, 26), flags,
-    elements, string.sub(spec, 40, 39 + al), string.sub(spec, 40 + al, 39 + al + sl),
-    string.sub(spec, 40 + al + sl, 39 + al + sl + il)
+  local al, sl, il = sbyte(spec, 37, 39)
+  local flags, elements = sbyte(spec, 27, 28)
+  return from_be2(spec, 1), ssub(spec, 3, 18), ssub(spec, 19, 26), flags,
+    elements, ssub(spec, 40, 39 + al), ssub(spec, 40 + al, 39 + al + sl),
+    ssub(spec, 40 + al + sl, 39 + al + sl + il)
 end
 
 -- Snapshots, copy on write.  A snapshot (snapshot.lua) copies only the lists' sorted
@@ -305,14 +338,20 @@ local function keep_old(r, with_data)
   end
 end
 
--- The record with a new list, key, ordinal, version and secondary key (false: none),
--- and the data it keeps, if any.
-local function moved_rec(r, list, key, ord, version, skey)
-  local al, sl = string.byte(r, 48, 49)
+-- The record with a new list, key, ordinal, version (nil: its own) and secondary key
+-- (false: none, true: its own), and the data it keeps, if any.  id: the record's, when
+-- the caller has it.  What the record keeps is copied in one piece where it can be.
+local function moved_rec(r, list, key, ord, version, skey, id)
+  id = id or ssub(r, 1, 12)
+  if skey == true then
+    if version then return id .. be2(list) .. key .. ord .. version .. ssub(r, 47) end
+    return id .. be2(list) .. key .. ord .. ssub(r, 39)
+  end
+  local al, sl = sbyte(r, 48, 49)
   local sk = skey or ''
-  return string.sub(r, 1, 12) .. be2(list) .. key .. ord .. version
-    .. string.char(string.byte(r, 47), al, #sk) .. string.sub(r, 50, 49 + al) .. sk
-    .. string.sub(r, 50 + al + sl)
+  return id .. be2(list) .. key .. ord .. (version or ssub(r, 39, 46))
+    .. lengths(sbyte(r, 47), al, #sk) .. ssub(r, 50, 49 + al) .. sk
+    .. ssub(r, 50 + al + sl)
 end
 
 -- List n's number as a string, and its controls' field in the meta hash ('L<n>').
@@ -342,11 +381,11 @@ local function list_key(n)
   end
   return k
 end
-local function skey_prefix(list, skey) return be2(list) .. string.char(#skey) .. skey end
+local function skey_prefix(list, skey) return be2(list) .. schar(#skey) .. skey end
 
 -- Versions are 8 bytes big-endian; Lua numbers cannot hold all of them.
 local function version_plus_one(v, id)
-  local b = {string.byte(v, 1, 8)}
+  local b = {sbyte(v, 1, 8)}
   local i = 8
   while i > 0 and b[i] == 255 do
     b[i] = 0
@@ -354,7 +393,7 @@ local function version_plus_one(v, id)
   end
   if i == 0 then fail(BAD_ARGUMENT, 'entry ' .. hex(id) .. ' version cannot increase') end
   b[i] = b[i] + 1
-  return string.char(unpack(b))
+  return schar(unpack(b))
 end
 
 -- A version op: '' keeps it, 'i' increments it, 's' .. 8 bytes sets it.
@@ -364,7 +403,7 @@ local function new_version(r, op, saturate)
     if saturate and rec_version(r) == FF4 .. FF4 then return rec_version(r) end
     return version_plus_one(rec_version(r), rec_id(r))
   end
-  return string.sub(op, 2)
+  return ssub(op, 2)
 end
 
 -- -- results kept for a resent request -----------------------------------------------
@@ -388,7 +427,7 @@ end
 -- once past 4,096).
 local KEPT_FIELDS, kept_count = {}, 0
 local function kept_field()
-  local head = string.sub(REQ, 1, 8)
+  local head = ssub(REQ, 1, 8)
   local users = KEPT_FIELDS[UID]
   if not users then
     users = {}
@@ -411,18 +450,18 @@ end
 local function recorded()
   if not RETRY or REQ == '' then return nil end
   local prev = redis.call('HGET', M, kept_field())
-  if not prev or string.sub(prev, 1, 8) ~= string.sub(REQ, 9, 16) then return nil end
-  local kind, body = string.sub(prev, 9, 9), string.sub(prev, 10)
+  if not prev or ssub(prev, 1, 8) ~= ssub(REQ, 9, 16) then return nil end
+  local kind, body = ssub(prev, 9, 9), ssub(prev, 10)
   if kind == 'n' then return tonumber(body) end
   if kind == 'c' then
     local data = redis.call('HGET', M, kept_field() .. 'd')
-    return {from_be(string.sub(body, 1, 8)), string.sub(body, 9), data}
+    return {from_be(ssub(body, 1, 8)), ssub(body, 9), data}
   end
   if kind == 'i' then
-    return {from_be(string.sub(body, 1, 8)), string.sub(body, 9), false}
+    return {from_be(ssub(body, 1, 8)), ssub(body, 9), false}
   end
   if kind == 'e' then
-    return {from_be(string.sub(body, 1, 8)), string.sub(body, 9), ''}
+    return {from_be(ssub(body, 1, 8)), ssub(body, 9), ''}
   end
   return cmsgpack.unpack(body)
 end
@@ -431,7 +470,7 @@ end
 -- arguments of the HSET that writes the change's counters.
 local function kept(kind, body)
   if REQ == '' then return end
-  return kept_field(), string.sub(REQ, 9, 16) .. kind .. body
+  return kept_field(), ssub(REQ, 9, 16) .. kind .. body
 end
 
 local function kept_seq(seq) return kept('n', int(seq)) end
@@ -441,9 +480,9 @@ local function kept_seq(seq) return kept('n', int(seq)) end
 local function kept_change(seq, r, data)
   if REQ == '' then return end
   local field = kept_field()
-  if data == false then return field, string.sub(REQ, 9, 16) .. 'i' .. be(seq, 8) .. r end
-  if data == '' then return field, string.sub(REQ, 9, 16) .. 'e' .. be(seq, 8) .. r end
-  return field, string.sub(REQ, 9, 16) .. 'c' .. be(seq, 8) .. r, field .. 'd', data
+  if data == false then return field, ssub(REQ, 9, 16) .. 'i' .. be(seq, 8) .. r end
+  if data == '' then return field, ssub(REQ, 9, 16) .. 'e' .. be(seq, 8) .. r end
+  return field, ssub(REQ, 9, 16) .. 'c' .. be(seq, 8) .. r, field .. 'd', data
 end
 
 -- Keep a result of another shape, with an HSET of its own.
@@ -466,7 +505,7 @@ end
 
 local function not_live()
   local inst = redis.call('HGET', M, 'inst')
-  if not inst or inst ~= string.sub(TOKEN, 1, 8) then
+  if not inst or inst ~= ssub(TOKEN, 1, 8) then
     fail(STRUCTURE_LOST, 'structure ' .. structure_name() .. ' was deleted or lost')
   end
   fail(NOT_CONNECTED, 'user ' .. UID .. ' is not connected to structure ' .. structure_name())
@@ -495,11 +534,11 @@ local COUNTERS = '>I8I8I8I8I8I8I8'
 local SEQ, ENTRIES, ELEMENTS, MAX_ENTRIES, MAX_ELEMENTS, EMCS, MAX_EMCS = 1, 2, 3, 4, 5, 6, 7
 
 local function counters(raw)
-  return {struct.unpack(COUNTERS, raw)}
+  return {sunpack(COUNTERS, raw)}
 end
 
 local function packed_counters(c)
-  return struct.pack(COUNTERS, c[1], c[2], c[3], c[4], c[5], c[6], c[7])
+  return spack(COUNTERS, c[1], c[2], c[3], c[4], c[5], c[6], c[7])
 end
 
 -- 'L<n>': list n's elements, monitors, limit + 1 (0: no limit) and authority.  A list
@@ -510,11 +549,11 @@ local NO_CONTROLS = Z8 .. Z8 .. Z8 .. Z8
 local LIST_ELEMENTS, LIST_MONITORS, LIST_LIMIT, LIST_AUTHORITY = 1, 2, 3, 4
 
 local function controls(raw)
-  return {struct.unpack(CONTROLS, raw or NO_CONTROLS)}
+  return {sunpack(CONTROLS, raw or NO_CONTROLS)}
 end
 
 local function packed_controls(l)
-  return struct.pack(CONTROLS, l[1], l[2], l[3], l[4])
+  return spack(CONTROLS, l[1], l[2], l[3], l[4])
 end
 
 -- The list's limit, or nil for none.
@@ -575,13 +614,13 @@ end
 -- (locks from ARGV[first_lock]; flag 4: the list's authority as the spec expects), its
 -- list is below its limit (flag 2 ignores it) and the structure has room.
 local function check_new_entry_room(spec, list, flags, elements, c, l, first_lock)
-  if bit.band(flags, 4) ~= 0 then
-    check_conditions(first_lock, #ARGV, list, from_be(string.sub(spec, 29, 36)),
+  if band(flags, 4) ~= 0 then
+    check_conditions(first_lock, #ARGV, list, from_be(ssub(spec, 29, 36)),
       l[LIST_AUTHORITY])
   elseif #ARGV >= first_lock then
     check_conditions(first_lock, #ARGV, list, nil, nil)
   end
-  local n = check_limit(list, l, bit.band(flags, 2) ~= 0)
+  local n = check_limit(list, l, band(flags, 2) ~= 0)
   if c[ENTRIES] >= c[MAX_ENTRIES] then
     fail(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has all ' .. int(c[MAX_ENTRIES])
       .. ' entries in use')
@@ -637,7 +676,7 @@ local function locate(kind, list, arg, how)
   if kind == 'h' then
     found = redis.call('ZRANGE', L, '0', '0')[1]
     if found and arg ~= '' then
-      local c = cmp(string.sub(found, 1, 16), arg)
+      local c = cmp(ssub(found, 1, 16), arg)
       if (how == '<' and c > 0) or (how == '=' and c ~= 0) or (how == '>' and c < 0) then
         return nil
       end
@@ -649,15 +688,15 @@ local function locate(kind, list, arg, how)
       found = redis.call('ZREVRANGEBYLEX', L, '[' .. arg .. FF20, '-', 'LIMIT', '0', '1')[1]
     else
       found = redis.call('ZRANGEBYLEX', L, '[' .. arg, '+', 'LIMIT', '0', '1')[1]
-      if found and how == '=' and string.sub(found, 1, 16) ~= arg then return nil end
+      if found and how == '=' and ssub(found, 1, 16) ~= arg then return nil end
     end
   else
     local p = skey_prefix(list, arg)
     local m = redis.call('ZRANGEBYLEX', S, '[' .. p, '[' .. p .. FF36, 'LIMIT', '0', '1')[1]
-    if m then found = string.sub(m, -36) end
+    if m then found = ssub(m, -36) end
   end
   if not found then return nil end
-  return redis.call('HGET', E, string.sub(found, 25, 36))
+  return redis.call('HGET', E, ssub(found, 25, 36))
 end
 
 -- A packed locator: kind(1) list(2, 65535 none) comparison(1) argument.
@@ -668,7 +707,7 @@ local function locator_list(a)
 end
 
 local function locate_packed(a)
-  return locate(string.sub(a, 1, 1), locator_list(a), string.sub(a, 5), string.sub(a, 4, 4))
+  return locate(ssub(a, 1, 1), locator_list(a), ssub(a, 5), ssub(a, 4, 4))
 end
 
 -- Options of move, delete and update: flags(2), then the fields the flags announce, in
@@ -688,7 +727,7 @@ local function option_flags(flags)
   local f = OPTION_FLAGS[flags]
   if not f then
     f = {}
-    for i = 0, 10 do f[i + 1] = bit.band(flags, 2 ^ i) ~= 0 end
+    for i = 0, 10 do f[i + 1] = band(flags, 2 ^ i) ~= 0 end
     OPTION_FLAGS[flags] = f
   end
   return f
@@ -701,25 +740,25 @@ local function options(s, at)
   at = at + 2
   local key, version, expect_version, expect_authority, skey = nil, '', nil, nil, nil
   if f[1] then
-    key = string.sub(s, at, at + 15)
+    key = ssub(s, at, at + 15)
     at = at + 16
   end
   if f[2] then
-    version = 's' .. string.sub(s, at, at + 7)
+    version = 's' .. ssub(s, at, at + 7)
     at = at + 8
   elseif f[3] then
     version = 'i'
   end
   if f[4] then
-    expect_version = string.sub(s, at, at + 7)
+    expect_version = ssub(s, at, at + 7)
     at = at + 8
   end
   if f[5] then
-    expect_authority = from_be(string.sub(s, at, at + 7))
+    expect_authority = from_be(ssub(s, at, at + 7))
     at = at + 8
   end
   if f[6] then
-    skey = string.sub(s, at)
+    skey = ssub(s, at)
   elseif f[7] then
     skey = false
   end
@@ -740,14 +779,14 @@ end
 -- monitors: list -> its monitors, parsed, in registration order.
 
 local function parse_monitor(id, raw)
-  local uid, nonempty, notify_empty, tl = string.byte(raw, 1, 4)
+  local uid, nonempty, notify_empty, tl = sbyte(raw, 1, 4)
   local m = {id = id, uid = uid, nonempty = nonempty == 1, notify_empty = notify_empty == 1,
-             token = string.sub(raw, 5, 4 + tl), raw = raw}
-  local spec = string.sub(raw, 5 + tl)
-  if string.sub(spec, 1, 1) == 'r' then
-    m.low, m.high = string.sub(spec, 2, 17), string.sub(spec, 18, 33)
+             token = ssub(raw, 5, 4 + tl), raw = raw}
+  local spec = ssub(raw, 5 + tl)
+  if ssub(spec, 1, 1) == 'r' then
+    m.low, m.high = ssub(spec, 2, 17), ssub(spec, 18, 33)
   else
-    m.skey = string.sub(spec, 2)
+    m.skey = ssub(spec, 2)
   end
   return m
 end
@@ -779,7 +818,7 @@ local function watched_nonempty(list, m)
 end
 
 local function monitor_raw(m)
-  return string.char(m.uid, m.nonempty and 1 or 0) .. string.sub(m.raw, 3)
+  return schar(m.uid, m.nonempty and 1 or 0) .. ssub(m.raw, 3)
 end
 
 local function queue_event(uid, text)
@@ -831,8 +870,10 @@ end
 
 -- -- placing and removing entries (no checks: callers have checked) ------------------
 
-local function place(r, watched)
-  local list, member = rec_list(r), rec_member(r)
+-- member: the record's list member, when the caller has it.
+local function place(r, watched, member)
+  local list = rec_list(r)
+  member = member or rec_member(r)
   redis.call('ZADD', list_key(list), '0', member)
   local skey = rec_skey(r)
   if skey then redis.call('ZADD', S, '0', skey_prefix(list, skey) .. member) end
@@ -875,8 +916,9 @@ local function records_of(ids, from, to)
   return found
 end
 
-local function unplace(r, watched)
-  local list, member = rec_list(r), rec_member(r)
+local function unplace(r, watched, member)
+  local list = rec_list(r)
+  member = member or rec_member(r)
   redis.call('ZREM', list_key(list), member)
   local skey = rec_skey(r)
   if skey then redis.call('ZREM', S, skey_prefix(list, skey) .. member) end
@@ -892,33 +934,35 @@ end
 -- delete's seq (0: none).
 local function take_entry(r, to, delete, c, source, target)
   local seq = c[SEQ] + 1
-  local moved = moved_rec(r, to, rec_key(r), ordinal(seq, false), rec_version(r), rec_skey(r))
+  local id, key, ord = ssub(r, 1, 12), ssub(r, 15, 30), ordinal(seq, false)
+  local moved = moved_rec(r, to, key, ord, nil, true, id)
   local data = reply_data(r)  -- moved keeps what r kept
   local elements = rec_elements(r)
   local watched_from, watched_to = source[LIST_MONITORS] > 0, target[LIST_MONITORS] > 0
   source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
   if not delete then
     keep_old(r, false)
-    unplace(r, watched_from)
-    redis.call('HSET', E, rec_id(r), moved)
-    place(moved, watched_to)
+    unplace(r, watched_from, rec_member(r, id))
+    redis.call('HSET', E, id, moved)
+    place(moved, watched_to, key .. ord .. id)
     target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
     c[SEQ] = seq
     notify(seq)
     return seq, moved, data, 0
   end
   keep_old(r, true)
-  unplace(r, watched_from)
+  unplace(r, watched_from, rec_member(r, id))
   if watched_to then
-    place(moved, true)
+    local member = key .. ord .. id
+    place(moved, true, member)
     notify(seq)
-    unplace(moved, true)
+    unplace(moved, true, member)
     notify(seq + 1)
   else
     notify(seq)
   end
-  redis.call('HDEL', E, rec_id(r))
-  drop_data(r)
+  redis.call('HDEL', E, id)
+  drop_data(r, id)
   c[SEQ], c[ENTRIES], c[ELEMENTS] = seq + 1, c[ENTRIES] - 1, c[ELEMENTS] - elements
   return seq, moved, data, seq + 1
 end

@@ -20,9 +20,10 @@ local elements = rec_elements(r)
 local data = ''
 if not o.without_data then data = reply_data(r) end
 keep_old(r, true)
-unplace(r, l[LIST_MONITORS] > 0)
-redis.call('HDEL', E, rec_id(r))
-drop_data(r)
+local id = rec_id(r)
+unplace(r, l[LIST_MONITORS] > 0, rec_member(r, id))
+redis.call('HDEL', E, id)
+drop_data(r, id)
 c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] - 1, c[ELEMENTS] - elements
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] - elements
 redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l),

@@ -14,7 +14,7 @@ end
 local id = num(mid) + 1
 local spec = 'r' .. ARGV[3] .. ARGV[4]
 if ARGV[5] ~= '' then spec = 's' .. ARGV[5] end
-local m = parse_monitor(id, string.char(tonumber(UID), 0, ARGV[6] == '1' and 1 or 0,
+local m = parse_monitor(id, schar(tonumber(UID), 0, ARGV[6] == '1' and 1 or 0,
   #ARGV[7]) .. ARGV[7] .. spec)
 m.nonempty = watched_nonempty(list, m)
 redis.call('HSET', P .. 'w:' .. list, id, monitor_raw(m))

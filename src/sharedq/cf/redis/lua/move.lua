@@ -31,15 +31,17 @@ end
 check_version(r, o.expect_version)
 check_conditions(4, #ARGV, from, o.expect_authority, source[LIST_AUTHORITY])
 if to ~= from then check_limit(to, target, o.ignore_limit) end
-local skey = o.skey
-if skey == nil then skey = rec_skey(r) end
-local version = new_version(r, o.version, false)
+local skey = o.skey  -- nil: the entry's own
+if skey == nil then skey = true end
+local version  -- nil: the entry's own
+if o.version ~= '' then version = new_version(r, o.version, false) end
 local seq = c[SEQ] + 1
-local moved = moved_rec(r, to, o.key or rec_key(r), ordinal(seq, o.head), version, skey)
+local id, key, ord = rec_id(r), o.key or rec_key(r), ordinal(seq, o.head)
+local moved = moved_rec(r, to, key, ord, version, skey, id)
 keep_old(r, false)
-unplace(r, source[LIST_MONITORS] > 0)
-redis.call('HSET', E, rec_id(r), moved)
-place(moved, target[LIST_MONITORS] > 0)
+unplace(r, source[LIST_MONITORS] > 0, rec_member(r, id))
+redis.call('HSET', E, id, moved)
+place(moved, target[LIST_MONITORS] > 0, key .. ord .. id)
 local data = reply_data(r)  -- moved keeps what r kept
 c[SEQ] = seq
 if to ~= from then

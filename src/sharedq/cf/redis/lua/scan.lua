@@ -10,7 +10,7 @@ local members = redis.call('ZRANGEBYLEX', list_key(ARGV[2]), from, '[' .. ARGV[4
   'LIMIT', 0, tonumber(ARGV[6]))
 if #members == 0 then return {} end
 local ids = {}
-for i, member in ipairs(members) do ids[i] = string.sub(member, 25, 36) end
+for i, member in ipairs(members) do ids[i] = ssub(member, 25, 36) end
 local records = redis.call('HMGET', E, unpack(ids))
 local reply = {}
 local apart, at = {}, {}

@@ -14,7 +14,7 @@ local members = redis.call('ZRANGEBYLEX', X .. 'l:' .. ARGV[3], from, '+', 'LIMI
   tonumber(ARGV[5]))
 if #members == 0 then return {} end
 local ids = {}
-for i, member in ipairs(members) do ids[i] = string.sub(member, 25, 36) end
+for i, member in ipairs(members) do ids[i] = ssub(member, 25, 36) end
 -- Records: the one a change kept for the snapshot, else the live one.
 local records = redis.call('HMGET', X .. 'e', unpack(ids))
 local wanted, at = {}, {}

@@ -17,10 +17,10 @@ local done = recorded()
 if done then return done end
 local spec = ARGV[3]
 local to = from_be2(spec, 1)
-local flags = string.byte(spec, 3)
-local delete = bit.band(flags, 1) ~= 0
+local flags = sbyte(spec, 3)
+local delete = band(flags, 1) ~= 0
 local expect_authority
-if bit.band(flags, 8) ~= 0 then expect_authority = from_be(string.sub(spec, 4, 11)) end
+if band(flags, 8) ~= 0 then expect_authority = from_be(ssub(spec, 4, 11)) end
 local at = locator_list(ARGV[2])
 local raw_c, raw_to, raw_at
 if at and at ~= to then
@@ -31,7 +31,7 @@ end
 local c, target = counters(raw_c), controls(raw_to)
 local r = locate_packed(ARGV[2])
 local from, source
-local watch = bit.band(flags, 4) ~= 0 and not r
+local watch = band(flags, 4) ~= 0 and not r
 if r then
   from = rec_list(r)
   source = target
@@ -46,7 +46,7 @@ elseif watch and c[EMCS] >= c[MAX_EMCS] then
 end
 -- Checked: from here on nothing fails.
 local events = {}
-if bit.band(flags, 2) ~= 0 then
+if band(flags, 2) ~= 0 then
   local queue = P .. 'q:' .. UID
   local items = redis.call('XRANGE', queue, '-', '+')
   for _, item in ipairs(items) do
@@ -62,7 +62,7 @@ if watch then
   local id = num(mid) + 1
   local mspec = 'r' .. ARGV[5] .. ARGV[6]
   if ARGV[7] ~= '' then mspec = 's' .. ARGV[7] end
-  local m = parse_monitor(id, string.char(tonumber(UID), 0, ARGV[8] == '1' and 1 or 0,
+  local m = parse_monitor(id, schar(tonumber(UID), 0, ARGV[8] == '1' and 1 or 0,
     #ARGV[9]) .. ARGV[9] .. mspec)
   m.nonempty = watched_nonempty(list, m)
   redis.call('HSET', P .. 'w:' .. list, id, monitor_raw(m))

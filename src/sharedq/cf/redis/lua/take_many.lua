@@ -11,11 +11,11 @@ local done = recorded()
 if done then return done end
 local spec = ARGV[3]
 local to = from_be2(spec, 1)
-local flags = string.byte(spec, 3)
+local flags = sbyte(spec, 3)
 local count = from_be2(spec, 4)
-local delete = bit.band(flags, 1) ~= 0
+local delete = band(flags, 1) ~= 0
 local expect_authority
-if bit.band(flags, 8) ~= 0 then expect_authority = from_be(string.sub(spec, 6, 13)) end
+if band(flags, 8) ~= 0 then expect_authority = from_be(ssub(spec, 6, 13)) end
 local from = locator_list(ARGV[2])
 local raw_c, raw_to, raw_from
 if from ~= to then
@@ -42,18 +42,18 @@ local n = 0
 -- (locate's comparison); the first that does not ends the takes, as its locate would.
 -- To the same list a taken entry may come back before the next head: located anew.
 local records, heads
-if to ~= from and count > 1 and string.sub(ARGV[2], 1, 1) == 'h' then
-  local arg, how = string.sub(ARGV[2], 5), string.sub(ARGV[2], 4, 4)
+if to ~= from and count > 1 and ssub(ARGV[2], 1, 1) == 'h' then
+  local arg, how = ssub(ARGV[2], 5), ssub(ARGV[2], 4, 4)
   local members = redis.call('ZRANGE', list_key(from), '1', int(count - 1))
   local ids = {}
   for _, m in ipairs(members) do
     if arg ~= '' then
-      local k = cmp(string.sub(m, 1, 16), arg)
+      local k = cmp(ssub(m, 1, 16), arg)
       if (how == '<' and k > 0) or (how == '=' and k ~= 0) or (how == '>' and k < 0) then
         break
       end
     end
-    ids[#ids + 1] = string.sub(m, 25, 36)
+    ids[#ids + 1] = ssub(m, 25, 36)
   end
   records, heads = records_of(ids, 1, #ids), 0
 end

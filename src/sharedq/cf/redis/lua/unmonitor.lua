@@ -15,7 +15,7 @@ redis.call('SREM', P .. 'ud:' .. UID, id)
 local queue = P .. 'q:' .. UID
 local prefix = id .. ','
 for _, item in ipairs(redis.call('XRANGE', queue, '-', '+')) do
-  if item[2][1] == 'e' and string.sub(item[2][2], 1, #prefix) == prefix then
+  if item[2][1] == 'e' and ssub(item[2][2], 1, #prefix) == prefix then
     redis.call('XDEL', queue, item[1])
   end
 end

@@ -23,19 +23,19 @@ if elements > old and c[ELEMENTS] + elements - old > c[MAX_ELEMENTS] then
 end
 local version = new_version(r, o.version, false)
 local seq = c[SEQ] + 1
-local al, sl = string.byte(r, 48, 49)
-local adjunct = string.sub(r, 50, 49 + al)
-if ARGV[5] ~= 'u' then adjunct = string.sub(ARGV[5], 2) end
-local skey = string.sub(r, 50 + al, 49 + al + sl)
+local al, sl = sbyte(r, 48, 49)
+local adjunct = ssub(r, 50, 49 + al)
+if ARGV[5] ~= 'u' then adjunct = ssub(ARGV[5], 2) end
+local skey = ssub(r, 50 + al, 49 + al + sl)
 local data, inline
 if ARGV[4] == 'u' then
-  inline = string.sub(r, 50 + al + sl)  -- the data stays where it is
+  inline = ssub(r, 50 + al + sl)  -- the data stays where it is
   if inline == '' then data = rec_data(r) end
 else
-  data = string.sub(ARGV[4], 2)
+  data = ssub(ARGV[4], 2)
   inline = inline_part(elements, data)
 end
-local updated = string.sub(r, 1, 38) .. version .. string.char(elements, #adjunct, #skey)
+local updated = ssub(r, 1, 38) .. version .. schar(elements, #adjunct, #skey)
   .. adjunct .. skey .. inline
 keep_old(r, ARGV[4] ~= 'u')
 if ARGV[4] ~= 'u' then

@@ -13,14 +13,15 @@ local c, l = counters(raw_c), controls(raw_l)
 local before = check_new_entry(spec, list, flags, elements, id, c, l, 4)
 local seq = c[SEQ] + 1
 if id == '' then id = '\0\0\0\0' .. be(seq, 8) end
-local r = make_rec(id, list, key, ordinal(seq, bit.band(flags, 1) ~= 0), version, elements,
-  adjunct, skey, inline_part(elements, ARGV[3]))
+local ord = ordinal(seq, band(flags, 1) ~= 0)
+local r = make_rec(id, list, key, ord, version, elements, adjunct, skey,
+  inline_part(elements, ARGV[3]))
 store_new_entry(id, r)
 store_apart(id, elements, ARGV[3])
 c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] + 1, c[ELEMENTS] + elements
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
 redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l), kept_seq(seq))
-place(r, l[LIST_MONITORS] > 0)
+place(r, l[LIST_MONITORS] > 0, key .. ord .. id)
 notify(seq)
 -- The list's entry count too (one more than the limit check read, else ZCARD: O(1)); a
 -- retried request's kept reply is the seq.

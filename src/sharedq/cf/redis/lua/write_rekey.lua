@@ -22,10 +22,10 @@ local new_ver = version
 if o.version == 'i' then
   new_ver = version_plus_one(version, id)
 elseif o.version ~= '' then
-  new_ver = string.sub(o.version, 2)
+  new_ver = ssub(o.version, 2)
 end
-local moved = make_rec(id, list, o.key, ordinal(seq + 1, false), new_ver, elements, adjunct,
-  new_skey or '', inline)
+local ord = ordinal(seq + 1, false)
+local moved = make_rec(id, list, o.key, ord, new_ver, elements, adjunct, new_skey or '', inline)
 -- Only the entry as moved is stored: nobody sees the written one but the monitors.
 store_new_entry(id, moved)
 store_apart(id, elements, ARGV[3])
@@ -34,7 +34,7 @@ l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
 redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l), kept_seq(seq))
 if l[LIST_MONITORS] > 0 then
   -- Watched: the written entry comes and goes, as with two requests.
-  local r = make_rec(id, list, key, ordinal(seq, bit.band(flags, 1) ~= 0), version, elements,
+  local r = make_rec(id, list, key, ordinal(seq, band(flags, 1) ~= 0), version, elements,
     adjunct, skey, inline)
   place(r, true)
   notify(seq)
@@ -42,7 +42,7 @@ if l[LIST_MONITORS] > 0 then
   place(moved, true)
   notify(seq + 1)
 else
-  place(moved, false)
+  place(moved, false, o.key .. ord .. id)
 end
 -- The new entry is on the list: one more than the limit check read, if it read them.
 if before then return {seq, before + 1} end
