@@ -18,6 +18,7 @@ from sharedq.cf.types import (
     MAX_SECONDARY_KEY,
     MAX_TOKEN,
     MAX_VERSION,
+    UNCHANGED,
     BulkMove,
     BulkWrite,
     ById,
@@ -179,6 +180,28 @@ def check_locator(locator: object, list_count: int) -> Locator:
 
 def check_bulk_write(write: object, list_count: int, element_size: int) -> int:
     """Check one entry of a bulk write; returns the data elements it takes."""
+    if type(write) is BulkWrite:
+        # The common case, every field of its exact type and in range, in one test
+        # (bulk writes check each of hundreds of entries); anything else is looked at
+        # field by field below, which says what is wrong.
+        list_number, key, data, adjunct, skey, entry_id, version, position = write
+        if (
+            type(list_number) is int
+            and 0 <= list_number < list_count
+            and type(key) is bytes
+            and len(key) == KEY_LENGTH
+            and type(data) is bytes
+            and type(adjunct) is bytes
+            and len(adjunct) <= MAX_ADJUNCT
+            and (skey is None or (type(skey) is bytes and 0 < len(skey) <= MAX_SECONDARY_KEY))
+            and (entry_id is None or (type(entry_id) is bytes and len(entry_id) == ENTRY_ID_LENGTH))
+            and type(version) is int
+            and 0 <= version <= MAX_VERSION
+            and type(position) is Position
+        ):
+            elements = -(-len(data) // element_size)
+            if elements <= MAX_ELEMENTS_PER_ENTRY and elements * element_size <= MAX_ENTRY_BYTES:
+                return elements
     if not isinstance(write, BulkWrite):
         raise cf_error(CFReason.BAD_ARGUMENT, f"not a BulkWrite: {write!r}")
     check_list(write.list_number, list_count)
@@ -195,6 +218,32 @@ def check_bulk_write(write: object, list_count: int, element_size: int) -> int:
 
 def check_bulk_move(move: object, list_count: int) -> BulkMove:
     """Check one entry of a bulk move; returns it unchanged."""
+    if type(move) is BulkMove:
+        # The common case in one test, as check_bulk_write.
+        entry_id, to_list, new_key = move.entry_id, move.to_list, move.new_key
+        from_list, skey, set_version = move.from_list, move.new_secondary_key, move.set_version
+        if (
+            type(entry_id) is bytes
+            and len(entry_id) == ENTRY_ID_LENGTH
+            and type(to_list) is int
+            and 0 <= to_list < list_count
+            and (from_list is None or (type(from_list) is int and 0 <= from_list < list_count))
+            and (new_key is None or (type(new_key) is bytes and len(new_key) == KEY_LENGTH))
+            and (
+                skey is UNCHANGED
+                or skey is None
+                or (type(skey) is bytes and 0 < len(skey) <= MAX_SECONDARY_KEY)
+            )
+            and (
+                set_version is None
+                or (
+                    type(set_version) is int
+                    and 0 <= set_version <= MAX_VERSION
+                    and not move.increment_version
+                )
+            )
+        ):
+            return move
     if not isinstance(move, BulkMove):
         raise cf_error(CFReason.BAD_ARGUMENT, f"not a BulkMove: {move!r}")
     check_entry_id(move.entry_id)

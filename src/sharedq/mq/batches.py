@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Sequence
+from typing import overload
 
 from sharedq.cf import (
     UNCHANGED,
@@ -41,6 +42,7 @@ from sharedq.cf import (
     EntryExists,
     Head,
     ListFull,
+    Position,
 )
 from sharedq.cf.api import MAX_TAKE_MANY
 from sharedq.mq import arguments, depth_events, getting, keys, operations
@@ -118,10 +120,18 @@ def _batch(
                 core.refresh(queue)
                 getting.check_get_allowed(queue)
                 continue
+            whole = request.max_length is None
+            after_get, took_whole = depth_events.after_get, getting.took_whole
             for moved, deleted in done:
-                depth_events.after_get(core, queue, moved.entries)
+                after_get(core, queue, moved.entries)
+                gone = deleted is not None
                 entry = (deleted or moved).entry
-                message = getting.took(core, queue, request, entry, gone=deleted is not None)
+                if not whole:
+                    message = getting.took(core, queue, request, entry, gone=gone)
+                else:
+                    message = took_whole(core, queue, request, entry, gone, trqs)
+                    if trqs is None and uow is not None:
+                        trqs = uow.existing_trqs(queue)  # made by the first one kept
                 if message is not None:
                     out.append(message)
             if len(done) == wanted:
@@ -163,6 +173,32 @@ class _Put:
         self.message = message
 
 
+class _Meanings(Sequence[EntryMeaning]):
+    """What each message of a batch is to a journal, made only if one reads it (the
+    batch path runs without a recording journal: see the module's docstring)."""
+
+    __slots__ = ("_puts", "_queue")
+
+    def __init__(self, puts: list[_Put], queue: str) -> None:
+        self._puts = puts
+        self._queue = queue
+
+    def __len__(self) -> int:
+        return len(self._puts)
+
+    @overload
+    def __getitem__(self, index: int) -> EntryMeaning: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> _Meanings: ...
+
+    def __getitem__(self, index: int | slice) -> EntryMeaning | _Meanings:
+        if isinstance(index, slice):
+            return _Meanings(self._puts[index], self._queue)
+        put = self._puts[index]
+        return EntryMeaning(put.entry_id, self._queue, bool(put.message.persistent), put.ident)
+
+
 def put_many(
     core: ManagerCore,
     queue: QueueState,
@@ -201,9 +237,7 @@ def put_many(
     for body in checked:
         if definition.put_inhibited or len(body) > queue.max_body:
             operations.check_put_allowed(queue, len(body))
-    puts = [
-        _prepare(core, queue, body, priority, persistent, tenths, expiry, uow) for body in checked
-    ]
+    puts = _prepare(core, queue, checked, priority, persistent, tenths, expiry, uow)
     try:
         _write(core, queue, puts, uow, checked)
         if uow is None:
@@ -213,10 +247,11 @@ def put_many(
         raise from_cf(error, f"put to {queue.name}") from error
     if uow is not None:
         trqs = uow.trqs_for(queue)
-        for put in puts:
-            trqs.add(
+        put_kind = TropKind.PUT
+        trqs.add_puts(
+            [
                 Trop(
-                    TropKind.PUT,
+                    put_kind,
                     put.entry_id,
                     put.ukey,
                     persistent,
@@ -225,7 +260,9 @@ def put_many(
                     put.expires_at,
                     trqs,
                 )
-            )
+                for put in puts
+            ]
+        )
     return [put.message for put in puts]
 
 
@@ -240,64 +277,85 @@ def _body(body: object) -> bytes:
 def _prepare(
     core: ManagerCore,
     queue: QueueState,
-    body: bytes,
+    bodies: list[bytes],
     priority: int,
     persistent: bool,
     tenths: int,
     expiry: float | None,
     uow: UnitState | None,
-) -> _Put:
-    """What a put writes for one body (operations.put, up to its request)."""
+) -> list[_Put]:
+    """What a put writes for each body (operations.put, up to its request), with what
+    every message of the batch shares made once: the header around the stamp, the
+    adjunct (a generated msg id is kept as the entry id's), the unit's version."""
     stamps = core.stamps
-    stamp = stamps.stamp()
-    stamp_bytes = stamp.to_bytes(8, "big")
-    ident = core.msg_id_prefix + stamp_bytes + core.msg_id_suffix
-    entry_id = core.entry_id_prefix + stamp_bytes + stamps.nonce
-    ukey = keys.uncommitted_key(priority, stamp, core.qm_id)
-    data = m.encode(
-        body,
-        priority,
-        persistent,
-        ident,
-        m.NO_ID,
-        stamp,
-        tenths,
-        core.qm_id,
-        core.name_bytes,
-        True,
-    )
-    adjunct = m.encode_adjunct(queue.put_list, ident, m.NO_ID, entry_id, True)
-    uow_id = uow.uow_id if uow is not None else stamps.uow_id(stamp)
+    stamp_of = stamps.stamp
+    qm_id = core.qm_id
+    nonce = stamps.nonce
+    head, tail = m.generated_frame(priority, persistent, tenths, qm_id, core.name_bytes, nonce)
+    id_prefix, id_suffix, eid_prefix = core.msg_id_prefix, core.msg_id_suffix, core.entry_id_prefix
+    put_list = queue.put_list
+    uncommitted_key = keys.uncommitted_key
     index = queue.index
-    secondary = (
-        ident if index is IndexType.MSG_ID else m.NO_ID if index is IndexType.CORREL_ID else None
-    )
-    write = BulkWrite(
-        queue.put_list,
-        ukey,
-        data,
-        adjunct,
-        None,
-        entry_id,
-        int.from_bytes(uow_id, "big"),
-    )
-    put_time = stamp_seconds(stamp)
-    expires_at = None if expiry is None else put_time + tenths / 10
-    message = m.Message(
-        body,
-        priority,
-        persistent,
-        ident,
-        m.NO_ID,
-        None if expiry is None else tenths / 10,
-        put_time,
-        core.name,
-        0,
-        len(body),
-        False,
-        entry_id,
-    )
-    return _Put(write, ukey, ident, secondary, expires_at, message)
+    by_msg_id = index is IndexType.MSG_ID
+    secondary: bytes | None = m.NO_ID if index is IndexType.CORREL_ID else None
+    lifetime = None if expiry is None else tenths / 10
+    name = core.name
+    message_of = m.Message
+    new_write = BulkWrite._make
+    tail_position = Position.TAIL
+    adjunct = b""
+    version: int | None = None
+    puts: list[_Put] = []
+    for body in bodies:
+        stamp = stamp_of()
+        stamp_bytes = stamp.to_bytes(8, "big")
+        ident = id_prefix + stamp_bytes + id_suffix
+        entry_id = eid_prefix + stamp_bytes + nonce
+        if uow is None:
+            version = int.from_bytes(stamps.uow_id(stamp), "big")
+        elif version is None:  # the unit's id, made at its first put if not before
+            version = int.from_bytes(uow.uow_id, "big")
+        if not adjunct:  # the same for every message of the batch
+            adjunct = m.encode_adjunct(put_list, ident, m.NO_ID, entry_id, True)
+        ukey = uncommitted_key(priority, stamp, qm_id)
+        write = new_write(
+            (
+                put_list,
+                ukey,
+                head + stamp_bytes + tail + body,
+                adjunct,
+                None,
+                entry_id,
+                version,
+                tail_position,
+            )
+        )
+        put_time = stamp_seconds(stamp)
+        message = message_of(
+            body,
+            priority,
+            persistent,
+            ident,
+            m.NO_ID,
+            lifetime,
+            put_time,
+            name,
+            0,
+            len(body),
+            False,
+            entry_id,
+        )
+        puts.append(
+            _Put(
+                write,
+                ukey,
+                ident,
+                ident if by_msg_id else secondary,
+                None if lifetime is None else put_time + lifetime,
+                message,
+            )
+        )
+    return puts
 
 
 def _write(
@@ -319,12 +377,7 @@ def _write(
                     expect_authority=queue.authority,
                     kind=ChangeKind.PUT,
                     uow=uow.uow_id if uow is not None else None,
-                    meanings=[
-                        EntryMeaning(
-                            put.entry_id, queue.name, bool(put.message.persistent), put.ident
-                        )
-                        for put in chunk
-                    ],
+                    meanings=_Meanings(chunk, queue.name),
                 )
             except AuthorityMismatch:
                 core.refresh(queue)  # the definition changed: check the batch again
@@ -365,10 +418,7 @@ def _unwrite(queue: QueueState, written: list[_Put]) -> None:
             missing_ok=True,
             kind=ChangeKind.BACKOUT_PUTS,
             uow=None,
-            meanings=[
-                EntryMeaning(put.entry_id, queue.name, bool(put.message.persistent), put.ident)
-                for put in written
-            ],
+            meanings=_Meanings(written, queue.name),
         )
 
 
@@ -387,10 +437,7 @@ def _sync(queue: QueueState, puts: list[_Put]) -> None:
             )
             for put in puts
         ],
-        [
-            EntryMeaning(put.entry_id, queue.name, bool(put.message.persistent), put.ident)
-            for put in puts
-        ],
+        _Meanings(puts, queue.name),
         kind=ChangeKind.SYNC_PUT,
         uow_id=None,
     )

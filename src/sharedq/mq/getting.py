@@ -19,7 +19,7 @@ from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import IndexType, QueueDefinition, QueueState
 from sharedq.mq.errors import JournalFailed, MQReason, from_cf, mq_error
 from sharedq.mq.journal import ChangeKind
-from sharedq.mq.units import Trop, TropKind, UnitState
+from sharedq.mq.units import Trop, TropKind, Trqs, UnitState
 from sharedq.seam.access import tolerating
 
 logger = logging.getLogger("sharedq.mq")
@@ -117,16 +117,24 @@ def took(
     and one found expired is written to the expiry list, where a move would have put it.
     """
     header = m.Decoded(entry.data)
-    uow = request.uow
     # header.expired(now), with the clock read only for a message that can expire.
     expires_at = header.expires_at
-    expired = expires_at is not None and core.clock.now_s() >= expires_at
+    if expires_at is not None and core.clock.now_s() >= expires_at:
+        _expired(queue, request, entry, header, gone)
+        return None
     if gone:
-        if expired:
-            _expired_after_take(queue, entry, header)
-            return None
         return m.to_message(entry.data, entry.version, entry.entry_id, header=header)
-    if expired:
+    return _took_live(queue, request, entry, header)
+
+
+def _expired(
+    queue: QueueState, request: GetRequest, entry: ListEntry, header: m.Decoded, gone: bool
+) -> None:
+    """What :func:`took` does with a message it found expired."""
+    if gone:
+        _expired_after_take(queue, entry, header)
+    else:
+        uow = request.uow
         try:
             syncpoint.expire_last(
                 queue.acc,
@@ -146,7 +154,14 @@ def took(
             )
             if back is undo.Undo.DONE:
                 raise
-        return None
+
+
+def _took_live(
+    queue: QueueState, request: GetRequest, entry: ListEntry, header: m.Decoded
+) -> m.Message | None:
+    """The rest of :func:`took`: a message not expired that the take left on the get
+    list: refused (too long), kept in the unit of work, or deleted now."""
+    uow = request.uow
     body_length = len(entry.data) - header.body_offset
     if (
         request.max_length is not None
@@ -220,6 +235,44 @@ def took(
             if back is undo.Undo.DONE:
                 raise
             logger.warning("get from %s stands, unlogged: %s", queue.name, failure)
+    return message
+
+
+def took_whole(
+    core: ManagerCore,
+    queue: QueueState,
+    request: GetRequest,
+    entry: ListEntry,
+    gone: bool,
+    trqs: Trqs | None,
+) -> m.Message | None:
+    """:func:`took` for a request without ``max_length`` (a batch's), the common cases
+    (not expired; deleted by the take, or kept in the unit of work, whose TRQS for the
+    queue is ``trqs``) in one pass; the others as ``took`` has them."""
+    message = m.whole_message(entry.data, entry.version, entry.entry_id)
+    expiry = message.expiry
+    if expiry is not None and core.clock.now_s() >= message.put_time + expiry:
+        _expired(queue, request, entry, m.Decoded(entry.data), gone)
+        return None
+    if gone:
+        return message
+    uow = request.uow
+    if uow is None or not (message.persistent or not request.if_persistent):
+        return _took_live(queue, request, entry, m.Decoded(entry.data))  # deleted now
+    if trqs is None:
+        trqs = uow.trqs_for(queue)
+    trqs.add(
+        Trop(
+            TropKind.GET,
+            entry.entry_id,
+            entry.key,
+            message.persistent,
+            message.msg_id,
+            None,
+            None if expiry is None else message.put_time + expiry,
+            trqs,
+        )
+    )
     return message
 
 

@@ -168,6 +168,21 @@ def encode(
     return b"".join(parts)
 
 
+def generated_frame(
+    priority: int, persistent: bool, expiry: int, qm_id: int, qm_name: bytes, nonce: bytes
+) -> tuple[bytes, bytes]:
+    """``(head, tail)`` of the data :func:`encode` makes for a message with a generated
+    msg id (made with ``nonce``) and no correl id: ``head + stamp (8 bytes, big-endian)
+    + tail + body`` is that data, for any stamp and body (a batch makes them once)."""
+    flags = _GENERATED | (_PERSISTENT if persistent else 0)
+    expires = b""
+    if expiry != _UNLIMITED:
+        flags |= _EXPIRES
+        expires = _U32.pack(expiry)
+    head = _HEADER2.pack(_FORMAT2, flags, priority, qm_id, 0, len(qm_name))
+    return head[:4], head[12:] + expires + qm_name + nonce
+
+
 class Decoded:
     """The header fields of a message entry, decoded without copying the body."""
 
@@ -273,6 +288,52 @@ def to_message(
         version if version < MAX_BACKOUT_COUNT else MAX_BACKOUT_COUNT,
         length,
         truncated,
+        token,
+    )
+
+
+def whole_message(data: bytes, version: int, token: bytes) -> Message:
+    """``to_message(data, version, token)``: the whole message, decoded in one pass
+    (without a :class:`Decoded`) for the format written now; a batch of gets makes one
+    a message."""
+    if data[:1] != b"\x02":
+        return to_message(data, version, token)
+    _, flags, priority, _, stamp, name_length = _HEADER2.unpack_from(data)
+    at = 13
+    expiry = None
+    if flags & _EXPIRES:
+        tenths = _U32.unpack_from(data, 13)[0]
+        if tenths != _UNLIMITED:
+            expiry = tenths / 10
+        at = 17
+    end = at + name_length
+    name = data[at:end]
+    if flags & _GENERATED:  # as Decoded makes it
+        msg_id = b"".join(
+            (b"CSQ ", name[:4].ljust(4), data[4:12], data[3:4], data[end : end + 3], _ZERO4)
+        )
+        at = end + 3
+    else:
+        at = end + ID_LENGTH
+        msg_id = data[end:at]
+    if flags & _CORREL:
+        correl_id = data[at : at + ID_LENGTH]
+        at += ID_LENGTH
+    else:
+        correl_id = NO_ID
+    body = data[at:]
+    return Message(
+        body,
+        priority,
+        bool(flags & _PERSISTENT),
+        msg_id,
+        correl_id,
+        expiry,
+        stamp_seconds(stamp),
+        name.decode(),
+        version if version < MAX_BACKOUT_COUNT else MAX_BACKOUT_COUNT,
+        len(body),
+        False,
         token,
     )
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from enum import Enum, IntEnum
+from operator import attrgetter
 
 from sortedcontainers import SortedKeyList
 
@@ -82,38 +83,60 @@ class Trop:
         return f"<Trop {self.kind.name} {self.entry_id.hex()} key={self.key.hex()}>"
 
 
-def _by_committed_key(trop: Trop) -> bytes:
-    return trop.ckey
+#: A TROP's committed key (a C-level getter: sorting runs it once per operation).
+_by_committed_key = attrgetter("ckey")
 
 
 class Trqs:
-    """The operations of one unit of work on one queue (a TRQS, §4.2)."""
+    """The operations of one unit of work on one queue (a TRQS, §4.2).
 
-    __slots__ = ("_best_all", "_best_persistent", "queue", "trops")
+    Puts added become candidates for the best keys lazily: they wait in a list until a
+    best key is asked for (a unit that only puts never sorts them).
+    """
+
+    __slots__ = ("_best_all", "_best_persistent", "_pending", "queue", "trops")
 
     def __init__(self, queue: QueueState) -> None:
         self.queue = queue
         self.trops: list[Trop] = []
         self._best_all: SortedKeyList | None = None
         self._best_persistent: SortedKeyList | None = None
+        #: Candidates not yet in the sorted lists, in the order they came.
+        self._pending: list[Trop] = []
 
     def add(self, trop: Trop) -> None:
         self.trops.append(trop)
         if trop.kind is TropKind.PUT:
-            self._candidate(trop)
+            self._pending.append(trop)
+
+    def add_puts(self, trops: list[Trop]) -> None:
+        """Add a batch of PUT operations (``add`` each, at once)."""
+        self.trops += trops
+        self._pending += trops
 
     def _candidate(self, trop: Trop) -> None:
-        if self._best_all is None:
-            self._best_all = SortedKeyList(key=_by_committed_key)
-            self._best_persistent = SortedKeyList(key=_by_committed_key)
-        self._best_all.add(trop)
-        if trop.persistent:
-            assert self._best_persistent is not None
-            self._best_persistent.add(trop)
+        self._pending.append(trop)
+
+    def _sorted(self) -> tuple[SortedKeyList, SortedKeyList]:
+        """The candidates, sorted, every pending one taken in (in the order it came, so
+        that equal keys keep it, as one add after another does)."""
+        best_all, best_persistent = self._best_all, self._best_persistent
+        if best_all is None or best_persistent is None:
+            best_all = self._best_all = SortedKeyList(key=_by_committed_key)
+            best_persistent = self._best_persistent = SortedKeyList(key=_by_committed_key)
+        pending = self._pending
+        if pending:
+            best_all.update(pending)
+            best_persistent.update([trop for trop in pending if trop.persistent])
+            pending.clear()
+        return best_all, best_persistent
 
     def best(self, persistent_only: bool) -> Trop | None:
         """The unit's best own uncommitted put here, or ``None``."""
-        found = self._best_persistent if persistent_only else self._best_all
+        if self._best_all is None and not self._pending:
+            return None
+        best_all, best_persistent = self._sorted()
+        found = best_persistent if persistent_only else best_all
         return found[0] if found else None
 
     def best_key(self, persistent_only: bool) -> bytes:
@@ -137,10 +160,13 @@ class Trqs:
             self._drop_candidate(trop)
 
     def _drop_candidate(self, trop: Trop) -> None:
-        if self._best_all is not None and trop in self._best_all:
-            self._best_all.remove(trop)
-        if self._best_persistent is not None and trop in self._best_persistent:
-            self._best_persistent.remove(trop)
+        if self._best_all is None and not self._pending:
+            return
+        best_all, best_persistent = self._sorted()
+        if trop in best_all:
+            best_all.remove(trop)
+        if trop in best_persistent:
+            best_persistent.remove(trop)
 
     def ordered(self) -> list[Trop]:
         """The operations in priority, then put-time, order (§4.4)."""

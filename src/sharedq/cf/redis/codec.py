@@ -37,7 +37,8 @@ _RECORD = struct.Struct(">12sH16s8xQBBB")
 _HEADER = _RECORD.size
 _U64 = struct.Struct(">Q")
 _MOVE = struct.Struct(">12sHHB")
-_WRITE = struct.Struct(">H16s8sBB8sBBB")
+_WRITE = struct.Struct(">H16sQBB8sBBB")
+_NO_AUTHORITY = b"\0" * 8
 _READER = struct.Struct(">B16sc")
 _CHANGER = struct.Struct(">B16scQQ")
 _COUNTERS = struct.Struct(">7Q")
@@ -137,24 +138,17 @@ def write_spec(
 ) -> bytes:
     """ARGV[2] of ``write.lua``: the fixed fields, then adjunct, secondary key and id."""
     flags = head | ignore_limit << 1
-    authority = b"\0" * 8
-    if expect_authority is not None:
+    if expect_authority is None:
+        authority = _NO_AUTHORITY
+    else:
         flags |= 4
         authority = authority_bytes(expect_authority)
     skey = secondary_key or b""
     eid = entry_id or b""
     fixed = _WRITE.pack(
-        list_number,
-        key,
-        _U64.pack(version),
-        flags,
-        elements,
-        authority,
-        len(adjunct),
-        len(skey),
-        len(eid),
+        list_number, key, version, flags, elements, authority, len(adjunct), len(skey), len(eid)
     )
-    return fixed + adjunct + skey + eid
+    return b"".join((fixed, adjunct, skey, eid))
 
 
 def options(
