@@ -14,7 +14,7 @@ import struct
 import pytest
 
 from sharedq.cf import CouplingFacility
-from sharedq.mq import IndexType, Message, NoMessageAvailable
+from sharedq.mq import IndexType, Message, NoMessageAvailable, keys
 from sharedq.mq import messages as m
 from sharedq.mq.units import Trop, TropKind, Trqs
 from tests.mq.conftest import APP, MakeManager
@@ -80,6 +80,8 @@ def test_put_many_writes_the_entries_put_writes(
         assert a.adjunct == m.encode_adjunct(a.list_number, one.msg_id, m.NO_ID, a.entry_id)
         assert b.adjunct == m.encode_adjunct(b.list_number, other.msg_id, m.NO_ID, b.entry_id)
         assert (a.key[:2], a.key[10:], a.version > 0) == (b.key[:2], b.key[10:], b.version > 0)
+        made = keys.uncommitted_key if syncpoint else keys.committed_key
+        assert a.key == made(6, ha.stamp, ha.qm_id)
         assert a.secondary_key == (None if syncpoint else one.msg_id)
         assert b.secondary_key == (None if syncpoint else other.msg_id)
         assert (_view(one)[:3], _view(one)[4:6], _view(one)[7:]) == (

@@ -158,6 +158,7 @@ class _Put:
     def __init__(
         self,
         write: BulkWrite,
+        entry_id: bytes,
         ukey: bytes,
         ident: bytes,
         secondary: bytes | None,
@@ -165,7 +166,7 @@ class _Put:
         message: m.Message,
     ) -> None:
         self.write = write
-        self.entry_id = write.entry_id or b""
+        self.entry_id = entry_id
         self.ukey = ukey
         self.ident = ident
         self.secondary = secondary
@@ -294,14 +295,21 @@ def _prepare(
     head, tail = m.generated_frame(priority, persistent, tenths, qm_id, core.name_bytes, nonce)
     id_prefix, id_suffix, eid_prefix = core.msg_id_prefix, core.msg_id_suffix, core.entry_id_prefix
     put_list = queue.put_list
-    uncommitted_key = keys.uncommitted_key
+    # The uncommitted key around the stamp, as keys.uncommitted_key lays it out (made
+    # by it for each message should that layout ever change).
+    around = keys.uncommitted_key(priority, 0, qm_id)
+    key_head, key_tail = around[:2], around[10:]
+    probe = (2**64 - 2).to_bytes(8, "big")
+    same = keys.uncommitted_key(priority, 2**64 - 2, qm_id) == key_head + probe + key_tail
+    key_of = None if same else keys.uncommitted_key
     index = queue.index
     by_msg_id = index is IndexType.MSG_ID
     secondary: bytes | None = m.NO_ID if index is IndexType.CORREL_ID else None
     lifetime = None if expiry is None else tenths / 10
     name = core.name
     message_of = m.Message
-    new_write = BulkWrite._make
+    no_id = m.NO_ID
+    new_tuple = tuple.__new__
     tail_position = Position.TAIL
     adjunct = b""
     version: int | None = None
@@ -317,18 +325,21 @@ def _prepare(
             version = int.from_bytes(uow.uow_id, "big")
         if not adjunct:  # the same for every message of the batch
             adjunct = m.encode_adjunct(put_list, ident, m.NO_ID, entry_id, True)
-        ukey = uncommitted_key(priority, stamp, qm_id)
-        write = new_write(
+        ukey = (
+            key_head + stamp_bytes + key_tail if key_of is None else key_of(priority, stamp, qm_id)
+        )
+        write = new_tuple(
+            BulkWrite,
             (
                 put_list,
                 ukey,
-                head + stamp_bytes + tail + body,
+                b"".join((head, stamp_bytes, tail, body)),
                 adjunct,
                 None,
                 entry_id,
                 version,
                 tail_position,
-            )
+            ),
         )
         put_time = stamp_seconds(stamp)
         message = message_of(
@@ -336,7 +347,7 @@ def _prepare(
             priority,
             persistent,
             ident,
-            m.NO_ID,
+            no_id,
             lifetime,
             put_time,
             name,
@@ -348,6 +359,7 @@ def _prepare(
         puts.append(
             _Put(
                 write,
+                entry_id,
                 ukey,
                 ident,
                 ident if by_msg_id else secondary,

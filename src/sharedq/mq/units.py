@@ -71,7 +71,7 @@ class Trop:
         self.entry_id = entry_id
         #: The entry's key now: uncommitted for PUT and OWN_GET, committed for GET.
         self.key = key
-        self.ckey = keys.committed_form(key)
+        self.ckey = key if key[0] != keys.UNCOMMITTED_MARK else keys.committed_form(key)
         self.persistent = persistent
         self.msg_id = msg_id
         #: The secondary key a put takes at commit (indexed queues), else ``None``.
