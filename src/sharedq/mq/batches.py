@@ -232,12 +232,13 @@ def put_many(
             )
             for body in bodies
         ]
-    checked = [_body(body) for body in bodies]
+    checked = [body if type(body) is bytes else _body(body) for body in bodies]
     definition = queue.definition
     priority, persistent, tenths = operations.put_options(definition, priority, persistent, expiry)
-    for body in checked:
-        if definition.put_inhibited or len(body) > queue.max_body:
-            operations.check_put_allowed(queue, len(body))
+    if definition.put_inhibited or max(map(len, checked)) > queue.max_body:
+        for body in checked:  # the first body a put would refuse says why
+            if definition.put_inhibited or len(body) > queue.max_body:
+                operations.check_put_allowed(queue, len(body))
     puts = _prepare(core, queue, checked, priority, persistent, tenths, expiry, uow)
     try:
         _write(core, queue, puts, uow, checked)
