@@ -31,24 +31,26 @@ for i = first, #ARGV do
     bulk.missing[#bulk.missing + 1] = id
   else
     gone[id] = true
-    local n = rec_list(r)
-    local list = bulk_list(n)
-    keep_old(r, true)
+    local n1, n2 = sbyte(r, 13, 14)
+    local n = n1 * 256 + n2
+    local list = bulk.lists[n] or bulk_list(n)
+    if cow ~= false then keep_old(r, true) end
+    local member = ssub(r, 15, 38) .. id
+    local size, al, sl = sbyte(r, 47, 49)
     if list[LIST_MONITORS] > 0 then
-      unplace(r, true)
+      unplace(r, true, member)
       redis.call('HDEL', E, id)
     else
-      local member = rec_member(r)
       bulk_push(rem, list_key(n), member)
-      local skey = rec_skey(r)
-      if skey then srem[#srem + 1] = skey_prefix(n, skey) .. member end
+      if sl > 0 then
+        srem[#srem + 1] = skey_prefix(n, ssub(r, 50 + al, 49 + al + sl)) .. member
+      end
       hdel[#hdel + 1] = id
     end
-    drop_data(r)
-    local size = rec_elements(r)
+    if size > 0 and #r < 50 + al + sl then redis.call('HDEL', D, id) end  -- drop_data
     list[LIST_ELEMENTS] = list[LIST_ELEMENTS] - size
     c[SEQ], c[ENTRIES], c[ELEMENTS] = c[SEQ] + 1, c[ENTRIES] - 1, c[ELEMENTS] - size
-    notify(c[SEQ])
+    if #touched > 0 then notify(c[SEQ]) end
     bulk.seqs[#bulk.seqs + 1] = c[SEQ]
   end
   bulk.processed = bulk.processed + 1

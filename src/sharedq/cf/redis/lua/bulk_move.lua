@@ -37,8 +37,9 @@ local function finish(err)
 end
 for i = first, #ARGV do
   local a = ARGV[i]
-  local id, to, from = ids[i - first + 1], from_be2(a, 13), from_be2(a, 15)
-  local flags, at = sbyte(a, 17), 18
+  local id = ids[i - first + 1]
+  local t1, t2, f1, f2, flags = sbyte(a, 13, 17)
+  local to, from, at = t1 * 256 + t2, f1 * 256 + f2, 18
   local r = current[id]
   if r then
     flush()
@@ -51,12 +52,13 @@ for i = first, #ARGV do
     end
     bulk.missing[#bulk.missing + 1] = id
   else
-    local cur = rec_list(r)
+    local c1, c2 = sbyte(r, 13, 14)
+    local cur = c1 * 256 + c2
     if from ~= 65535 and cur ~= from then
       return finish(err_text(LIST_MISMATCH, 'entry ' .. hex(id)
         .. ' is on list ' .. cur .. ', not ' .. from))
     end
-    local source, target = bulk_list(cur), bulk_list(to)
+    local source, target = bulk.lists[cur] or bulk_list(cur), bulk.lists[to] or bulk_list(to)
     local limit = limit_of(target)
     if to ~= cur and not ignore and limit then
       local n = counts[to]
@@ -67,38 +69,47 @@ for i = first, #ARGV do
       end
       counts[to] = n
     end
-    local key = rec_key(r)
-    if band(flags, 1) ~= 0 then
-      key = ssub(a, at, at + 15)
-      at = at + 16
+    -- Each part of r read once; skey_arg, version: moved_rec's (true, nil: r's own).
+    local elements, al, sl = sbyte(r, 47, 49)
+    local old_skey
+    if sl > 0 then old_skey = ssub(r, 50 + al, 49 + al + sl) end
+    local key, op, skey, skey_arg = nil, '', old_skey, true
+    if flags ~= 0 then
+      local f = option_flags(flags)  -- f[1]: flag 1, f[2]: 2, f[3]: 4, f[4]: 8, f[5]: 16
+      if f[1] then
+        key = ssub(a, at, at + 15)
+        at = at + 16
+      end
+      if f[2] then
+        op = 's' .. ssub(a, at, at + 7)
+        at = at + 8
+      elseif f[3] then
+        op = 'i'
+      end
+      if f[4] then
+        skey = ssub(a, at)
+        skey_arg = skey
+      elseif f[5] then
+        skey, skey_arg = false, false
+      end
     end
-    local op = ''
-    if band(flags, 2) ~= 0 then
-      op = 's' .. ssub(a, at, at + 7)
-      at = at + 8
-    elseif band(flags, 4) ~= 0 then
-      op = 'i'
-    end
-    local skey = rec_skey(r)
-    if band(flags, 8) ~= 0 then
-      skey = ssub(a, at)
-    elseif band(flags, 16) ~= 0 then
-      skey = false
-    end
+    key = key or ssub(r, 15, 30)
+    local version
+    if op ~= '' then version = new_version(r, op, true) end
     local seq = bulk.c[SEQ] + 1
     bulk.c[SEQ] = seq
-    local moved = moved_rec(r, to, key, ordinal(seq, false), new_version(r, op, true), skey)
-    keep_old(r, false)
+    local ord = ordinal(seq, false)
+    local moved = moved_rec(r, to, key, ord, version, skey_arg, id)
+    if cow ~= false then keep_old(r, false) end
+    local member, moved_member = ssub(r, 15, 38) .. id, key .. ord .. id
     if source[LIST_MONITORS] > 0 or target[LIST_MONITORS] > 0 then
-      unplace(r, source[LIST_MONITORS] > 0)
+      unplace(r, source[LIST_MONITORS] > 0, member)
       redis.call('HSET', E, id, moved)
-      place(moved, target[LIST_MONITORS] > 0)
+      place(moved, target[LIST_MONITORS] > 0, moved_member)
     else
-      local member, old_skey = rec_member(r), rec_skey(r)
       bulk_push(rem, list_key(cur), member)
       if old_skey then srem[#srem + 1] = skey_prefix(cur, old_skey) .. member end
       hset[#hset + 1], hset[#hset + 2] = id, moved
-      local moved_member = rec_member(moved)
       bulk_push(add, list_key(to), '0', moved_member)
       if skey then
         sadd[#sadd + 1], sadd[#sadd + 2] = '0', skey_prefix(to, skey) .. moved_member
@@ -112,10 +123,9 @@ for i = first, #ARGV do
       if counts[to] then counts[to] = counts[to] + 1 end
       if counts[cur] then counts[cur] = counts[cur] - 1 end
     end
-    local elements = rec_elements(r)
     source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
     target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
-    notify(seq)
+    if #touched > 0 then notify(seq) end
     bulk.seqs[#bulk.seqs + 1] = seq
   end
   bulk.processed = bulk.processed + 1

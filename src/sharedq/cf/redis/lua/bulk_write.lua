@@ -35,7 +35,7 @@ for i = first, #ARGV, 2 do
     local al, sl = sbyte(spec, 37, 38)
     id = ssub(spec, 40 + al + sl, 39 + al + sl + il)
   end
-  if id == '' then id = '\0\0\0\0' .. be(c[SEQ] + #ids + 1, 8) end
+  if id == '' then id = spack('>I4I8', 0, c[SEQ] + #ids + 1) end  -- '\0\0\0\0' .. be(seq, 8)
   ids[#ids + 1] = id
 end
 local existing = records_of(ids, 1, #ids)
@@ -47,15 +47,18 @@ local function flush(err)
   return bulk_finish(err)
 end
 for i = first, #ARGV, 2 do
-  local list, key, version, flags, elements, adjunct, skey = write_spec(ARGV[i])
-  local data = ARGV[i + 1]
+  -- write_spec's fields, each read once when needed.
+  local spec, data = ARGV[i], ARGV[i + 1]
+  local l1, l2 = sbyte(spec, 1, 2)
+  local flags, elements, _, _, _, _, _, _, _, _, al, sl = sbyte(spec, 27, 38)
+  local list = l1 * 256 + l2
   -- The id first, as write (check_new_entry) and the memory backend check it.
   local k = (i - first) / 2 + 1
   local id = ids[k]
   if existing[k] or used[id] then
     return flush(err_text(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use'))
   end
-  local l = bulk_list(list)
+  local l = bulk.lists[list] or bulk_list(list)
   local limit = limit_of(l)
   if not ignore and limit then
     local n = counts[list] or redis.call('ZCARD', list_key(list))
@@ -76,21 +79,33 @@ for i = first, #ARGV, 2 do
   end
   local seq = c[SEQ] + 1
   used[id] = true
-  local r = make_rec(id, list, key, ordinal(seq, band(flags, 1) ~= 0), version, elements,
-    adjunct, skey, inline_part(elements, data))
-  store_apart(id, elements, data)
+  -- make_rec's record, its adjunct and secondary key copied from the spec in one piece.
+  local key, ord = ssub(spec, 3, 18), ordinal(seq, band(flags, 1) ~= 0)
+  local inline = ''
+  if elements > 0 then
+    if #data <= INLINE then
+      inline = data
+    else
+      redis.call('HSET', D, id, data)  -- store_apart
+    end
+  end
+  local extra = ''
+  if al + sl > 0 then extra = ssub(spec, 40, 39 + al + sl) end
+  local r = id .. be2(list) .. key .. ord .. ssub(spec, 19, 26) .. lengths(elements, al, sl)
+    .. extra .. inline
+  local member = key .. ord .. id
   c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] + 1, c[ELEMENTS] + elements
   l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
   if l[LIST_MONITORS] > 0 then
     redis.call('HSET', E, id, r)
-    place(r, true)
+    place(r, true, member)
     notify(seq)
   else
     hset[#hset + 1], hset[#hset + 2] = id, r
-    local member = rec_member(r)
     bulk_push(zadd, list_key(list), '0', member)
-    if skey ~= '' then
-      sadd[#sadd + 1], sadd[#sadd + 2] = '0', skey_prefix(list, skey) .. member
+    if sl > 0 then
+      sadd[#sadd + 1], sadd[#sadd + 2] = '0',
+        skey_prefix(list, ssub(spec, 40 + al, 39 + al + sl)) .. member
     end
   end
   bulk.seqs[#bulk.seqs + 1] = seq

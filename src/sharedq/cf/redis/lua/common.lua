@@ -16,7 +16,8 @@
 -- Per-call state: set by begin() at the start of every function.  Redis runs one
 -- function at a time, so these shared upvalues belong to the call in progress.
 local M, P, E, D, S, K               -- meta hash, key prefix, entries, data, skey index, locks
-local ARGV, UID, TOKEN, REQ, RETRY
+local ARGV, UID, TOKEN, REQ, RETRY  -- REQ: the request number ('': none)
+local CHANNEL                        -- the request's channel (with a request number)
 local touched, monitors              -- monitor evaluation (see notify)
 local cow                            -- snapshots being read (see keep_old)
 local snapping                       -- the meta hash's 'xa' as open() read it (snapshots)
@@ -87,7 +88,11 @@ local function begin(keys, args)
   end
   TOKEN = ssub(header, 2, 17)
   RETRY = sbyte(header, 18) == 49
-  REQ = ssub(header, 19)
+  if #header > 18 then
+    CHANNEL, REQ = ssub(header, 19, 26), ssub(header, 27, 34)
+  else
+    REQ = ''
+  end
   -- The tables of the call before are reused when it left them empty (nearly always).
   if touched == nil or #touched > 0 then touched = {} end
   if monitors == nil or next(monitors) ~= nil then monitors = {} end
@@ -427,7 +432,7 @@ end
 -- once past 4,096).
 local KEPT_FIELDS, kept_count = {}, 0
 local function kept_field()
-  local head = ssub(REQ, 1, 8)
+  local head = CHANNEL
   local users = KEPT_FIELDS[UID]
   if not users then
     users = {}
@@ -450,7 +455,7 @@ end
 local function recorded()
   if not RETRY or REQ == '' then return nil end
   local prev = redis.call('HGET', M, kept_field())
-  if not prev or ssub(prev, 1, 8) ~= ssub(REQ, 9, 16) then return nil end
+  if not prev or ssub(prev, 1, 8) ~= REQ then return nil end
   local kind, body = ssub(prev, 9, 9), ssub(prev, 10)
   if kind == 'n' then return tonumber(body) end
   if kind == 'c' then
@@ -470,7 +475,7 @@ end
 -- arguments of the HSET that writes the change's counters.
 local function kept(kind, body)
   if REQ == '' then return end
-  return kept_field(), ssub(REQ, 9, 16) .. kind .. body
+  return kept_field(), REQ .. kind .. body
 end
 
 local function kept_seq(seq) return kept('n', int(seq)) end
@@ -480,9 +485,9 @@ local function kept_seq(seq) return kept('n', int(seq)) end
 local function kept_change(seq, r, data)
   if REQ == '' then return end
   local field = kept_field()
-  if data == false then return field, ssub(REQ, 9, 16) .. 'i' .. be(seq, 8) .. r end
-  if data == '' then return field, ssub(REQ, 9, 16) .. 'e' .. be(seq, 8) .. r end
-  return field, ssub(REQ, 9, 16) .. 'c' .. be(seq, 8) .. r, field .. 'd', data
+  if data == false then return field, REQ .. 'i' .. be(seq, 8) .. r end
+  if data == '' then return field, REQ .. 'e' .. be(seq, 8) .. r end
+  return field, REQ .. 'c' .. be(seq, 8) .. r, field .. 'd', data
 end
 
 -- Keep a result of another shape, with an HSET of its own.
@@ -706,8 +711,15 @@ local function locator_list(a)
   return list
 end
 
+-- The kind and comparison bytes as the characters locate() takes (no string made).
+local CHARS = {[105] = 'i', [104] = 'h', [116] = 't', [107] = 'k', [115] = 's', [60] = '<',
+               [61] = '=', [62] = '>'}
+
 local function locate_packed(a)
-  return locate(ssub(a, 1, 1), locator_list(a), ssub(a, 5), ssub(a, 4, 4))
+  local kind, l1, l2, how = sbyte(a, 1, 4)
+  local list = l1 * 256 + l2
+  if list == 65535 then list = nil end
+  return locate(CHARS[kind], list, ssub(a, 5), CHARS[how])
 end
 
 -- Options of move, delete and update: flags(2), then the fields the flags announce, in

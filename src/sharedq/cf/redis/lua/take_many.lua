@@ -65,27 +65,35 @@ local batch = records and source[LIST_MONITORS] == 0 and target[LIST_MONITORS] =
 local rem, add, srem, sadd, hset, hdel = {}, {}, {}, {}, {}, {}
 local function take_batched(r)
   local seq = c[SEQ] + 1
-  local skey = rec_skey(r)
-  local moved = moved_rec(r, to, rec_key(r), ordinal(seq, false), rec_version(r), skey)
-  local data = reply_data(r)  -- moved keeps what r kept
-  local elements = rec_elements(r)
-  local member = rec_member(r)
+  -- moved_rec, rec_member and reply_data's work with each part of r read once.
+  local id, key, ord = ssub(r, 1, 12), ssub(r, 15, 30), ordinal(seq, false)
+  local elements, al, sl = sbyte(r, 47, 49)
+  local skey
+  if sl > 0 then skey = ssub(r, 50 + al, 49 + al + sl) end
+  local moved = id .. be2(to) .. key .. ord .. ssub(r, 39)  -- moved keeps what r kept
+  local data = false
+  if elements == 0 then
+    data = ''
+  elseif #r < 50 + al + sl then
+    data = redis.call('HGET', D, id)
+  end
+  local member = ssub(r, 15, 38) .. id
   source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
   rem[#rem + 1] = member
   if skey then srem[#srem + 1] = skey_prefix(from, skey) .. member end
   if not delete then
-    keep_old(r, false)
-    local moved_member = rec_member(moved)
+    if cow ~= false then keep_old(r, false) end
+    local moved_member = key .. ord .. id
     add[#add + 1], add[#add + 2] = '0', moved_member
     if skey then sadd[#sadd + 1], sadd[#sadd + 2] = '0', skey_prefix(to, skey) .. moved_member end
-    hset[#hset + 1], hset[#hset + 2] = rec_id(r), moved
+    hset[#hset + 1], hset[#hset + 2] = id, moved
     target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
     c[SEQ] = seq
     return seq, moved, data, 0
   end
-  keep_old(r, true)
-  hdel[#hdel + 1] = rec_id(r)
-  drop_data(r)
+  if cow ~= false then keep_old(r, true) end
+  hdel[#hdel + 1] = id
+  if elements > 0 and #r < 50 + al + sl then redis.call('HDEL', D, id) end  -- drop_data
   c[SEQ], c[ENTRIES], c[ELEMENTS] = seq + 1, c[ENTRIES] - 1, c[ELEMENTS] - elements
   return seq, moved, data, seq + 1
 end

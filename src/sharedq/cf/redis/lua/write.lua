@@ -12,7 +12,7 @@ local raw_c, raw_l = open('c', lfield(list))
 local c, l = counters(raw_c), controls(raw_l)
 local before = check_new_entry(spec, list, flags, elements, id, c, l, 4)
 local seq = c[SEQ] + 1
-if id == '' then id = '\0\0\0\0' .. be(seq, 8) end
+if id == '' then id = spack('>I4I8', 0, seq) end  -- '\0\0\0\0' .. be(seq, 8)
 local ord = ordinal(seq, band(flags, 1) ~= 0)
 local r = make_rec(id, list, key, ord, version, elements, adjunct, skey,
   inline_part(elements, ARGV[3]))

@@ -12,7 +12,7 @@ local raw_c, raw_l = open('c', lfield(list))
 local c, l = counters(raw_c), controls(raw_l)
 local before = check_new_entry(spec, list, flags, elements, id, c, l, 5)
 local seq = c[SEQ] + 1
-if id == '' then id = '\0\0\0\0' .. be(seq, 8) end
+if id == '' then id = spack('>I4I8', 0, seq) end  -- '\0\0\0\0' .. be(seq, 8)
 -- The entry as moved is made from the request directly (the written one only when a
 -- monitor must see it): one record of the data's length made, not two.
 local inline = inline_part(elements, ARGV[3])
