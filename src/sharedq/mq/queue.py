@@ -76,7 +76,8 @@ class Queue:
         defaults; ``expiry`` is a lifetime in seconds; ids are up to 24 bytes (padded
         with zeros) and a message id is generated when none is given.
         """
-        self._core.check_open()
+        if self._core.closed:  # check_open(), called only when it raises (every put)
+            self._core.check_open()
         if not self._may_put:
             raise self._not_open_for(OpenFor.PUT, MQReason.NOT_OPEN_FOR_OUTPUT)
         return operations.put(
@@ -142,7 +143,8 @@ class Queue:
         ``uow`` only if the message is persistent, and of the unit's own puts only the
         persistent ones are candidates.  ``NoMessageAvailable`` (2033) if none.
         """
-        self._core.check_open()
+        if self._core.closed:  # check_open(), called only when it raises (every get)
+            self._core.check_open()
         if not self._may_get:
             raise self._not_open_for(OpenFor.GET, MQReason.NOT_OPEN_FOR_INPUT)
         request = GetRequest(

@@ -212,27 +212,21 @@ _CLOSED = "Connection closed by server."
 def exchange(connection: Any, packed: bytes) -> Any:
     """Send one packed request on ``connection`` and read its reply, as redis-py would.
 
-    The same socket and hiredis reader, the same errors (a timeout or a dropped socket
+    Sent by redis-py (which connects first if need be); the reply read from the same
+    socket and hiredis reader, with the same errors (a timeout or a dropped socket
     disconnects and raises redis-py's ``TimeoutError`` or ``ConnectionError``, an error
-    reply raises), without redis-py's layers around them: a request's own Python there
-    cost as much as a queue manager's on top.  A connection not yet connected, or not
-    read by hiredis over RESP2, goes through redis-py's methods.
+    reply raises), without redis-py's layers around them, whose Python per reply cost
+    about as much as a queue manager's on top.  A connection not read by hiredis over
+    RESP2 is read by redis-py.
     """
+    connection.send_packed_command([packed], False)
     sock = connection._sock
     parser = connection._parser
-    if sock is None or type(parser) is not _HIREDIS or connection.protocol in (3, "3"):
-        connection.send_packed_command([packed], False)
+    if type(parser) is not _HIREDIS or connection.protocol in (3, "3"):
         return connection.read_response()
     reader = parser._reader
-    try:
-        sock.sendall(packed)
-    except BaseException as exc:
-        connection.disconnect()
-        if isinstance(exc, socket.timeout):
-            raise rx.TimeoutError("Timeout writing to socket") from None
-        if isinstance(exc, OSError):
-            raise rx.ConnectionError(f"Error while writing to socket: {exc.args}") from None
-        raise
+    if sock is None or reader is None:
+        return connection.read_response()
     try:
         reply = reader.gets()
         while reply is _NOT_ENOUGH_DATA:
