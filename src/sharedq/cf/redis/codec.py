@@ -38,7 +38,7 @@ _HEADER = _RECORD.size
 _U64 = struct.Struct(">Q")
 _MOVE = struct.Struct(">12sHHB")
 _WRITE = struct.Struct(">H16sQBB8sBBB")
-_NO_AUTHORITY = b"\0" * 8
+_NO_AUTHORITY = _ZERO8 = b"\0" * 8
 _READER = struct.Struct(">B16sc")
 _CHANGER = struct.Struct(">B16scQQ")
 _COUNTERS = struct.Struct(">7Q")
@@ -238,24 +238,27 @@ def pack_locator(locator: Locator, list_count: int) -> bytes:
 
 def pack_move(move: BulkMove) -> bytes:
     """One bulk move for ``bulk_move.lua``: id, to, from, flags, then what changes."""
+    new_key, set_version, skey = move.new_key, move.set_version, move.new_secondary_key
+    from_list = _NO_LIST if move.from_list is None else move.from_list
+    if set_version == 0 and skey is UNCHANGED and new_key is not None:
+        # A put's commit (new key, version 0), the bulk move made most.
+        return b"".join((_MOVE.pack(move.entry_id, move.to_list, from_list, 3), new_key, _ZERO8))
     flags = 0
     tail = b""
-    if move.new_key is not None:
+    if new_key is not None:
         flags |= 1
-        tail += move.new_key
-    if move.set_version is not None:
+        tail += new_key
+    if set_version is not None:
         flags |= 2
-        tail += _U64.pack(move.set_version)
+        tail += _U64.pack(set_version)
     elif move.increment_version:
         flags |= 4
-    skey = move.new_secondary_key
     if skey is None:
         flags |= 16
     elif skey is not UNCHANGED:
         assert isinstance(skey, bytes)
         flags |= 8
         tail += skey
-    from_list = _NO_LIST if move.from_list is None else move.from_list
     return _MOVE.pack(move.entry_id, move.to_list, from_list, flags) + tail
 
 
