@@ -29,6 +29,7 @@ from sharedq.cf import ById, CouplingFacility, open_facility
 from sharedq.mq import (
     ConfigurationError,
     MQReason,
+    OutcomePending,
     QueueManager,
     UnitOfWork,
     structure_params,
@@ -40,6 +41,7 @@ from tests.mq.conftest import ADMIN, APP, MakeManager
 from tests.mq.crash_harness import wait_until_failed
 from tests.mq.faults import CrashAt
 from tests.mq.helpers import committed, descriptor_count, drain, get_list, put_list
+from tests.mq.hook_at import ANY, At
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds a victim process's connections live without renewal (Redis).
@@ -221,6 +223,63 @@ def test_a_request_that_comes_back_part_done_finishes_with_descriptors(
     assert len(expected) == 99
     assert committed(qm, "Q") == expected and descriptor_count(qm) == 0
     assert [kind for kind, _ in put_list(qm, "ASIDE")] == ["U"]  # not committed
+
+
+def _allow(server: RedisServer, allowed: bool) -> None:
+    """Let the server run sharedq's requests (``FCALL``) for its default user, or not."""
+    server.command("ACL", "SETUSER", "default", "+fcall" if allowed else "-fcall")
+
+
+@pytest.mark.parametrize("then_back", [True, False], ids=["then-back", "refused-after"])
+def test_a_part_done_request_whose_descriptors_are_refused(
+    redis_servers: Callable[..., RedisServer], then_back: bool
+) -> None:
+    """The one request came back part done, and the server refuses the descriptors for
+    the rest (an ACL taking ``FCALL`` away): the rest is carried out directly.  Refused
+    that too, the unit ends with ``OutcomePending``: what the request did stands, and
+    the manager's restart backs out the rest, left in flight."""
+    server = redis_servers()
+    facility = open_facility(f"{server.url}?retry=2")
+    hook = At()
+    try:
+        for name in (ADMIN, APP):
+            facility.create(structure_params(name, queues=8, managers=4, messages=2000))
+        qm = QueueManager(facility, "QM1", 1, admin=ADMIN, structures=[APP], faults=hook)
+        for name in ("Q", "ASIDE"):
+            qm.define_queue(name, structure=APP)
+        bodies = _bodies("p", 100)
+        uow = qm.unit_of_work()
+        qm.open("Q").put_many(bodies, uow=uow)
+        view = qm.view()
+        where, aside = view.queue("Q"), view.queue("ASIDE")
+        moved = list(view.entries(APP, where.put_list))[40]
+        with facility.connect(APP, "MOVER") as mover:
+            mover.move(ById(moved.entry_id, where.put_list), aside.put_list)
+
+        def refuse() -> None:
+            _allow(server, False)
+            if then_back:
+                hook.arm(ANY, ANY, True, lambda: _allow(server, True))
+
+        hook.arm("write", ADMIN, True, refuse)
+        if then_back:
+            uow.commit()
+            assert committed(qm, "Q") == bodies[:40] + bodies[41:]
+            assert descriptor_count(qm) == 0
+            return
+        with pytest.raises(OutcomePending):
+            uow.commit()
+        _allow(server, True)
+        assert committed(qm, "Q") == bodies[:40]  # the request's part stands
+        qm.close()
+        with QueueManager(facility, "QM1", 1, admin=ADMIN, structures=[APP]) as restarted:
+            assert committed(restarted, "Q") == bodies[:40]
+            assert put_list(restarted, "Q") == [("C", body) for body in bodies[:40]]
+            assert put_list(restarted, "ASIDE") == [] and descriptor_count(restarted) == 0
+    finally:
+        with contextlib.suppress(Exception):
+            _allow(server, True)
+        facility.close()
 
 
 # -- stopped dead just before and just after the one request -----------------------------

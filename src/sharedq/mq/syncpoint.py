@@ -212,7 +212,9 @@ def _commit_in_one(core: ManagerCore, uow: UnitState, request: one.OneRequest) -
         uow.descriptors = d.write(core.admin, core.descriptor_list, uow, Status.IN_COMMIT)
     except CFError as error:
         uow.descriptors = None
-        logger.warning("unit %s: descriptors for the rest of its commit: %s", uow.uow_id, error)
+        logger.warning(
+            "unit %s: no descriptors for the rest of its commit: %s", uow.uow_id.hex(), error
+        )
         try:
             for trqs in next(iter(uow.structures.values())).values():
                 commit_queue(trqs, uow.uow_id)
