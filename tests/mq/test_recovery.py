@@ -219,10 +219,11 @@ def declare_dead_via(peer: QueueManager, name: str) -> None:
 def test_partial_descriptor_set_is_backed_out(make_qm: MakeManager) -> None:
     """R4: part 0 says 3 parts, the writer died after writing 2: backed out."""
     crash = CrashAt(armed=False)
-    qm1, qm2, qa, _ = _setup(make_qm, crash)
+    qm1, qm2, qa, qb = _setup(make_qm, crash)
     uow = qm1.unit_of_work()
     for i in range(150):
         qa.put(b"p%d" % i, uow=uow)
+    qb.get(uow=uow)  # puts and a get: committed with descriptors
     writes = CrashAt()
     crash.arm(2, lambda r, s, b: r == "write" and s == ADMIN and not b)
     with pytest.raises(SimulatedFailure):
