@@ -538,12 +538,31 @@ local function num(x) return tonumber(x) or 0 end
 local COUNTERS = '>I8I8I8I8I8I8I8'
 local SEQ, ENTRIES, ELEMENTS, MAX_ENTRIES, MAX_ELEMENTS, EMCS, MAX_EMCS = 1, 2, 3, 4, 5, 6, 7
 
+-- struct.unpack of these fields into a new table costs some 4,000 instructions, as
+-- much as a hundred lines of Lua: the table a request packed is kept under the bytes
+-- it packed to, and the next request that reads those bytes (nearly always the next
+-- one) takes that table instead (out of PACKED: no two requests share one).  Every
+-- request packs its tables as its last change (nothing changes them after), so a kept
+-- table holds exactly what its bytes say.  Bounded: forgotten all at once past 256.
+local PACKED, packed_count = {}, 0
+local function kept_as(s, t)
+  if packed_count >= 256 then PACKED, packed_count = {}, 0 end
+  PACKED[s] = t
+  packed_count = packed_count + 1
+  return s
+end
+
 local function counters(raw)
+  local c = PACKED[raw]
+  if c then
+    PACKED[raw] = nil
+    return c
+  end
   return {sunpack(COUNTERS, raw)}
 end
 
 local function packed_counters(c)
-  return spack(COUNTERS, c[1], c[2], c[3], c[4], c[5], c[6], c[7])
+  return kept_as(spack(COUNTERS, c[1], c[2], c[3], c[4], c[5], c[6], c[7]), c)
 end
 
 -- 'L<n>': list n's elements, monitors, limit + 1 (0: no limit) and authority.  A list
@@ -554,11 +573,17 @@ local NO_CONTROLS = Z8 .. Z8 .. Z8 .. Z8
 local LIST_ELEMENTS, LIST_MONITORS, LIST_LIMIT, LIST_AUTHORITY = 1, 2, 3, 4
 
 local function controls(raw)
-  return {sunpack(CONTROLS, raw or NO_CONTROLS)}
+  raw = raw or NO_CONTROLS
+  local l = PACKED[raw]
+  if l then
+    PACKED[raw] = nil
+    return l
+  end
+  return {sunpack(CONTROLS, raw)}
 end
 
 local function packed_controls(l)
-  return spack(CONTROLS, l[1], l[2], l[3], l[4])
+  return kept_as(spack(CONTROLS, l[1], l[2], l[3], l[4]), l)
 end
 
 -- The list's limit, or nil for none.
