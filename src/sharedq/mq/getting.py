@@ -116,6 +116,10 @@ def took(
     recovery log, and with no length to check, is one ``take``): it is synced already,
     and one found expired is written to the expiry list, where a move would have put it.
     """
+    if request.max_length is None and (
+        gone or (request.uow is not None and not request.if_persistent)
+    ):
+        return took_whole(core, queue, request, entry, gone, None)  # the common gets
     header = m.Decoded(entry.data)
     # header.expired(now), with the clock read only for a message that can expire.
     expires_at = header.expires_at
