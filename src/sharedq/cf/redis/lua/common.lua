@@ -19,6 +19,7 @@ local M, P, E, D, S, K               -- meta hash, key prefix, entries, data, sk
 local ARGV, UID, TOKEN, REQ, RETRY  -- REQ: the request number ('': none)
 local CHANNEL                        -- the request's channel (with a request number)
 local touched, monitors              -- monitor evaluation (see notify)
+local monitors_read = true           -- whether monitors holds any (begin empties it)
 local cow                            -- snapshots being read (see keep_old)
 local snapping                       -- the meta hash's 'xa' as open() read it (snapshots)
 local checking                       -- a new entry's id while its checks run (see fail)
@@ -95,7 +96,7 @@ local function begin(keys, args)
   end
   -- The tables of the call before are reused when it left them empty (nearly always).
   if touched == nil or #touched > 0 then touched = {} end
-  if monitors == nil or next(monitors) ~= nil then monitors = {} end
+  if monitors_read then monitors, monitors_read = {}, false end
   cow, snapping, checking = nil, nil, nil
 end
 
@@ -416,8 +417,9 @@ end
 -- The result of a change is kept in the meta hash, field 'q<user>:<channel>' (one per
 -- client thread of the user), written by the same HSET as the change's counters: a
 -- client resending a request after a lost reply gets it instead of a second change.
--- Value: the request number(8), a kind, then 'n' a seq, 'c' a seq(8) and an entry
--- record (a change, whose data is in field 'q<user>:<channel>d'), 'i' the same for a
+-- Value: the request number(8), a kind, then 'N' a seq(8) ('n': in decimal, as kept
+-- before), 'c' a seq(8) and an entry record (a change, whose data is in field
+-- 'q<user>:<channel>d'), 'i' the same for a
 -- change whose data is the data its record keeps (so no copy of it is kept apart),
 -- 'e' the same for a change whose reply carries no data (a delete asked for none, or
 -- an entry without data), 'm' anything else in MessagePack.
@@ -457,7 +459,8 @@ local function recorded()
   local prev = redis.call('HGET', M, kept_field())
   if not prev or ssub(prev, 1, 8) ~= REQ then return nil end
   local kind, body = ssub(prev, 9, 9), ssub(prev, 10)
-  if kind == 'n' then return tonumber(body) end
+  if kind == 'N' then return from_be(body) end
+  if kind == 'n' then return tonumber(body) end  -- as a library before 'N' kept it
   if kind == 'c' then
     local data = redis.call('HGET', M, kept_field() .. 'd')
     return {from_be(ssub(body, 1, 8)), ssub(body, 9), data}
@@ -478,7 +481,7 @@ local function kept(kind, body)
   return kept_field(), REQ .. kind .. body
 end
 
-local function kept_seq(seq) return kept('n', int(seq)) end
+local function kept_seq(seq) return kept('N', be(seq, 8)) end
 
 -- A change's reply is {seq, record, data}; the data is kept in a field of its own,
 -- unless the reply leaves it in the record (data false: see reply_data).
@@ -831,6 +834,7 @@ end
 local function monitors_of(list)
   local found = monitors[list]
   if found then return found end
+  monitors_read = true
   found = {}
   local flat = redis.call('HGETALL', P .. 'w:' .. list)
   for i = 1, #flat, 2 do

@@ -24,9 +24,9 @@ if band(flags, 8) ~= 0 then expect_authority = from_be(ssub(spec, 4, 11)) end
 local at = locator_list(ARGV[2])
 local raw_c, raw_to, raw_at
 if at and at ~= to then
-  raw_c, raw_to, raw_at = open('c', 'L' .. to, 'L' .. at)
+  raw_c, raw_to, raw_at = open('c', lfield(to), lfield(at))
 else
-  raw_c, raw_to = open('c', 'L' .. to)
+  raw_c, raw_to = open('c', lfield(to))
 end
 local c, target = counters(raw_c), controls(raw_to)
 local r = locate_packed(ARGV[2])
@@ -69,16 +69,16 @@ if watch then
   redis.call('HSET', P .. 'um:' .. UID, id, list)
   c[SEQ], c[EMCS] = c[SEQ] + 1, c[EMCS] + 1
   l[LIST_MONITORS] = l[LIST_MONITORS] + 1
-  redis.call('HSET', M, 'c', packed_counters(c), 'mid', id, 'L' .. list, packed_controls(l))
+  redis.call('HSET', M, 'c', packed_counters(c), 'mid', id, lfield(list), packed_controls(l))
   return record({events, 0, '', '', 0, id, m.nonempty and 1 or 0, c[SEQ], 0})
 end
 if not r then return record({events, 0, '', '', 0, 0, 0, 0, 0}) end
 local seq, moved, data, deleted = take_entry(r, to, delete, c, source, target)
 if to ~= from then
-  redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source),
-    'L' .. to, packed_controls(target))
+  redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source),
+    lfield(to), packed_controls(target))
 elseif delete then
-  redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source))
+  redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source))
 else
   redis.call('HSET', M, 'c', packed_counters(c))
 end

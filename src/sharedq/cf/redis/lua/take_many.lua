@@ -19,9 +19,9 @@ if band(flags, 8) ~= 0 then expect_authority = from_be(ssub(spec, 6, 13)) end
 local from = locator_list(ARGV[2])
 local raw_c, raw_to, raw_from
 if from ~= to then
-  raw_c, raw_to, raw_from = open('c', 'L' .. to, 'L' .. from)
+  raw_c, raw_to, raw_from = open('c', lfield(to), lfield(from))
 else
-  raw_c, raw_to = open('c', 'L' .. to)
+  raw_c, raw_to = open('c', lfield(to))
 end
 local c, target = counters(raw_c), controls(raw_to)
 local source = target
@@ -126,10 +126,10 @@ if batch then
   call_many('ZADD', S, sadd, 2)
 end
 if to ~= from then
-  redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source),
-    'L' .. to, packed_controls(target))
+  redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source),
+    lfield(to), packed_controls(target))
 else
-  redis.call('HSET', M, 'c', packed_counters(c), 'L' .. from, packed_controls(source))
+  redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source))
 end
 -- Then the entries left on the head's list (each entry's count follows from it).
 reply[#reply + 1] = redis.call('ZCARD', list_key(from))
