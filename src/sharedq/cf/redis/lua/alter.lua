@@ -1,7 +1,7 @@
 -- flags: allow-oom
 -- alter: a new size and/or EMC share, within the maximum size and above what is in use.
 -- ARGV[2..]: size ('' keep), emc_percent ('' keep).  Reply: as statistics.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local raw_c, size, max_size, emcp, er, elr, es = open('c', 'size', 'maxsize', 'emcp', 'er',
   'elr', 'es')

@@ -4,7 +4,7 @@
 -- one packed move each: id(12) to(2) from(2, 65535 none) flags(1) [new key(16)]
 -- [version(8)] [secondary key]; flags: 1 new key, 2 set version, 4 increment version,
 -- 8 set secondary key, 16 remove secondary key.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local ignore, missing_ok, nlocks = ARGV[2] == '1', ARGV[3] == '1', tonumber(ARGV[4])
 bulk_begin(counters(open('c')))

@@ -4,7 +4,7 @@
 -- follows, and every entry's list is checked for it before anything is written.
 -- ARGV[3..]: lock count n, n lock numbers, then two arguments per entry: its spec
 -- (write.lua's ARGV[2]; its authority flag is not used) and its data.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local opts, nlocks = ARGV[2], tonumber(ARGV[3])
 local ignore = ssub(opts, 1, 1) == '1'

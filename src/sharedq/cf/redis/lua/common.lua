@@ -77,7 +77,7 @@ end
 local function begin(keys, args)
   if not ssub then bind() end
   M = keys[1]
-  local ks = keyset(M)
+  local ks = KEYSETS[M] or keyset(M)
   P, E, D, S, K, TOKEN_KEYS, LIST_KEYS = ks[1], ks[2], ks[3], ks[4], ks[5], ks[6], ks[7]
   ARGV = args
   local header = args[1]
@@ -523,7 +523,7 @@ end
 -- deleted, not expired with its lease) and return the meta fields asked for, reading
 -- the snapshot mark 'xa' with them (see snapshots).
 local function open(...)
-  if redis.call('GET', token_key(UID)) ~= TOKEN then not_live() end
+  if redis.call('GET', TOKEN_KEYS[UID] or token_key(UID)) ~= TOKEN then not_live() end
   local n = select('#', ...)
   if n == 0 then return end
   local found = redis.call('HMGET', M, 'xa', ...)
@@ -982,16 +982,16 @@ local function take_entry(r, to, delete, c, source, target)
   local watched_from, watched_to = source[LIST_MONITORS] > 0, target[LIST_MONITORS] > 0
   source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
   if not delete then
-    keep_old(r, false)
+    if cow ~= false then keep_old(r, false) end
     unplace(r, watched_from, rec_member(r, id))
     redis.call('HSET', E, id, moved)
     place(moved, watched_to, key .. ord .. id)
     target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
     c[SEQ] = seq
-    notify(seq)
+    if #touched > 0 then notify(seq) end
     return seq, moved, data, 0
   end
-  keep_old(r, true)
+  if cow ~= false then keep_old(r, true) end
   unplace(r, watched_from, rec_member(r, id))
   if watched_to then
     local member = key .. ord .. id
@@ -1000,7 +1000,7 @@ local function take_entry(r, to, delete, c, source, target)
     unplace(moved, true, member)
     notify(seq + 1)
   else
-    notify(seq)
+    if #touched > 0 then notify(seq) end
   end
   redis.call('HDEL', E, id)
   drop_data(r, id)

@@ -2,7 +2,7 @@
 -- set_list_controls: a list's limit and/or authority.
 -- ARGV[2..]: list, limit ('u' keep, '' none, else the limit), increment_authority
 -- ('1'), expect_authority ('' none), lock numbers...
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local list = ARGV[2]
 local raw_c, raw_l = open('c', lfield(list))

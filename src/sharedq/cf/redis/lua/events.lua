@@ -2,7 +2,7 @@
 -- events_nowait: dequeue every event queued for the caller, oldest first.  Each is
 -- "monitor,list,state,seq,token"; wake-up markers (mark_failed) are dropped.  Taking
 -- them clears the caller's undelivered-nonempty marks, as the memory backend does.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 open()
 local queue = P .. 'q:' .. UID

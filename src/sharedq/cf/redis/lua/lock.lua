@@ -1,7 +1,7 @@
 -- lock: take a lock-table entry (unlock.lua releases one).  Not allow-oom: a lock
 -- taken adds a field to the lock table.
 -- ARGV[2]: lock number.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local c = counters(open('c'))
 local number = ARGV[2]

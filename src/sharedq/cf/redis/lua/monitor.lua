@@ -2,7 +2,7 @@
 -- register_monitor: take an EMC and watch a key range or secondary key of a list.
 -- ARGV[2..]: list, low key, high key, secondary key ('' none: the key range),
 -- notify_empty ('1'), token.  Reply: monitor id, nonempty now (1/0), seq.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local list = tonumber(ARGV[2])
 local raw_c, mid, raw_l = open('c', 'mid', lfield(list))

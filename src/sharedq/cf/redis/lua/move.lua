@@ -8,7 +8,7 @@
 -- written.  The one copy of the data it makes is the result kept for a resend, which
 -- replaces the calling thread's previous one (see kept_field in common.lua); a
 -- snapshot being read keeps the old record, once per entry (keep_old).
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local spec = ARGV[3]
 local to = from_be2(spec, 1)
@@ -38,14 +38,19 @@ if o.version ~= '' then version = new_version(r, o.version, false) end
 local seq = c[SEQ] + 1
 local id, key, ord = rec_id(r), o.key or rec_key(r), ordinal(seq, o.head)
 local moved = moved_rec(r, to, key, ord, version, skey, id)
-keep_old(r, false)
+if cow ~= false then keep_old(r, false) end
 unplace(r, source[LIST_MONITORS] > 0, rec_member(r, id))
 redis.call('HSET', E, id, moved)
 place(moved, target[LIST_MONITORS] > 0, key .. ord .. id)
-local data = reply_data(r)  -- moved keeps what r kept
+local elements, al, sl = sbyte(r, 47, 49)
+local data = false  -- reply_data(r): moved keeps what r kept
+if elements == 0 then
+  data = ''
+elseif #r < 50 + al + sl then
+  data = redis.call('HGET', D, id)
+end
 c[SEQ] = seq
 if to ~= from then
-  local elements = rec_elements(r)
   source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
   target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
   redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source),
@@ -53,6 +58,6 @@ if to ~= from then
 else
   redis.call('HSET', M, 'c', packed_counters(c), kept_change(seq, moved, data))
 end
-notify(seq)
+if #touched > 0 then notify(seq) end
 -- The source list's entry count too (a retried request's kept reply has three items).
 return {seq, moved, data, redis.call('ZCARD', list_key(from))}

@@ -6,7 +6,7 @@
 -- the structure is held is this function's run.
 -- ARGV[2]: milliseconds the snapshot lives unless dropped first (a reader that died).
 -- Reply: {id, seq, allocation fields, {per list: entries, controls}}.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local raw_c, lc, es, lk, er, elr, size, maxsize, emcp = open('c', 'lc', 'es', 'lk', 'er',
   'elr', 'size', 'maxsize', 'emcp')

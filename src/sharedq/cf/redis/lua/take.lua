@@ -13,7 +13,7 @@
 -- 0 when nothing was moved, delete seq 0 when nothing was deleted, monitor id 0 when
 -- none was registered.
 -- allow-oom: a move (a get), a delete, an EMC and events taken, as their own files are.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local spec = ARGV[3]
 local to = from_be2(spec, 1)

@@ -7,7 +7,7 @@
 -- Reply: {seq, record, data, delete seq (0: none), ...} per entry taken, then (when
 -- any was) the entries left on the head's list.
 -- allow-oom: moves (gets) and deletes, as move.lua and delete.lua.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local spec = ARGV[3]
 local to = from_be2(spec, 1)

@@ -1,7 +1,7 @@
 -- flags: allow-oom
 -- unlock: release a lock-table entry the caller holds (it only frees memory).
 -- ARGV[2]: lock number.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local c = counters(open('c'))
 local number = ARGV[2]

@@ -4,7 +4,7 @@
 -- ARGV[2]: packed locator.  ARGV[3]: options (see options()).  ARGV[4]: data ('u'
 -- keep, 'd' .. new).  ARGV[5]: adjunct ('u' keep, 'a' .. new).  ARGV[6]: elements of
 -- the new data.  ARGV[7..]: lock numbers.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local o = options(ARGV[3], 1)
 local c = counters(open('c'))

@@ -1,7 +1,7 @@
 -- flags: allow-oom
 -- mark_failed ('f') or cleanup_user ('c') of another user (or oneself).
 -- ARGV[2..]: 'f' or 'c', the user id.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local c = counters(open('c'))
 local target = ARGV[3]

@@ -4,7 +4,7 @@
 -- length(1) entry id length(1, 0: generate one), then adjunct, secondary key, id.
 -- ARGV[3]: data (in the record when small, else in D).  ARGV[4..]: lock numbers.
 -- Reply: {seq, entries on the list after the write}.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local spec = ARGV[2]
 local list, key, version, flags, elements, adjunct, skey, id = write_spec(spec)
@@ -22,7 +22,7 @@ c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] + 1, c[ELEMENTS] + elements
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
 redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l), kept_seq(seq))
 place(r, l[LIST_MONITORS] > 0, key .. ord .. id)
-notify(seq)
+if #touched > 0 then notify(seq) end
 -- The list's entry count too (one more than the limit check read, else ZCARD: O(1)); a
 -- retried request's kept reply is the seq.
 if before then return {seq, before + 1} end

@@ -3,7 +3,7 @@
 -- ARGV[2], ARGV[3]: as write's.  ARGV[4]: the move's options (see options(): a new key,
 -- and a version to set and a secondary key if given).  ARGV[5..]: lock numbers.
 -- Reply: {seq of the write, entries on the list after it}.
-local done = recorded()
+local done = RETRY and recorded()
 if done then return done end
 local spec = ARGV[2]
 local list, key, version, flags, elements, adjunct, skey, id = write_spec(spec)
