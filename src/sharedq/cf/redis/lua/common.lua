@@ -288,11 +288,14 @@ end
 -- head, 2 ignore_limit, 4 expect authority: its value at bytes 29-36), elements,
 -- adjunct, secondary key, and entry id ('' to generate one).
 local function write_spec(spec)
-  local al, sl, il = sbyte(spec, 37, 39)
-  local flags, elements = sbyte(spec, 27, 28)
-  return from_be2(spec, 1), ssub(spec, 3, 18), ssub(spec, 19, 26), flags,
-    elements, ssub(spec, 40, 39 + al), ssub(spec, 40 + al, 39 + al + sl),
-    ssub(spec, 40 + al + sl, 39 + al + sl + il)
+  local l1, l2 = sbyte(spec, 1, 2)
+  local flags, elements, _, _, _, _, _, _, _, _, al, sl, il = sbyte(spec, 27, 39)
+  local adjunct, skey, id = '', '', ''  -- each cut only when there is one
+  if al > 0 then adjunct = ssub(spec, 40, 39 + al) end
+  if sl > 0 then skey = ssub(spec, 40 + al, 39 + al + sl) end
+  if il > 0 then id = ssub(spec, 40 + al + sl, 39 + al + sl + il) end
+  return l1 * 256 + l2, ssub(spec, 3, 18), ssub(spec, 19, 26), flags, elements, adjunct,
+    skey, id
 end
 
 -- Snapshots, copy on write.  A snapshot (snapshot.lua) copies only the lists' sorted
@@ -912,12 +915,18 @@ end
 -- -- placing and removing entries (no checks: callers have checked) ------------------
 
 -- member: the record's list member, when the caller has it.
+-- (rec_list and rec_skey inline: a Lua call costs as much as several lines.)
 local function place(r, watched, member)
-  local list = rec_list(r)
+  local l1, l2 = sbyte(r, 13, 14)
+  local list = l1 * 256 + l2
   member = member or rec_member(r)
-  redis.call('ZADD', list_key(list), '0', member)
-  local skey = rec_skey(r)
-  if skey then redis.call('ZADD', S, '0', skey_prefix(list, skey) .. member) end
+  redis.call('ZADD', LIST_KEYS[list] or list_key(list), '0', member)
+  local al, sl = sbyte(r, 48, 49)
+  local skey
+  if sl > 0 then
+    skey = ssub(r, 50 + al, 49 + al + sl)
+    redis.call('ZADD', S, '0', skey_prefix(list, skey) .. member)
+  end
   if watched then touched[#touched + 1] = {list, rec_key(r), skey} end
 end
 
@@ -958,11 +967,16 @@ local function records_of(ids, from, to)
 end
 
 local function unplace(r, watched, member)
-  local list = rec_list(r)
+  local l1, l2 = sbyte(r, 13, 14)
+  local list = l1 * 256 + l2
   member = member or rec_member(r)
-  redis.call('ZREM', list_key(list), member)
-  local skey = rec_skey(r)
-  if skey then redis.call('ZREM', S, skey_prefix(list, skey) .. member) end
+  redis.call('ZREM', LIST_KEYS[list] or list_key(list), member)
+  local al, sl = sbyte(r, 48, 49)
+  local skey
+  if sl > 0 then
+    skey = ssub(r, 50 + al, 49 + al + sl)
+    redis.call('ZREM', S, skey_prefix(list, skey) .. member)
+  end
   if watched then touched[#touched + 1] = {list, rec_key(r), skey} end
 end
 
