@@ -101,7 +101,8 @@ def send(request: OneRequest, uow_id: bytes) -> list[Trop]:
     Raises what the structure raised when it refused the request as a whole.
     """
     trops = request.trops
-    meanings = [meaning(t) for t in trops]
+    # Meanings are read only by a journal, and a unit planned here has none.
+    meanings: tuple[EntryMeaning, ...] = ()
     result: BulkResult
     if request.puts:
         result = request.acc.move_entries(
