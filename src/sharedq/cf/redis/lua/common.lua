@@ -415,6 +415,11 @@ local function new_version(r, op, saturate)
   return ssub(op, 2)
 end
 
+-- The replies of the most frequent requests (write, move, delete), filled in place of a
+-- new table each call (a table costs as much as some thirty lines of Lua): Redis turns
+-- a function's reply into its own as the function returns, so none outlives its call.
+local REPLY2, REPLY3, REPLY4 = {}, {}, {}
+
 -- -- results kept for a resent request -----------------------------------------------
 
 -- The result of a change is kept in the meta hash, field 'q<user>:<channel>' (one per

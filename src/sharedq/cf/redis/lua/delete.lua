@@ -32,4 +32,5 @@ l[LIST_ELEMENTS] = l[LIST_ELEMENTS] - elements
 redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l),
   kept_change(seq, r, data))
 if #touched > 0 then notify(seq) end
-return {seq, r, data}
+REPLY3[1], REPLY3[2], REPLY3[3] = seq, r, data
+return REPLY3

@@ -60,4 +60,6 @@ else
 end
 if #touched > 0 then notify(seq) end
 -- The source list's entry count too (a retried request's kept reply has three items).
-return {seq, moved, data, redis.call('ZCARD', list_key(from))}
+REPLY4[1], REPLY4[2], REPLY4[3] = seq, moved, data
+REPLY4[4] = redis.call('ZCARD', list_key(from))
+return REPLY4

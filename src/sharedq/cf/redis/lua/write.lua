@@ -25,5 +25,5 @@ place(r, l[LIST_MONITORS] > 0, key .. ord .. id)
 if #touched > 0 then notify(seq) end
 -- The list's entry count too (one more than the limit check read, else ZCARD: O(1)); a
 -- retried request's kept reply is the seq.
-if before then return {seq, before + 1} end
-return {seq, redis.call('ZCARD', list_key(list))}
+REPLY2[1], REPLY2[2] = seq, before and before + 1 or redis.call('ZCARD', list_key(list))
+return REPLY2

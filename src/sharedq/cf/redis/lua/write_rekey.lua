@@ -45,5 +45,5 @@ else
   place(moved, false, o.key .. ord .. id)
 end
 -- The new entry is on the list: one more than the limit check read, if it read them.
-if before then return {seq, before + 1} end
-return {seq, redis.call('ZCARD', list_key(list))}
+REPLY2[1], REPLY2[2] = seq, before and before + 1 or redis.call('ZCARD', list_key(list))
+return REPLY2
