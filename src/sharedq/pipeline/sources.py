@@ -96,8 +96,6 @@ class StagedLog:
     plans: dict[str, ReadPlan] = field(default_factory=dict)
     #: Where an empty file in the record schema goes, for a scan left with nothing else.
     empty: str = ""
-    #: How many records the files hold in all (``None`` when a footer does not tell).
-    records: int | None = None
 
     def without(self, dropped: set[str]) -> StagedLog:
         """The same log without some data set files (damaged ones, accepted as lost)."""
@@ -120,7 +118,6 @@ def stage_log(
     paths: list[str] = []
     retention: dict[str, int] = {}
     ranges: dict[str, tuple[int, int]] | None = {}
-    records = 0
     plans: dict[str, ReadPlan] = {}
     for pair in pairs:
         directory = staged / pair.name
@@ -135,12 +132,9 @@ def stage_log(
         if ranges is not None:
             for _, staged_file in sources.segments:
                 merge_ranges(ranges, staged_file.ranges)
-                records += staged_file.records
             for path in sources.datasets:
                 try:
-                    meta = read_dataset_meta(path)
-                    merge_ranges(ranges, meta.ranges)
-                    records += meta.rows
+                    merge_ranges(ranges, read_dataset_meta(path).ranges)
                 except (OSError, KeyError, ValueError):
                     ranges = None
                     break
@@ -155,8 +149,7 @@ def stage_log(
             for name, (low, high) in ranges.items()
             if high >= retention.get(name, 0)
         }
-    counted = None if ranges is None else records
-    return StagedLog(paths, retention, kept, plans, str(empty), counted)
+    return StagedLog(paths, retention, kept, plans, str(empty))
 
 
 def log_frame(spark: SparkSession, staged: StagedLog) -> DataFrame:

@@ -40,7 +40,6 @@ from sharedq.pipeline.job import JobContext, JobResult, write_table
 from sharedq.pipeline.sources import PairInput, log_frame, read_srds
 from sharedq.pipeline.transforms import recover as T
 from sharedq.recovery import LogReport, PairLayout, log_check
-from sharedq.recovery.srds import srds_path
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -90,9 +89,6 @@ def run(
     entries: list[DataFrame] = []
     plans: list[_Plan] = []
     reports: dict[str, _LogChecked] = {}
-    out = ctx.job_dir("recover")
-    # The entries per list, counted while the entries are written.
-    sizes: Observation | None = None
     for pair, name in targets:
         target = at_seq
         if at_us is not None:
@@ -100,50 +96,39 @@ def run(
         ctx.step(f"{name}: choosing the SRDS")
         image = choose_point(pair, name, target_seq=target, at_time_us=at_us)
         ctx.step(f"{name}: checking the log, finding the entries it leaves")
-        # One structure whose live entries surely fit a broadcast is folded and written
-        # by one Spark action (_fold without a first pass of its own); else the first
-        # pass runs alone, and the entries of every structure are written after.
-        at_once = len(targets) == 1 and _few_enough(ctx, pair, image)
-        # The check reads every data set on the driver while Spark runs the first pass
-        # (or the whole job, at once); damage it finds is left out and the fold run
-        # again.  It starts once the pass is planned: beside the planning, its Python
-        # work held the interpreter lock against each of the planner's Py4J calls.
+        # The check reads every data set on the driver while the first pass runs on
+        # the executors; damage it finds is left out and the pass run again.
+        # It starts once the pass is planned: beside the planning, its Python work
+        # held the interpreter lock against each of the planner's Py4J calls.
         with ThreadPoolExecutor(1) as pool:
             checking = _Deferred(pool, partial(_check_log, ctx, pair, name, image, accept_loss))
             folded: tuple[_Plan, DataFrame] | None = None
             try:
                 tag = f"{len(plans)}"
-                if at_once:
-                    folded = _fold(ctx, log, pair, name, image, target, tag, None)
-                    ctx.step("folding the live entries' records, writing the entries")
-                    sizes = _write_entries(ctx.work / "entries", [folded[1]], checking.start)
-                else:
-                    folded = _fold(ctx, log, pair, name, image, target, tag, checking.start)
+                folded = _fold(ctx, log, pair, name, image, target, tag, checking.start)
             except Exception:
                 # A damaged data set fails Spark's page checks: the check tells which.
-                sizes = None
                 if not checking.result().dropped:
                     raise
             report = checking.result()
         reports[name] = report
         if report.dropped:
-            sizes = None
             log = log_frame(ctx.spark, ctx.stage().without(report.dropped))
             # (A fresh name: an Observation is used once.)
             folded = _fold(ctx, log, pair, name, image, target, f"{len(plans)}_again", _none)
         assert folded is not None
         plans.append(folded[0])
         entries.append(folded[1])
-    entries_path = out / "entries"
-    if sizes is None:
-        ctx.step("folding the live entries' records, writing the entries")
-        sizes = _write_entries(entries_path, entries, _none)
-    else:
-        # Written beside the check, under the scratch directory: moved into place once
-        # the check let it through, so that a refused job leaves no entries behind.
-        if entries_path.exists():
-            shutil.rmtree(entries_path)
-        (ctx.work / "entries").replace(entries_path)
+    out = ctx.job_dir("recover")
+    # The entries per list are counted while they are written.
+    sizes = Observation("sharedq_recover_lists")
+    entries_frame = _union(entries).observe(sizes, T.list_sizes_metric()).select(*T.ENTRY_COLUMNS)
+    ctx.step("folding the live entries' records, writing the entries")
+    # Ids, keys and data are unique per entry: no dictionary, whose building and
+    # falling back took most of the write.
+    entries_path = write_table(
+        entries_frame, out / "entries", {"parquet.enable.dictionary": "false"}
+    )
     counts = {plan.name: _Applied.of(plan.applied.get) for plan in plans}
     ctx.step("writing the list controls")
     lists_path = _write_lists(
@@ -188,20 +173,15 @@ def _fold(
     image: ImageChoice,
     target: int | None,
     tag: str,
-    planned: Callable[[], None] | None,
+    planned: Callable[[], None],
 ) -> tuple[_Plan, DataFrame]:
     """One structure's recovery planned: its change records, its live entries found
-    and its entries as a DataFrame.
+    (the first pass runs here, a job of its own) and its entries as a DataFrame.
 
-    With ``planned`` (called once the first pass is planned), the first pass runs
-    here, a job of its own: the live entries (an id and a seq each) are kept by the
-    executors (``localCheckpoint``), so that the second pass, run when the entries are
-    written, reads them instead of folding the log again; they are sent whole to every
-    task of it when there are up to :data:`BROADCAST_LIVE_ENTRIES`.  Without, nothing
-    runs here: the caller knows there are no more than that (:func:`_few_enough`), and
-    the first pass runs inside the write, as the broadcast side of the second: one
-    Spark action planned once instead of two, and no job to count and keep the live
-    entries.
+    The live entries (an id and a seq each) are kept by the executors
+    (``localCheckpoint``), so that the second pass, run when the entries are written,
+    reads them instead of folding the log again; they are sent whole to every task
+    of it when there are up to :data:`BROADCAST_LIVE_ENTRIES`.
     """
     after = image.seq if image.slot is not None else None
     changes = T.select_changes(log, name, after_seq=after, upto_seq=target)
@@ -212,50 +192,16 @@ def _fold(
     )
     # The records applied are counted while the first pass reads them.
     applied = Observation(f"sharedq_recover_{tag}")
-    first = T.live_entries(changes.observe(applied, *T.applied_metrics()), image_rows)
-    if planned is None:
-        live, few = first, True
-    else:
-        found = Observation(f"sharedq_recover_live_{tag}")
-        first = first.observe(found, F.count(F.lit(1)).alias("entries"))
-        planned()
-        live = first.localCheckpoint(eager=True)
-        few = int(found.get["entries"]) <= BROADCAST_LIVE_ENTRIES
+    found = Observation(f"sharedq_recover_live_{tag}")
+    first = T.live_entries(changes.observe(applied, *T.applied_metrics()), image_rows).observe(
+        found, F.count(F.lit(1)).alias("entries")
+    )
+    planned()
+    live = first.localCheckpoint(eager=True)
+    few = int(found.get["entries"]) <= BROADCAST_LIVE_ENTRIES
     nets = T.net_changes(changes, image_rows, live, broadcast=few)
     frame = T.recovered_entries(name, nets, list_size=True)
     return _Plan(name, image, target, changes, applied), frame
-
-
-def _few_enough(ctx: JobContext, pair: PairInput, image: ImageChoice) -> bool:
-    """Whether the live entries are surely no more than :data:`BROADCAST_LIVE_ENTRIES`:
-    the log's records (from the files' footers and the staging records) and the
-    image's rows (its footer) together are not.  (At 1M records of the benchmark,
-    yes; at 5M, the live entries are counted first.)"""
-    records = ctx.stage().records
-    if records is None:
-        return False
-    if image.slot is not None:
-        if pair.srds is None:
-            return False
-        try:
-            records += pq.read_metadata(srds_path(pair.srds, image.slot)).num_rows
-        except (OSError, pa.ArrowException):
-            return False
-    return records <= BROADCAST_LIVE_ENTRIES
-
-
-def _write_entries(
-    path: Path, entries: list[DataFrame], started: Callable[[], None]
-) -> Observation:
-    """Write the structures' entries under ``path``; ``started`` is called once the
-    write is planned.  Returns the observed entries per list (one item per list)."""
-    sizes = Observation("sharedq_recover_lists")
-    frame = _union(entries).observe(sizes, T.list_sizes_metric()).select(*T.ENTRY_COLUMNS)
-    started()
-    # Ids, keys and data are unique per entry: no dictionary, whose building and
-    # falling back took most of the write.
-    write_table(frame, path, {"parquet.enable.dictionary": "false"})
-    return sizes
 
 
 def _none() -> None:
