@@ -73,7 +73,7 @@ for i = first, #ARGV do
     local elements, al, sl = sbyte(r, 47, 49)
     local old_skey
     if sl > 0 then old_skey = ssub(r, 50 + al, 49 + al + sl) end
-    local key, op, skey, skey_arg = nil, '', old_skey, true
+    local key, version, skey, skey_arg = nil, nil, old_skey, true
     if flags ~= 0 then
       local f = option_flags(flags)  -- f[1]: flag 1, f[2]: 2, f[3]: 4, f[4]: 8, f[5]: 16
       if f[1] then
@@ -81,10 +81,10 @@ for i = first, #ARGV do
         at = at + 16
       end
       if f[2] then
-        op = 's' .. ssub(a, at, at + 7)
+        version = ssub(a, at, at + 7)  -- new_version(r, 's' .. it)
         at = at + 8
       elseif f[3] then
-        op = 'i'
+        version = new_version(r, 'i', true)
       end
       if f[4] then
         skey = ssub(a, at)
@@ -94,8 +94,6 @@ for i = first, #ARGV do
       end
     end
     key = key or ssub(r, 15, 30)
-    local version
-    if op ~= '' then version = new_version(r, op, true) end
     local seq = bulk.c[SEQ] + 1
     bulk.c[SEQ] = seq
     local ord = ordinal(seq, false)
