@@ -38,7 +38,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import redis
 from redis import exceptions as rx
-from redis._parsers import hiredis as hiredis_parser
 from redis._parsers.helpers import parse_info
 from redis.backoff import NoBackoff
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS
@@ -204,6 +203,10 @@ def _run_id(reply: bytes) -> str:
     raise rx.ResponseError("INFO server has no run_id")
 
 
+try:  # redis-py's own hiredis parser; ``exchange`` reads through it when it is there
+    from redis._parsers import hiredis as hiredis_parser
+except ImportError:  # pragma: no cover - a redis-py that moved it: read_response only
+    hiredis_parser = None  # type: ignore[assignment]
 #: The hiredis reader's "no whole reply yet" (redis-py 5 used ``False``).
 _NOT_ENOUGH_DATA = getattr(hiredis_parser, "NOT_ENOUGH_DATA", False)
 _CLOSED = "Connection closed by server."
@@ -220,12 +223,14 @@ def exchange(connection: Any, packed: bytes) -> Any:
     RESP2 is read by redis-py.
     """
     connection.send_packed_command([packed], False)
-    sock = connection._sock
-    parser = connection._parser
-    if type(parser) is not _HIREDIS or connection.protocol in (3, "3"):
+    # redis-py's private attributes, each looked up with a default: a redis-py that
+    # renamed one is read by its own read_response, as before.
+    sock = getattr(connection, "_sock", None)
+    parser: Any = getattr(connection, "_parser", None)
+    if _HIREDIS is None or type(parser) is not _HIREDIS or connection.protocol in (3, "3"):
         return connection.read_response()
-    reader = parser._reader
-    if sock is None or reader is None:
+    reader = getattr(parser, "_reader", None)
+    if sock is None or reader is None or getattr(parser, "_buffer", None) is None:
         return connection.read_response()
     try:
         reply = reader.gets()
@@ -252,7 +257,7 @@ def exchange(connection: Any, packed: bytes) -> Any:
     return reply
 
 
-_HIREDIS = hiredis_parser._HiredisParser
+_HIREDIS: Any = getattr(hiredis_parser, "_HiredisParser", None)
 
 
 def _node(address: Address) -> str:
