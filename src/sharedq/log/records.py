@@ -337,6 +337,24 @@ def pack_payload(value: Any) -> bytes:
     return packed
 
 
+class PackedPayload:
+    """A payload packed once (:func:`pack_payload`) for the many records that carry it.
+
+    An append given one writes its bytes as they are: the record is the same as with
+    the value itself, without packing it again for each record (a server's few
+    meanings, ``{"mq": "put"}`` and the like, are in almost every record it writes).
+    """
+
+    __slots__ = ("packed", "value")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.packed = pack_payload(value)
+
+    def __repr__(self) -> str:
+        return f"PackedPayload({self.value!r})"
+
+
 def unpack_payload(payload: bytes) -> Any:
     """Decode a payload written by :func:`pack_payload`."""
     return msgpack.unpackb(payload, raw=False, strict_map_key=False)

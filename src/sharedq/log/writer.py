@@ -70,6 +70,7 @@ from sharedq.log.records import (
     FIELD_NAMES,
     ChangeOp,
     LogPosition,
+    PackedPayload,
     RecordType,
     check_values,
     pack_payload,
@@ -436,7 +437,9 @@ class LogWriter(ChangeLogging):
         values[_WRITER] = self.name
         values[_STRUCTURE] = name
         if payload is not None:
-            values[_PAYLOAD] = pack_payload(payload)
+            values[_PAYLOAD] = (
+                payload.packed if type(payload) is PackedPayload else pack_payload(payload)
+            )
         op = values[_OP]
         defaulted_seq = values[_SEQ] is None
         if defaulted_seq and op != _NONE:

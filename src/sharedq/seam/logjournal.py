@@ -24,8 +24,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
-from sharedq.log import LogPosition, LogRecord, LogStream, LogWriter, MessageInfo, RecordType
+from sharedq.log import (
+    LogPosition,
+    LogRecord,
+    LogStream,
+    LogWriter,
+    MessageInfo,
+    PackedPayload,
+    RecordType,
+)
 from sharedq.seam.access import FactsOf
 from sharedq.seam.notes import (
     About,
@@ -38,6 +47,7 @@ from sharedq.seam.notes import (
     DeleteNote,
     EntryMeaning,
     Journal,
+    Meaning,
     MoveNote,
     UpdateNote,
     WriteNote,
@@ -45,6 +55,12 @@ from sharedq.seam.notes import (
 
 #: The payload value of a commit decision record.
 COMMIT_DECIDED = "commit-decided"
+#: Meanings whose record type, payload and sync are kept at most (a server has a
+#: few dozen; meanings made per change only come and go).
+_MEANINGS_KEPT = 64
+#: Entry data longer than this is not compared with the last message's to reuse its
+#: facts (reading the facts is cheaper than comparing a long message).
+_FACTS_COMPARED = 4096
 
 
 class NoStream(Exception):
@@ -78,6 +94,13 @@ class LogJournal(Journal):
         self._facts = facts
         self._writers: dict[int, LogWriter] = {}
         self._lock = threading.Lock()
+        #: What a change's meaning gives each of its records, by the meaning's id: the
+        #: meaning itself (kept alive, so that its id is not another's), the record
+        #: type, the payload packed once, and whether the record is synced.
+        self._meanings: dict[int, tuple[object, RecordType, PackedPayload, bool]] = {}
+        #: The last message data read for its facts, and them: a message's records
+        #: (its put, its move, its get, its delete) mostly follow one another.
+        self._last_facts: tuple[bytes | None, tuple[Any, ...]] = (None, ())
         #: Called after each change logged to a structure's stream (checkpoint triggers).
         self.listeners: dict[str, Callable[[], None]] = {}
         #: Units whose commit this server decided and has not finished (restart state).
@@ -127,12 +150,26 @@ class LogJournal(Journal):
         if listener is not None:
             listener()
 
+    def _meaning(self, meaning: Meaning) -> tuple[object, RecordType, PackedPayload, bool]:
+        """The record type, packed payload and sync of a meaning's records."""
+        known = self._meanings.get(id(meaning))
+        if known is None or known[0] is not meaning:
+            known = (
+                meaning,
+                meaning.record_type,
+                PackedPayload({self._key: meaning.tag}),
+                meaning.ends_operation,
+            )
+            meanings = self._meanings
+            if len(meanings) >= _MEANINGS_KEPT:
+                meanings = {}
+            meanings[id(meaning)] = known
+            self._meanings = meanings
+        return known
+
     def _log_change(self, note: ChangeNote, about: About) -> None:
         writer = self.writer_for(note.structure)
-        meaning = note.meaning
-        record_type = meaning.record_type
-        payload = {self._key: meaning.tag}
-        commit = meaning.ends_operation
+        _, record_type, payload, commit = self._meaning(note.meaning)
         if isinstance(note, ControlsNote):
             writer.log_list_controls(
                 note.seq,
@@ -198,14 +235,13 @@ class LogJournal(Journal):
 
     def _log_bulk(self, note: BulkNote) -> None:
         writer = self.writer_for(note.structure)
-        meaning = note.meaning
-        payload = {self._key: meaning.tag}
+        _, record_type, payload, _ = self._meaning(note.meaning)
         messages = [self._bulk_message(note.uow_id, entry) for entry in note.entries]
         if isinstance(note, BulkMoveNote):
             writer.log_bulk_move(
                 note.moves,
                 note.result,
-                record_type=meaning.record_type,
+                record_type=record_type,
                 ignore_limit=note.ignore_limit,
                 message=messages,
                 payload=payload,
@@ -216,7 +252,7 @@ class LogJournal(Journal):
             writer.log_bulk_delete(
                 note.entry_ids,
                 note.result,
-                record_type=meaning.record_type,
+                record_type=record_type,
                 message=messages,
                 payload=payload,
                 structure=note.structure,
@@ -294,7 +330,11 @@ class LogJournal(Journal):
         queue = None if about.queue is None else about.queue.encode()
         if record_type is RecordType.CHANGE or about.persistent is None:
             return MessageInfo(uow=about.uow_id, queue=queue, persistent=None)
-        persistent, priority, msg_id, correl_id = self._facts(data)
+        last, facts = self._last_facts
+        if len(data) > _FACTS_COMPARED or data != last:
+            facts = self._facts(data)
+            self._last_facts = (data, facts)
+        persistent, priority, msg_id, correl_id = facts
         return MessageInfo(about.uow_id, queue, msg_id, correl_id, priority, persistent)
 
     @staticmethod
