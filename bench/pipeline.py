@@ -31,6 +31,12 @@ one (Spark's own code warming: the generated classes hit Spark's codegen cache a
 the cold run), as much as the executors' 1.6 to 1.8: on two cores the job's best
 round is that warm-up's as much as the fold's.  See docs/pipeline.md, Performance.
 
+Per size, ``spark_jobs_per_round`` (the Spark jobs a round runs) and the median
+seconds of a round's phases, from the job's progress steps: ``spark_staging_seconds``
+(the staging records decoded and handed over), ``spark_first_pass_seconds`` (the SRDS
+chosen, the first pass with the log check beside it, the second pass planned) and
+``spark_second_pass_write_seconds`` (the second pass and the write).
+
 To compare settings: ``--conf KEY=VALUE`` (repeatable) over the session's defaults
 (a JVM option takes effect here, the benchmark starting its own JVM), ``--rounds N``
 timed rounds per size.
@@ -43,6 +49,7 @@ import gc
 import logging
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -120,6 +127,24 @@ def _jvm_cpu(spark: SparkSession) -> tuple[float, float] | None:
         return None
 
 
+#: The phases of a round, each from the progress step (its start) that begins it.
+_PHASES = (
+    ("staging", "reading the log"),
+    ("first_pass", "checking the log"),
+    ("second_pass_write", "folding the live entries"),
+)
+
+
+def _phase_seconds(steps: list[tuple[str, float]]) -> dict[str, float]:
+    """Seconds from each phase's first step to the step after it."""
+    found: dict[str, float] = {}
+    for index, (what, at) in enumerate(steps[:-1]):
+        for name, start in _PHASES:
+            if start in what and name not in found:
+                found[name] = steps[index + 1][1] - at
+    return found
+
+
 def measure(
     report: Report, spark: SparkSession, base: Path, n: int, rounds: int, suffix: str
 ) -> None:
@@ -141,12 +166,23 @@ def measure(
         return recover_inprocess(pair, BENCH)
 
     outputs = iter(range(1_000))
+    # Each round's phases, from the job's progress steps (the step that starts a phase
+    # to the next one): the staging records handed over, the first pass (with the log
+    # check beside it), the second pass and the write.
+    steps: list[tuple[str, float]] = []
 
     def on_spark() -> JobResult:
-        ctx = JobContext.open(spark, pair.log.parent, base / f"out{suffix}{next(outputs)}")
+        steps.clear()
+        ctx = JobContext.open(
+            spark,
+            pair.log.parent,
+            base / f"out{suffix}{next(outputs)}",
+            lambda what: steps.append((what, time.perf_counter())),
+        )
         try:
             return recover_job.run(ctx, structure=BENCH)
         finally:
+            steps.append(("end", time.perf_counter()))
             ctx.release()
 
     best = {"inprocess": float("inf"), "spark": float("inf")}
@@ -156,6 +192,9 @@ def measure(
     reference: InprocessRecovery | None = None
     result: JobResult | None = None
     cpu = [0.0, 0.0]
+    phases: dict[str, list[float]] = {name: [] for name, _ in _PHASES}
+    tracker = spark.sparkContext.statusTracker()
+    jobs_before = len(tracker.getJobIdsForGroup())
     for _ in range(rounds):
         seconds, value = _timed(inprocess)
         best["inprocess"] = min(best["inprocess"], seconds)
@@ -167,8 +206,11 @@ def measure(
         if before is not None and after is not None:
             cpu = [cpu[0] + after[0] - before[0], cpu[1] + after[1] - before[1]]
         best["spark"] = min(best["spark"], seconds)
+        for name, seconds in _phase_seconds(steps).items():
+            phases[name].append(seconds)
         assert isinstance(value, JobResult)
         result = value
+    jobs = len(tracker.getJobIdsForGroup()) - jobs_before
     assert reference is not None and result is not None
     expected = sum(len(entries) for entries in reference.contents.lists.values())
     assert result.figures["entries"] == expected, (result.figures, expected)
@@ -191,6 +233,10 @@ def measure(
     if cpu[0] > 0:
         report.add(f"spark_jvm_cpu_seconds{suffix}", cpu[0] / rounds, "s", "per round, mean")
         report.add(f"spark_jit_cpu_seconds{suffix}", cpu[1] / rounds, "s", "of which JIT")
+    report.add(f"spark_jobs_per_round{suffix}", jobs / rounds, "jobs", "Spark jobs a round")
+    for name, values in phases.items():
+        if values:
+            report.add(f"spark_{name}_seconds{suffix}", statistics.median(values), "s", "median")
     report.add(
         f"spark_recover_ratio_vs_inprocess{suffix}",
         best["inprocess"] / best["spark"],
