@@ -26,7 +26,7 @@ a prefix of the record, a list of records sorts by plain tuple comparison.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, NamedTuple
@@ -421,7 +421,15 @@ def check_values(values: list[Any] | tuple[Any, ...], indexes: Iterable[int] = A
 
     Checked at append time because a value of the wrong type or size would otherwise
     be found only when offload converts it to Parquet, long after the caller left.
+    A writer's few sets of ``indexes`` (tuples and ranges) are checked by a function
+    made for each (:func:`_checker`): the same checks, unrolled; the loop below runs
+    only to name what failed.
     """
+    known = _checkers.get(id(indexes))
+    if known is None or known[0] is not indexes:
+        known = _remember_checker(indexes)
+    if known[1] is not None and known[1](values):
+        return
     problem = None
     for index in indexes:
         value: Any = values[index]
@@ -447,3 +455,50 @@ def check_values(values: list[Any] | tuple[Any, ...], indexes: Iterable[int] = A
             break
     if problem is not None:
         raise log_error(LogReason.BAD_RECORD, f"field {field.name} {problem}", field=field.name)
+
+
+Checker = Callable[[Sequence[Any]], bool]
+#: The checker of each set of indexes seen, by its id: the set itself (kept alive, so
+#: that its id is not another's) and its checker (``None``: the loop checks it).
+_checkers: dict[int, tuple[object, Checker | None]] = {}
+_CHECKERS_KEPT = 64
+
+
+def _remember_checker(indexes: Iterable[int]) -> tuple[object, Checker | None]:
+    # Only sets that cannot change (a list could, under the same id) get a checker.
+    made = _checker(indexes) if isinstance(indexes, (tuple, range)) else None
+    known = (indexes, made)
+    global _checkers
+    checkers = _checkers if len(_checkers) < _CHECKERS_KEPT else {}
+    checkers[id(indexes)] = known
+    _checkers = checkers
+    return known
+
+
+def _checker(indexes: Iterable[int]) -> Checker:
+    """A function of ``values`` that is true when every field at ``indexes`` passes
+    :func:`check_values`'s checks (the same, written out field by field)."""
+    lines = ["def check(values):"]
+    names: dict[str, Any] = {}
+    for index in indexes:
+        _, kind, least, most, codes = _CHECKS[index]
+        lines.append(f"    v = values[{index}]")
+        lines.append("    if v is None:")
+        lines.append("        return False" if index in _REQUIRED else "        pass")
+        if kind is bytes or kind is str:
+            lines.append(
+                f"    elif type(v) is not {kind.__name__} or not {least} <= len(v) <= {most}:"
+            )
+        elif kind is bool:
+            lines.append("    elif type(v) is not bool:")
+        else:
+            test = f"type(v) is not int or not {least} <= v <= {most}"
+            if codes is not None:
+                names[f"codes{index}"] = codes
+                test += f" or v not in codes{index}"
+            lines.append(f"    elif {test}:")
+        lines.append("        return False")
+    lines.append("    return True")
+    exec("\n".join(lines), names)  # our own text, from FIELDS
+    check: Checker = names["check"]
+    return check
