@@ -79,6 +79,12 @@ class Unsynced:
         return True
 
 
+#: One :class:`Unsynced` per request, made once: the log journal keeps what a meaning
+#: becomes (record type, packed payload) by the meaning object, so that a new one per
+#: request would be worked out again each time.
+UNSYNCED: dict[Request, Unsynced] = {request: Unsynced(request) for request in Request}
+
+
 class Sync(Enum):
     """Which requests wait for the log's sync before they return (``CQS(sync=...)``).
 

@@ -10,7 +10,7 @@ import hashlib
 from dataclasses import dataclass
 
 from sharedq.clock import Clock
-from sharedq.cqs.journal import Request, Unsynced
+from sharedq.cqs.journal import UNSYNCED, Request, Unsynced
 from sharedq.cqs.layout import Kind, Layout
 from sharedq.cqs.uow import TokenSource
 from sharedq.seam.access import StructureAccess
@@ -41,7 +41,7 @@ class Site:
 
     def means(self, request: Request) -> Request | Unsynced:
         """What a request's change means to the log (see :mod:`sharedq.cqs.journal`)."""
-        return request if request in self.synced else Unsynced(request)
+        return request if request in self.synced else UNSYNCED[request]
 
     @property
     def kind(self) -> Kind:
