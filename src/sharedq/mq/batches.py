@@ -296,13 +296,7 @@ def _prepare(
     head, tail = m.generated_frame(priority, persistent, tenths, qm_id, core.name_bytes, nonce)
     id_prefix, id_suffix, eid_prefix = core.msg_id_prefix, core.msg_id_suffix, core.entry_id_prefix
     put_list = queue.put_list
-    # The uncommitted key around the stamp, as keys.uncommitted_key lays it out (made
-    # by it for each message should that layout ever change).
-    around = keys.uncommitted_key(priority, 0, qm_id)
-    key_head, key_tail = around[:2], around[10:]
-    probe = (2**64 - 2).to_bytes(8, "big")
-    same = keys.uncommitted_key(priority, 2**64 - 2, qm_id) == key_head + probe + key_tail
-    key_of = None if same else keys.uncommitted_key
+    key_head, key_tail = keys.uncommitted_key_around(priority, qm_id)
     index = queue.index
     by_msg_id = index is IndexType.MSG_ID
     secondary: bytes | None = m.NO_ID if index is IndexType.CORREL_ID else None
@@ -326,9 +320,7 @@ def _prepare(
             version = int.from_bytes(uow.uow_id, "big")
         if not adjunct:  # the same for every message of the batch
             adjunct = m.encode_adjunct(put_list, ident, m.NO_ID, entry_id, True)
-        ukey = (
-            key_head + stamp_bytes + key_tail if key_of is None else key_of(priority, stamp, qm_id)
-        )
+        ukey = key_head + stamp_bytes + key_tail
         write = new_tuple(
             BulkWrite,
             (

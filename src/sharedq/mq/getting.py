@@ -193,19 +193,7 @@ def _took_live(
     keep = uow is not None and (header.persistent or not request.if_persistent)
     if keep:
         assert uow is not None
-        trqs = uow.trqs_for(queue)
-        trqs.add(
-            Trop(
-                TropKind.GET,
-                entry.entry_id,
-                entry.key,
-                header.persistent,
-                header.msg_id,
-                None,
-                header.expires_at,
-                trqs,
-            )
-        )
+        _keep_get(uow.trqs_for(queue), entry, header.persistent, header.msg_id, header.expires_at)
     message = m.to_message(
         entry.data,
         entry.version,
@@ -263,21 +251,23 @@ def took_whole(
     uow = request.uow
     if uow is None or not (message.persistent or not request.if_persistent):
         return _took_live(queue, request, entry, m.Decoded(entry.data))  # deleted now
-    if trqs is None:
-        trqs = uow.trqs_for(queue)
-    trqs.add(
-        Trop(
-            TropKind.GET,
-            entry.entry_id,
-            entry.key,
-            message.persistent,
-            message.msg_id,
-            None,
-            None if expiry is None else message.put_time + expiry,
-            trqs,
-        )
+    _keep_get(
+        uow.trqs_for(queue) if trqs is None else trqs,
+        entry,
+        message.persistent,
+        message.msg_id,
+        None if expiry is None else message.put_time + expiry,
     )
     return message
+
+
+def _keep_get(
+    trqs: Trqs, entry: ListEntry, persistent: bool, msg_id: bytes, expires_at: float | None
+) -> None:
+    """A get the unit of work keeps: its TROP, to delete the message at commit."""
+    trqs.add(
+        Trop(TropKind.GET, entry.entry_id, entry.key, persistent, msg_id, None, expires_at, trqs)
+    )
 
 
 def own_get(

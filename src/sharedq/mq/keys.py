@@ -58,6 +58,13 @@ def uncommitted_key(priority: int, stamp: int, qm_id: int) -> bytes:
     return _UNCOMMITTED.pack(UNCOMMITTED_MARK, 9 - priority, stamp, qm_id)
 
 
+def uncommitted_key_around(priority: int, qm_id: int) -> tuple[bytes, bytes]:
+    """``(head, tail)``: ``head + stamp (8 bytes, big-endian) + tail`` is
+    :func:`uncommitted_key` for any stamp (a batch of puts makes them once)."""
+    key = uncommitted_key(priority, 0, qm_id)
+    return key[:2], key[10:]
+
+
 def committed_key(priority: int, stamp: int, qm_id: int) -> bytes:
     """The key a message has once committed: inverted priority, put stamp, manager."""
     return _COMMITTED.pack(9 - priority, stamp, qm_id)

@@ -183,6 +183,15 @@ def generated_frame(
     return head[:4], head[12:] + expires + qm_name + nonce
 
 
+def _generated_id_in(data: bytes, name: bytes, nonce_at: int) -> bytes:
+    """``generated_msg_id(name, stamp, qm_id, nonce)`` of format-2 ``data``, from the
+    header's own bytes (qm id at 3, stamp at 4..12, the nonce at ``nonce_at``): no
+    integer to convert back."""
+    return b"".join(
+        (b"CSQ ", name[:4].ljust(4), data[4:12], data[3:4], data[nonce_at : nonce_at + 3], _ZERO4)
+    )
+
+
 class Decoded:
     """The header fields of a message entry, decoded without copying the body."""
 
@@ -239,11 +248,7 @@ class Decoded:
         self.qm_name = name.decode()
         at += name_length
         if flags & _GENERATED:
-            # generated_msg_id(name, stamp, qm_id, nonce), from the header's own bytes
-            # (qm id at 3, stamp at 4..12): no integer to convert back.
-            self.msg_id = b"".join(
-                (b"CSQ ", name[:4].ljust(4), data[4:12], data[3:4], data[at : at + 3], _ZERO4)
-            )
+            self.msg_id = _generated_id_in(data, name, at)
             at += 3
         else:
             self.msg_id = data[at : at + ID_LENGTH]
@@ -308,10 +313,8 @@ def whole_message(data: bytes, version: int, token: bytes) -> Message:
         at = 17
     end = at + name_length
     name = data[at:end]
-    if flags & _GENERATED:  # as Decoded makes it
-        msg_id = b"".join(
-            (b"CSQ ", name[:4].ljust(4), data[4:12], data[3:4], data[end : end + 3], _ZERO4)
-        )
+    if flags & _GENERATED:
+        msg_id = _generated_id_in(data, name, end)
         at = end + 3
     else:
         at = end + ID_LENGTH

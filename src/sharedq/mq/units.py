@@ -118,8 +118,8 @@ class Trqs:
         self._pending.append(trop)
 
     def _sorted(self) -> tuple[SortedKeyList, SortedKeyList]:
-        """The candidates, sorted, every pending one taken in (in the order it came, so
-        that equal keys keep it, as one add after another does)."""
+        """The candidates, sorted, every pending one taken in (committed keys hold
+        their put's stamp, so no two are equal and the order they came in is moot)."""
         best_all, best_persistent = self._best_all, self._best_persistent
         if best_all is None or best_persistent is None:
             best_all = self._best_all = SortedKeyList(key=_by_committed_key)
