@@ -392,6 +392,37 @@ class ListStructure(ABC):
         """Delete several entries by id, in order; budget and redrive as :meth:`move_entries`."""
 
     @abstractmethod
+    def move_and_delete_entries(
+        self,
+        moves: Sequence[BulkMove],
+        entry_ids: Sequence[bytes],
+        *,
+        ignore_limit: bool = False,
+        missing_ok: bool = False,
+        not_locked: Iterable[int] = (),
+        budget: int | None = None,
+    ) -> BulkResult:
+        """:meth:`move_entries` of ``moves``, then :meth:`delete_entries` of ``entry_ids``,
+        as one atomic request: a unit of work's commit that both puts (moves to the
+        committed keys) and gets (deletes) in one request.
+
+        One result over both lists, as if they were one list of ``moves`` followed by
+        ``entry_ids``: ``processed`` counts the moves first, then the deletes, and the
+        budget covers both (the deletes get what the moves left of it); ``seqs`` and
+        ``missing`` run in that order; a stop at an entry that cannot be handled ends
+        the request there (no delete is done after a move that stopped it).  Every move
+        and id is validated before anything changes, as in the two requests; the options
+        mean what they mean there (``ignore_limit`` concerns only the moves).  The deletes
+        see what the moves did: an entry moved and then named for deletion is deleted.
+        Monitors and snapshots see what the two requests, one after the other, would
+        have shown them.
+
+        A request of its own rather than a ``deletes=`` option on :meth:`move_entries`:
+        that one's result counts moves alone for its many callers, and a separate name
+        says that the count runs over two lists.
+        """
+
+    @abstractmethod
     def scan(
         self,
         list_number: int,

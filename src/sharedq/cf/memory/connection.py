@@ -506,53 +506,9 @@ class MemoryListStructure(ListStructure):
             s.check_conditions(self._user.user_id, 0, None, not_locked)
             seqs: list[int] = []
             missing: list[bytes] = []
-            processed = 0
-            for move in moves[: budget or DEFAULT_BULK_BUDGET]:
-                found = s.entries.get(move.entry_id)
-                if found is None:
-                    if not missing_ok:
-                        error = cf_error(CFReason.NO_SUCH_ENTRY, f"no entry {move.entry_id.hex()}")
-                        return BulkResult(len(moves), processed, tuple(seqs), tuple(missing), error)
-                    missing.append(move.entry_id)
-                    processed += 1
-                    continue
-                entry, ordinal = found
-                try:
-                    if move.from_list is not None and entry.list_number != move.from_list:
-                        raise cf_error(
-                            CFReason.LIST_MISMATCH,
-                            f"entry {move.entry_id.hex()} is on list {entry.list_number}, "
-                            f"not {move.from_list}",
-                        )
-                    if move.to_list != entry.list_number:
-                        s.check_limit(move.to_list, ignore_limit)
-                except Exception as error:
-                    return BulkResult(len(moves), processed, tuple(seqs), tuple(missing), error)
-                version = entry.version
-                if move.set_version is not None:
-                    version = move.set_version
-                elif move.increment_version and version < MAX_VERSION:
-                    version += 1
-                seq = s.next_seq()
-                moved = ListEntry(
-                    entry.entry_id,
-                    move.to_list,
-                    entry.key if move.new_key is None else move.new_key,
-                    entry.data,
-                    entry.adjunct,
-                    entry.secondary_key
-                    if isinstance(move.new_secondary_key, Unchanged)
-                    else move.new_secondary_key,
-                    version,
-                    entry.elements,
-                )
-                s.remove(entry, ordinal, False)
-                s.insert(moved, ORDINAL_BASE + seq)
-                if s.touched:
-                    s.notify()
-                seqs.append(seq)
-                processed += 1
-            return BulkResult(len(moves), processed, tuple(seqs), tuple(missing))
+            handled = moves[: budget or DEFAULT_BULK_BUDGET]
+            processed, error = _move_each(s, handled, ignore_limit, missing_ok, seqs, missing)
+            return BulkResult(len(moves), processed, tuple(seqs), tuple(missing), error)
 
     def delete_entries(
         self,
@@ -572,23 +528,42 @@ class MemoryListStructure(ListStructure):
             s.check_conditions(self._user.user_id, 0, None, not_locked)
             seqs: list[int] = []
             missing: list[bytes] = []
-            processed = 0
-            for entry_id in entry_ids[: budget or DEFAULT_BULK_BUDGET]:
-                found = s.entries.get(entry_id)
-                if found is None:
-                    if not missing_ok:
-                        error = cf_error(CFReason.NO_SUCH_ENTRY, f"no entry {entry_id.hex()}")
-                        return BulkResult(
-                            len(entry_ids), processed, tuple(seqs), tuple(missing), error
-                        )
-                    missing.append(entry_id)
-                else:
-                    seqs.append(s.next_seq())
-                    s.remove(found[0], found[1], True)
-                    if s.touched:
-                        s.notify()
-                processed += 1
-            return BulkResult(len(entry_ids), processed, tuple(seqs), tuple(missing))
+            handled = entry_ids[: budget or DEFAULT_BULK_BUDGET]
+            processed, error = _delete_each(s, handled, missing_ok, seqs, missing)
+            return BulkResult(len(entry_ids), processed, tuple(seqs), tuple(missing), error)
+
+    def move_and_delete_entries(
+        self,
+        moves: Sequence[BulkMove],
+        entry_ids: Sequence[bytes],
+        *,
+        ignore_limit: bool = False,
+        missing_ok: bool = False,
+        not_locked: Iterable[int] = (),
+        budget: int | None = None,
+    ) -> BulkResult:
+        s = self._s
+        with s.lock:
+            if self._user.live != self._incarnation:
+                s.check_user(self._user, self._incarnation)
+            count = s.params.list_count
+            v.check_budget(budget)
+            for move in moves:
+                v.check_bulk_move(move, count)
+            for entry_id in entry_ids:
+                v.check_entry_id(entry_id)
+            s.check_conditions(self._user.user_id, 0, None, not_locked)
+            seqs: list[int] = []
+            missing: list[bytes] = []
+            requested = len(moves) + len(entry_ids)
+            left = budget or DEFAULT_BULK_BUDGET
+            processed, error = _move_each(s, moves[:left], ignore_limit, missing_ok, seqs, missing)
+            if error is None and processed < left:
+                deleted, error = _delete_each(
+                    s, entry_ids[: left - processed], missing_ok, seqs, missing
+                )
+                processed += deleted
+            return BulkResult(requested, processed, tuple(seqs), tuple(missing), error)
 
     def write_entries(
         self,
@@ -867,3 +842,90 @@ def _incremented(entry: ListEntry) -> int:
             CFReason.BAD_ARGUMENT, f"entry {entry.entry_id.hex()} version cannot increase"
         )
     return entry.version + 1
+
+
+# -- what the bulk requests share ------------------------------------------------------------
+
+
+def _move_each(
+    s: MemoryStructure,
+    moves: Sequence[BulkMove],
+    ignore_limit: bool,
+    missing_ok: bool,
+    seqs: list[int],
+    missing: list[bytes],
+) -> tuple[int, Exception | None]:
+    """Carry out checked moves in order, under the structure's lock: how many were
+    handled, and the error that stopped the rest (``None``: none did)."""
+    processed = 0
+    for move in moves:
+        found = s.entries.get(move.entry_id)
+        if found is None:
+            if not missing_ok:
+                return processed, cf_error(
+                    CFReason.NO_SUCH_ENTRY, f"no entry {move.entry_id.hex()}"
+                )
+            missing.append(move.entry_id)
+            processed += 1
+            continue
+        entry, ordinal = found
+        try:
+            if move.from_list is not None and entry.list_number != move.from_list:
+                raise cf_error(
+                    CFReason.LIST_MISMATCH,
+                    f"entry {move.entry_id.hex()} is on list {entry.list_number}, "
+                    f"not {move.from_list}",
+                )
+            if move.to_list != entry.list_number:
+                s.check_limit(move.to_list, ignore_limit)
+        except Exception as error:
+            return processed, error
+        version = entry.version
+        if move.set_version is not None:
+            version = move.set_version
+        elif move.increment_version and version < MAX_VERSION:
+            version += 1
+        seq = s.next_seq()
+        moved = ListEntry(
+            entry.entry_id,
+            move.to_list,
+            entry.key if move.new_key is None else move.new_key,
+            entry.data,
+            entry.adjunct,
+            entry.secondary_key
+            if isinstance(move.new_secondary_key, Unchanged)
+            else move.new_secondary_key,
+            version,
+            entry.elements,
+        )
+        s.remove(entry, ordinal, False)
+        s.insert(moved, ORDINAL_BASE + seq)
+        if s.touched:
+            s.notify()
+        seqs.append(seq)
+        processed += 1
+    return processed, None
+
+
+def _delete_each(
+    s: MemoryStructure,
+    entry_ids: Sequence[bytes],
+    missing_ok: bool,
+    seqs: list[int],
+    missing: list[bytes],
+) -> tuple[int, Exception | None]:
+    """Delete checked ids in order, under the structure's lock, as :func:`_move_each`."""
+    processed = 0
+    for entry_id in entry_ids:
+        found = s.entries.get(entry_id)
+        if found is None:
+            if not missing_ok:
+                return processed, cf_error(CFReason.NO_SUCH_ENTRY, f"no entry {entry_id.hex()}")
+            missing.append(entry_id)
+        else:
+            seqs.append(s.next_seq())
+            s.remove(found[0], found[1], True)
+            if s.touched:
+                s.notify()
+        processed += 1
+    return processed, None

@@ -664,6 +664,40 @@ class RedisListStructure(ListStructure):
         )
         return codec.bulk_result(len(entry_ids), reply)
 
+    def move_and_delete_entries(
+        self,
+        moves: Sequence[BulkMove],
+        entry_ids: Sequence[bytes],
+        *,
+        ignore_limit: bool = False,
+        missing_ok: bool = False,
+        not_locked: Iterable[int] = (),
+        budget: int | None = None,
+    ) -> BulkResult:
+        v.check_budget(budget)
+        for move in moves:
+            v.check_bulk_move(move, self._list_count)
+        for entry_id in entry_ids:
+            v.check_entry_id(entry_id)
+        locks = v.check_locks(not_locked, self._lock_count)
+        left = budget or DEFAULT_BULK_BUDGET
+        sent = moves[:left]
+        reply = self._run(
+            scripts.BULK_COMMIT,
+            self._key,
+            [
+                self._changer(),
+                b"1" if ignore_limit else b"",
+                b"1" if missing_ok else b"",
+                len(locks),
+                *locks,
+                len(sent),
+                *(codec.pack_move(move) for move in sent),
+                *entry_ids[: left - len(sent)],
+            ],
+        )
+        return codec.bulk_result(len(moves) + len(entry_ids), reply)
+
     def write_entries(
         self,
         writes: Sequence[BulkWrite],

@@ -21,6 +21,10 @@ every function without one of them before it starts, never halfway:
     full queue-sharing group and how managers keep their leases.  Flagged:
 
     * delete, bulk_delete: remove entries (record, data, list members).
+    * bulk_commit: bulk_move's moves, then bulk_delete's deletes (one unit's commit of
+      puts and gets): what those two may do, in one request; it only shrinks the
+      structure or rewrites entries in place, so a unit that gets and replies can
+      commit at ``maxmemory``.
     * move, bulk_move: a get (a move of the queue head), a commit of puts, a backout.
       A move rewrites the entry's record (with the small data it keeps, at the same
       length) and list member in place of the old ones and never writes entry data
@@ -155,6 +159,7 @@ REQUESTS = (
     "alive",
     "alter",
     "attach",
+    "bulk_commit",
     "bulk_delete",
     "bulk_move",
     "bulk_write",
@@ -202,6 +207,7 @@ def _fn(name: str) -> Function:
 ALIVE = _fn("alive")
 ALTER = _fn("alter")
 ATTACH = _fn("attach")
+BULK_COMMIT = _fn("bulk_commit")
 BULK_DELETE = _fn("bulk_delete")
 BULK_MOVE = _fn("bulk_move")
 BULK_WRITE = _fn("bulk_write")

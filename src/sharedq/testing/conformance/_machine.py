@@ -126,13 +126,20 @@ class StructureMachine(RuleBasedStateMachine):
                 self.last_seq = seq
         self._check_events()
 
-    def _check_events(self) -> None:
+    def _transitions(self) -> list[tuple[int, MonitorState]]:
+        """The monitors' transitions since the model was last looked at."""
         expected = []
         for mid, pred in self.monitors.items():
             now = pred(self.model)
             if now != self.states[mid]:
                 expected.append((mid, MonitorState.NONEMPTY if now else MonitorState.EMPTY))
                 self.states[mid] = now
+        return expected
+
+    def _check_events(self, before: list[tuple[int, MonitorState]] | None = None) -> None:
+        """The events queued are the transitions; ``before``: those of an earlier part of
+        the request (a list may go non-empty by a move and empty again by a delete)."""
+        expected = (before or []) + self._transitions()
         got = [(e.monitor_id, e.state) for e in self.real.events_nowait()]
         assert sorted(got, key=repr) == sorted(expected, key=repr)
 
@@ -310,6 +317,52 @@ class StructureMachine(RuleBasedStateMachine):
                 self.model.delete(entry)
         assert result.processed == min(budget, len(chosen))
         self._check_events()
+
+    @rule(
+        moved=st.lists(ids, max_size=4, unique=True),
+        deleted=st.lists(ids, max_size=4, unique=True),
+        to_list=lists,
+        budget=st.integers(1, 6),
+        missing_ok=st.booleans(),
+    )
+    def move_and_delete_entries(
+        self, moved: list[bytes], deleted: list[bytes], to_list: int, budget: int, missing_ok: bool
+    ) -> None:
+        result = self.real.move_and_delete_entries(
+            [BulkMove(i, to_list, increment_version=True) for i in moved],
+            deleted,
+            budget=budget,
+            missing_ok=missing_ok,
+            ignore_limit=True,
+        )
+        done, stopped = 0, False
+        for entry_id in moved[:budget]:
+            entry = self._model_entry(entry_id)
+            if entry is None:
+                if not missing_ok:
+                    stopped = True
+                    break
+            else:
+                self.model.move(entry, to_list, None, True, True)
+            done += 1
+        moves_told = self._transitions()  # each part's changes go one way
+        if not stopped:
+            for entry_id in deleted[: budget - done]:
+                entry = self._model_entry(entry_id)
+                if entry is None:
+                    if not missing_ok:
+                        stopped = True
+                        break
+                else:
+                    self.model.delete(entry)
+                done += 1
+        assert result.processed == done and result.requested == len(moved) + len(deleted)
+        assert (result.error is None) is not stopped
+        assert all(seq > self.last_seq for seq in result.seqs)
+        assert list(result.seqs) == sorted(set(result.seqs))
+        if result.seqs:
+            self.last_seq = result.seqs[-1]
+        self._check_events(moves_told)
 
     @rule(list_number=lists, key=keys, compare=st.sampled_from(list(Compare)))
     def read_by_key(self, list_number: int, key: bytes, compare: Compare) -> None:

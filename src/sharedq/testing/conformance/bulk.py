@@ -1,10 +1,18 @@
-"""Bulk moves and deletes by entry list, with budgets and redrive."""
+"""Bulk moves and deletes by entry list, with budgets and redrive; both in one request."""
 
 from __future__ import annotations
 
-from sharedq.cf import BulkMove, ById, ListFull, ListStructure, NoSuchEntry
+from sharedq.cf import (
+    BulkMove,
+    ById,
+    CouplingFacility,
+    ListFull,
+    ListStructure,
+    MonitorState,
+    NoSuchEntry,
+)
 from sharedq.cf.errors import InvalidRequest, ListMismatch
-from sharedq.testing.conformance._registry import check, raises
+from sharedq.testing.conformance._registry import MakeStructure, check, raises
 from sharedq.testing.conformance.helpers import data_on, eid, key, keys_on
 
 
@@ -130,3 +138,139 @@ def delete_entries_stops_at_a_missing_entry(struct: ListStructure) -> None:
 def bad_budget_is_refused(struct: ListStructure) -> None:
     with raises(InvalidRequest):
         struct.delete_entries([eid(1)], budget=0)
+
+
+# -- moves, then deletes, in one request -------------------------------------------------
+
+
+def _unit(struct: ListStructure) -> tuple[list[BulkMove], list[bytes]]:
+    """A unit's commit: three puts on list 0 to commit onto list 1, two gets on list 2."""
+    puts = _fill(struct, 3)
+    gets = [
+        struct.write(2, key(n), b"g%d" % n, entry_id=eid(100 + n)).entry.entry_id for n in (0, 1)
+    ]
+    moves = [BulkMove(i, 1, new_key=key(n), set_version=0, from_list=0) for n, i in enumerate(puts)]
+    return moves, gets
+
+
+@check
+def move_and_delete_entries_commits_puts_and_gets_in_one_request(struct: ListStructure) -> None:
+    moves, gets = _unit(struct)
+    result = struct.move_and_delete_entries(moves, gets)
+    assert result.complete and result.redrive_from is None
+    assert result.processed == result.requested == 5 and result.missing == ()
+    assert len(result.seqs) == 5 and list(result.seqs) == sorted(set(result.seqs))
+    assert keys_on(struct, 1) == [key(n) for n in range(3)]
+    assert struct.list_info(0).entries == struct.list_info(2).entries == 0
+    stats = struct.statistics()
+    assert stats.entries == 3
+
+
+@check
+def move_and_delete_entries_counts_moves_then_deletes_against_one_budget(
+    struct: ListStructure,
+) -> None:
+    moves, gets = _unit(struct)
+    first = struct.move_and_delete_entries(moves, gets, budget=2)
+    assert (first.processed, first.requested, first.redrive_from) == (2, 5, 2)
+    assert struct.list_info(1).entries == 2 and struct.list_info(2).entries == 2
+    second = struct.move_and_delete_entries(moves[2:], gets, budget=2)
+    assert (second.processed, second.redrive_from) == (2, 2)  # the last move, one delete
+    assert struct.list_info(1).entries == 3 and data_on(struct, 2) == [b"g1"]
+    third = struct.move_and_delete_entries([], gets[1:], budget=2)
+    assert third.complete and third.processed == 1
+    assert len(first.seqs + second.seqs + third.seqs) == 5
+    assert struct.statistics().entries == 3
+
+
+@check
+def move_and_delete_entries_validates_both_lists_before_changing_anything(
+    struct: ListStructure,
+) -> None:
+    moves, gets = _unit(struct)
+    with raises(InvalidRequest):
+        struct.move_and_delete_entries(moves, [gets[0], b"short"])
+    with raises(InvalidRequest):
+        struct.move_and_delete_entries([*moves, BulkMove(gets[0], 99)], gets)
+    with raises(InvalidRequest):
+        struct.move_and_delete_entries(moves, gets, budget=0)
+    assert struct.list_info(0).entries == 3 and struct.list_info(2).entries == 2
+
+
+@check
+def move_and_delete_entries_stops_at_a_move_before_any_delete(struct: ListStructure) -> None:
+    moves, gets = _unit(struct)
+    struct.move(ById(moves[1].entry_id), 3)  # moved away under the unit
+    result = struct.move_and_delete_entries(moves, gets)
+    assert isinstance(result.error, ListMismatch) and result.processed == 1
+    assert len(result.seqs) == 1 and result.redrive_from == 1
+    assert struct.list_info(1).entries == 1 and struct.list_info(2).entries == 2
+    struct.set_list_controls(1, limit=1)
+    result = struct.move_and_delete_entries(moves[2:], gets)
+    assert isinstance(result.error, ListFull) and result.processed == 0
+    result = struct.move_and_delete_entries(moves[2:], gets, ignore_limit=True)
+    assert result.complete and struct.statistics().entries == 3
+
+
+@check
+def move_and_delete_entries_missing_entries(struct: ListStructure) -> None:
+    moves, gets = _unit(struct)
+    ghost = BulkMove(eid(999), 1)
+    result = struct.move_and_delete_entries(
+        [moves[0], ghost, *moves[1:]], [eid(998), *gets], missing_ok=True
+    )
+    assert result.complete and result.processed == result.requested == 7
+    assert result.missing == (eid(999), eid(998)) and len(result.seqs) == 5
+    again = struct.move_and_delete_entries([], gets, missing_ok=True)  # idempotent
+    assert again.complete and again.seqs == () and again.missing == tuple(gets)
+    # Without missing_ok a missing delete stops the request, the moves before it done.
+    put = struct.write(0, key(0xF6), entry_id=eid(200)).entry.entry_id
+    gets = [
+        struct.write(2, key(n), b"h%d" % n, entry_id=eid(300 + n)).entry.entry_id for n in (0, 1)
+    ]
+    result = struct.move_and_delete_entries([BulkMove(put, 1)], [gets[0], eid(997), gets[1]])
+    assert isinstance(result.error, NoSuchEntry) and result.processed == 2
+    assert len(result.seqs) == 2 and data_on(struct, 2) == [b"h1"]
+    assert struct.list_info(1).entries == 4
+
+
+@check
+def move_and_delete_entries_deletes_what_it_moved(struct: ListStructure) -> None:
+    """The deletes see the moves: an entry moved and then named for deletion is gone,
+    and an id named twice for deletion is missing the second time."""
+    moves, gets = _unit(struct)
+    moved = moves[0].entry_id
+    result = struct.move_and_delete_entries(moves, [moved, *gets, gets[0]], missing_ok=True)
+    assert result.complete and result.missing == (gets[0],) and len(result.seqs) == 6
+    assert keys_on(struct, 1) == [key(1), key(2)] and struct.statistics().entries == 2
+    with raises(NoSuchEntry):
+        struct.read(ById(moved))
+
+
+@check
+def move_and_delete_entries_tells_monitors_what_two_requests_would(
+    facility: CouplingFacility, make_structure: MakeStructure
+) -> None:
+    name = make_structure()
+    with facility.connect(name, "WATCHER") as watcher, facility.connect(name, "WORKER") as worker:
+        moves, gets = _unit(worker)
+        into = watcher.monitor_list(1, notify_empty=True, token=b"INTO")
+        out_of = watcher.monitor_list(2, notify_empty=True, token=b"OUT")
+        source = watcher.monitor_list(0, notify_empty=True, token=b"SOURCE")
+        result = worker.move_and_delete_entries(moves, gets)
+        events = [(e.monitor_id, e.state, e.seq) for e in watcher.events_nowait()]
+        assert events == [
+            (into.monitor_id, MonitorState.NONEMPTY, result.seqs[0]),
+            (source.monitor_id, MonitorState.EMPTY, result.seqs[2]),
+            (out_of.monitor_id, MonitorState.EMPTY, result.seqs[4]),
+        ]
+
+
+@check
+def move_and_delete_entries_keeps_a_snapshot_as_it_was(struct: ListStructure) -> None:
+    moves, gets = _unit(struct)
+    before = {n: list(struct.scan(n)) for n in range(4)}
+    with struct.snapshot() as snap:
+        struct.move_and_delete_entries(moves, [moves[1].entry_id, *gets])
+        assert {n: list(snap.entries(n)) for n in range(4)} == before
+    assert struct.statistics().entries == 2
