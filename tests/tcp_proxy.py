@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Callable
 
 
 class ReplyDroppingProxy:
@@ -21,6 +22,7 @@ class ReplyDroppingProxy:
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self._armed = threading.Event()
+        self._meanwhile: Callable[[], None] | None = None
         self.dropped = 0
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -29,7 +31,10 @@ class ReplyDroppingProxy:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def drop_next_reply(self) -> None:
+    def drop_next_reply(self, meanwhile: Callable[[], None] | None = None) -> None:
+        """Lose the next reply; ``meanwhile`` runs once it is lost, before the client
+        sees its connection cut (so before it resends): another client's change."""
+        self._meanwhile = meanwhile
         self._armed.set()
 
     def close(self) -> None:
@@ -52,6 +57,9 @@ class ReplyDroppingProxy:
                 if replies and self._armed.is_set():
                     self._armed.clear()
                     self.dropped += 1
+                    meanwhile, self._meanwhile = self._meanwhile, None
+                    if meanwhile is not None:
+                        meanwhile()
                     break  # the reply is lost, and the connection with it
                 sink.sendall(data)
         except OSError:

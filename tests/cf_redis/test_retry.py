@@ -8,13 +8,15 @@ the first attempt's result instead of a second change.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from sharedq.cf import (
     BulkMove,
     ById,
+    CFError,
+    CFReason,
     Compare,
     Head,
     ListStructure,
@@ -159,3 +161,82 @@ def test_connect_create_and_delete_with_lost_replies(proxy: ReplyDroppingProxy) 
         facility.delete("QSG2")
         assert proxy.dropped == 3
         assert not facility.exists("QSG2")
+
+
+@pytest.fixture
+def other(redis_server: RedisServer, facility: RedisFacility) -> Iterator[ListStructure]:
+    """A second user, straight to the server: its changes land while a reply is lost."""
+    with (
+        RedisFacility.from_url(redis_server.url, lease_seconds=600) as direct,
+        direct.connect("QSG1", "QM2") as conn,
+    ):
+        yield conn
+
+
+def test_a_resent_get_of_large_data_reads_it_again_where_the_entry_keeps_it(
+    conn: ListStructure, other: ListStructure, proxy: ReplyDroppingProxy
+) -> None:
+    """A get of data kept apart keeps no copy of it for a resend: the resend finds the
+    entry as the get left it (other entries changed meanwhile) and returns its data."""
+    large = conn.write(0, key(1), b"L" * 3000).entry
+    conn.write(0, key(2), b"M" * 3000)
+    proxy.drop_next_reply(lambda: other.write(2, key(3), b"elsewhere" * 100))
+    got = conn.move(GET, 1)
+    assert proxy.dropped == 1
+    assert got is not None and got.entry == large._replace(list_number=1)
+    assert [e.data for e in conn.scan(1)] == [b"L" * 3000]
+    assert [e.data for e in conn.scan(0)] == [b"M" * 3000]
+
+
+def _changes(other: ListStructure, entry_id: bytes) -> dict[str, Callable[[], object]]:
+    return {
+        "deleted": lambda: other.delete(ById(entry_id)),
+        "data replaced": lambda: other.update(ById(entry_id), data=b"R" * 3000),
+        "moved back": lambda: other.move(ById(entry_id), 0),
+        "version increased": lambda: other.update(ById(entry_id), increment_version=True),
+    }
+
+
+@pytest.mark.parametrize("change", ["deleted", "data replaced", "moved back", "version increased"])
+def test_a_resent_get_whose_large_entry_changed_fails_rather_than_return_other_data(
+    conn: ListStructure, other: ListStructure, proxy: ReplyDroppingProxy, change: str
+) -> None:
+    """The data a lost get returned is gone or may be: the resend says the connection
+    failed (the move was done, what it returned cannot be told), never other data."""
+    large = conn.write(0, key(1), b"L" * 3000).entry
+    proxy.drop_next_reply(_changes(other, large.entry_id)[change])
+    with pytest.raises(CFError) as failed:
+        conn.move(GET, 1)
+    assert proxy.dropped == 1
+    assert failed.value.reason is CFReason.CONNECTION_FAILED
+    assert "was lost" in str(failed.value)
+    # The connection goes on: the next request is served as ever.
+    assert conn.write(3, key(9), b"after").entry.data == b"after"
+
+
+def test_a_resent_get_fails_after_any_update_replaced_data_kept_apart(
+    conn: ListStructure, other: ListStructure, proxy: ReplyDroppingProxy
+) -> None:
+    """An update may leave a record byte for byte as it was while replacing its data:
+    the resend cannot tell whose data was replaced, so any such update after the get
+    fails it (updates of data in place are rare; a resend is rarer)."""
+    large = conn.write(0, key(1), b"L" * 3000).entry
+    unrelated = conn.write(2, key(2), b"U" * 3000).entry
+    proxy.drop_next_reply(lambda: other.update(ById(unrelated.entry_id), data=b"V" * 3000))
+    with pytest.raises(CFError) as failed:
+        conn.move(GET, 1)
+    assert failed.value.reason is CFReason.CONNECTION_FAILED
+    assert [e.entry_id for e in conn.scan(1)] == [large.entry_id]
+
+
+@pytest.mark.parametrize("change", ["deleted", "data replaced", "moved back", "version increased"])
+def test_a_resent_get_of_small_data_returns_the_first_reply_whatever_changed(
+    conn: ListStructure, other: ListStructure, proxy: ReplyDroppingProxy, change: str
+) -> None:
+    """Small data is in the record the result keeps: the resend returns the entry as the
+    get left it, whatever happened to it since."""
+    small = conn.write(0, key(1), b"s" * 100).entry
+    proxy.drop_next_reply(_changes(other, small.entry_id)[change])
+    got = conn.move(GET, 1)
+    assert proxy.dropped == 1
+    assert got is not None and got.entry == small._replace(list_number=1)

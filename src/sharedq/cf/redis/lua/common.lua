@@ -48,7 +48,7 @@ local STRUCTURE_FULL, LIST_FULL, EMC_AREA_FULL, ALTER_REJECTED = 1040, 1041, 104
 local VERSION_MISMATCH, AUTHORITY_MISMATCH, LOCK_HELD = 1050, 1051, 1052
 local LOCK_NOT_HELD, LIST_MISMATCH = 1053, 1054
 local BAD_ARGUMENT, BAD_STRUCTURE_PARAMS = 1008, 1010
-local STRUCTURE_LOST, SERVER_UNSUITABLE = 1060, 1063
+local STRUCTURE_LOST, CONNECTION_FAILED, SERVER_UNSUITABLE = 1060, 1061, 1063
 
 -- Strings of small numbers made once and kept: Lua makes 'L' .. n with sprintf (about
 -- 0.2 us), and a number passed to redis.call is printed the same way.
@@ -430,7 +430,8 @@ local REPLY2, REPLY3, REPLY4 = {}, {}, {}
 -- 'q<user>:<channel>d'), 'i' the same for a
 -- change whose data is the data its record keeps (so no copy of it is kept apart),
 -- 'e' the same for a change whose reply carries no data (a delete asked for none, or
--- an entry without data), 'm' anything else in MessagePack.
+-- an entry without data), 'a' the same for a move whose data stays apart in D under the
+-- entry's id (named, not copied: see named_result), 'm' anything else in MessagePack.
 --
 -- Why the functions flagged allow-oom (scripts.py) may keep these even when the server
 -- is at maxmemory: the record is bounded.  There are two fields per client thread of a
@@ -462,6 +463,31 @@ local function kept_field()
   return f
 end
 
+-- A move's result whose data stayed apart (kind 'a': seq, record): a get copied no
+-- data of 4 KiB into the meta hash for a resend that hardly ever comes.  The data is
+-- read again from D, which is sound only while nothing changed the entry since: its
+-- record is the one the move left (any later move or write of that id has another
+-- ordinal, a later update another version, lengths or adjunct; a delete leaves none),
+-- and no update replaced data kept apart after the move ('dg' in the meta hash: the
+-- seq of the last such update, anywhere in the structure, since an update may leave
+-- the record as it was).  Otherwise the first attempt's data is gone: the resend
+-- fails with CONNECTION_FAILED, as it would had the server stayed out of reach (the
+-- move was done; what it returned cannot be told), never with other data.
+local function named_result(body)
+  local seq, r = from_be(ssub(body, 1, 8)), ssub(body, 9)
+  local id = ssub(r, 1, 12)
+  local now = redis.call('HGET', E, id)
+  local replaced = redis.call('HGET', M, 'dg')
+  if now ~= r or (replaced and from_be(replaced) > seq) then
+    local why = 'was deleted'
+    if now then why = 'changed' end
+    fail(CONNECTION_FAILED, 'the reply to a move of entry ' .. hex(id) .. ' was lost and'
+      .. ' the entry ' .. why .. ' before the move was resent: its data as the move left'
+      .. ' it cannot be returned')
+  end
+  return {seq, r, redis.call('HGET', D, id)}
+end
+
 local function recorded()
   if not RETRY or REQ == '' then return nil end
   local prev = redis.call('HGET', M, kept_field())
@@ -469,6 +495,7 @@ local function recorded()
   local kind, body = ssub(prev, 9, 9), ssub(prev, 10)
   if kind == 'N' then return from_be(body) end
   if kind == 'n' then return tonumber(body) end  -- as a library before 'N' kept it
+  if kind == 'a' then return named_result(body) end
   if kind == 'c' then
     local data = redis.call('HGET', M, kept_field() .. 'd')
     return {from_be(ssub(body, 1, 8)), ssub(body, 9), data}
@@ -499,6 +526,14 @@ local function kept_change(seq, r, data)
   if data == false then return field, REQ .. 'i' .. be(seq, 8) .. r end
   if data == '' then return field, REQ .. 'e' .. be(seq, 8) .. r end
   return field, REQ .. 'c' .. be(seq, 8) .. r, field .. 'd', data
+end
+
+-- A move's result: its data named when it stays apart (kind 'a', see named_result),
+-- else as kept_change keeps it.
+local function kept_move(seq, r, data)
+  if REQ == '' then return end
+  if data and data ~= '' then return kept_field(), REQ .. 'a' .. be(seq, 8) .. r end
+  return kept_change(seq, r, data)
 end
 
 -- Keep a result of another shape, with an HSET of its own.

@@ -5,9 +5,9 @@
 -- allow-oom (a get is a move, and so are a commit of puts and a backout): the entry's
 -- record and list member replace the old ones (a new secondary key may lengthen the
 -- record and add one index member, once per entry), and its data in D is never
--- written.  The one copy of the data it makes is the result kept for a resend, which
--- replaces the calling thread's previous one (see kept_field in common.lua); a
--- snapshot being read keeps the old record, once per entry (keep_old).
+-- written.  The result kept for a resend replaces the calling thread's previous one
+-- (see kept_field in common.lua) and names data kept apart rather than copy it (kind
+-- 'a'); a snapshot being read keeps the old record, once per entry (keep_old).
 local done = RETRY and recorded()
 if done then return done end
 local spec = ARGV[3]
@@ -54,9 +54,9 @@ if to ~= from then
   source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
   target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
   redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source),
-    lfield(to), packed_controls(target), kept_change(seq, moved, data))
+    lfield(to), packed_controls(target), kept_move(seq, moved, data))
 else
-  redis.call('HSET', M, 'c', packed_counters(c), kept_change(seq, moved, data))
+  redis.call('HSET', M, 'c', packed_counters(c), kept_move(seq, moved, data))
 end
 if #touched > 0 then notify(seq) end
 -- The source list's entry count too (a retried request's kept reply has three items).

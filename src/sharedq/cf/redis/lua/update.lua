@@ -39,6 +39,8 @@ local updated = ssub(r, 1, 38) .. version .. schar(elements, #adjunct, #skey)
   .. adjunct .. skey .. inline
 keep_old(r, ARGV[4] ~= 'u')
 if ARGV[4] ~= 'u' then
+  -- A move's kept result may name the data this replaces (see named_result).
+  if data_apart(r) then redis.call('HSET', M, 'dg', be(seq, 8)) end
   if elements > 0 and inline == '' then
     redis.call('HSET', D, rec_id(r), data)
   else
