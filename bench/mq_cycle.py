@@ -71,8 +71,17 @@ queue with every depth event enabled and its depth just under the High limit aga
 events disabled (target >= 0.9), and ``event_cost_ms_3_managers``, one High event with
 three managers until the three messages are on the event queue, with its round trips.
 
+Request/reply (``reply``): the server side of the canonical MQ pattern, a request
+queue pre-filled (untimed) and, per cycle, a get of a request in a unit of work, a put
+of a 100-byte reply to a reply queue in the same unit, and the unit's commit (one
+``move_and_delete_entries`` request when the mixed commit is in one request).  Against
+Redis Streams in the same run, turn about: ``XREADGROUP COUNT 1`` on a pre-filled
+request stream, then ``XADD`` of the reply and ``XACK`` of the request in one pipeline
+(two round trips).  ``reply_ratio_vs_streams``; round trips, server calls and server
+time per cycle of both, counted in a pass of their own as for the cycle.
+
 ``--parts`` runs only some figures (memory, cycle, accounting, batch, bytes, wait,
-events, aggregate), e.g. to compare two source trees in turns.
+reply, events, aggregate), e.g. to compare two source trees in turns.
 
 Rounds of sharedq and of the baselines alternate, and each figure is the best round,
 so that a busy moment on a shared machine does not decide a ratio.
@@ -132,7 +141,13 @@ AGGREGATE_SECONDS = (1.0, 5.0)
 ADMIN = "BENCHADM"
 QUEUE = "BENCH.Q"
 #: The figures ``--parts`` can choose among (all by default).
-PARTS = ("memory", "cycle", "accounting", "batch", "bytes", "wait", "events", "aggregate")
+PARTS = (
+    "memory", "cycle", "accounting", "batch", "bytes", "wait", "reply", "events", "aggregate",
+)  # fmt: skip
+#: The request/reply figure: its structure and queues, and cycles per round (quick, full).
+REPLY_ADMIN = "BENCHRPL"
+REQUESTS, REPLIES = "BENCH.REQUEST", "BENCH.REPLY"
+REPLY_ROUND = (2_000, 10_000)
 #: Commands a client sends that run others inside them (their time includes those).
 SCRIPTS = ("fcall", "fcall_ro", "eval", "evalsha", "eval_ro", "evalsha_ro")
 DURABILITY = (
@@ -296,6 +311,8 @@ def redis_figures(
             memory_use_figures(report, facility)
         if "wait" in parts:
             wait_figures(report, facility, WAIT_MESSAGES[not quick])
+        if "reply" in parts:
+            reply_figures(report, facility, REPLY_ROUND[not quick], rounds)
         if facility.exists(ADMIN):
             facility.delete(ADMIN, force=True)
         if "events" in parts:
@@ -703,6 +720,105 @@ def wait_figures(report: Report, facility: RedisFacility, count: int) -> None:
     report.add("wait_brpop_p50_ms", theirs_p50 * 1000, "ms", "LPUSH -> a waiting BRPOP returns")
     report.add("wait_p50_ratio_vs_brpop", ours_p50 / theirs_p50, "", "target <= 1.3")
     report.add("wait_messages", count)
+
+
+def _reply_manager(facility: RedisFacility, messages: int) -> QueueManager:
+    """A manager on a fresh structure of its own holding the request and reply queues."""
+    if facility.exists(REPLY_ADMIN):
+        facility.delete(REPLY_ADMIN, force=True)
+    facility.create(
+        structure_params(REPLY_ADMIN, queues=4, managers=2, messages=messages, message_bytes=100)
+    )
+    qm = QueueManager(facility, "BENCHRPL1", 1, admin=REPLY_ADMIN)
+    for name in (REQUESTS, REPLIES):
+        qm.define_queue(name, max_depth=1_000_000)
+    return qm
+
+
+def reply_figures(report: Report, facility: RedisFacility, n: int, rounds: int) -> None:
+    """Request/reply cycles (get in a unit, put the reply, commit) against Streams
+    (XREADGROUP COUNT 1, then XADD + XACK pipelined), in turns; then their accounting."""
+    public: Any = facility.client.redis
+    body = b"x" * 100
+    qm = _reply_manager(facility, 2 * n + 1_000)
+    requests, replies = qm.open(REQUESTS), qm.open(REPLIES)
+    request_key, reply_key = "sharedq:bench:requests", "sharedq:bench:replies"
+
+    def fill(count: int) -> None:
+        for first in range(0, count, BATCH_UNIT):
+            requests.put_many([body] * min(BATCH_UNIT, count - first), persistent=True)
+
+    def drain_replies() -> None:
+        while replies.get_many(BATCH_UNIT):
+            pass
+
+    def ours(count: int) -> None:
+        get, put, unit = requests.get, replies.put, qm.unit_of_work
+        for _ in range(count):
+            uow = unit()
+            get(uow=uow)
+            put(body, persistent=True, uow=uow)
+            uow.commit()
+
+    def fill_stream(count: int) -> None:
+        public.delete(request_key, reply_key)
+        public.xgroup_create(request_key, "g", id="$", mkstream=True)
+        for first in range(0, count, BATCH_UNIT):
+            pipe = public.pipeline(transaction=False)
+            for _ in range(min(BATCH_UNIT, count - first)):
+                pipe.xadd(request_key, {"b": body})
+            pipe.execute()
+
+    def streams(count: int) -> None:
+        xreadgroup, pipeline = public.xreadgroup, public.pipeline
+        wanted = {request_key: ">"}
+        for _ in range(count):
+            reply = xreadgroup("g", "c", wanted, count=1)
+            pipe = pipeline(transaction=False)
+            pipe.xadd(reply_key, {"b": body})
+            pipe.xack(request_key, "g", reply[0][1][0][0])
+            pipe.execute()
+
+    fill(500)
+    ours(500)
+    drain_replies()
+    best_ours = best_streams = 0.0
+    for _ in range(rounds):
+        fill(n)
+        best_ours = max(best_ours, rate(n, lambda: ours(n)))
+        drain_replies()
+        fill_stream(n)
+        best_streams = max(best_streams, rate(n, lambda: streams(n)))
+    fill(ACCOUNTED_CYCLES)
+    trips, calls, usec = accounted(public, lambda: ours(ACCOUNTED_CYCLES), ACCOUNTED_CYCLES)
+    drain_replies()
+    fill_stream(ACCOUNTED_CYCLES)
+    s_trips, s_calls, s_usec = accounted(
+        public, lambda: streams(ACCOUNTED_CYCLES), ACCOUNTED_CYCLES
+    )
+    public.delete(request_key, reply_key)
+    qm.close()
+    facility.delete(REPLY_ADMIN, force=True)
+    report.add(
+        "reply_cycles_per_s",
+        best_ours,
+        "cycles/s",
+        "get a request in a unit, put a 100-byte reply in it, commit",
+    )
+    report.add(
+        "reply_streams_cycles_per_s",
+        best_streams,
+        "cycles/s",
+        "XREADGROUP COUNT 1; XADD reply + XACK pipelined",
+    )
+    report.add("reply_ratio_vs_streams", best_ours / best_streams)
+    report.add("reply_round_trips_per_cycle", trips, "", "requests the client sent, per cycle")
+    report.add("reply_calls_per_cycle", calls, "", "commands the server ran, nested included")
+    report.add("reply_server_us_per_cycle", usec, "us", "INFO commandstats")
+    report.add("reply_streams_round_trips_per_cycle", s_trips)
+    report.add("reply_streams_calls_per_cycle", s_calls)
+    report.add("reply_streams_server_us_per_cycle", s_usec, "us")
+    report.add("reply_cycles_per_round", n)
 
 
 def _manager_process(

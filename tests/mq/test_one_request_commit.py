@@ -1,17 +1,17 @@
 """A unit of work's commit in one request (``sharedq.mq.onecommit``), on both backends.
 
-An active unit of one structure whose commit actions are all puts (one bulk move) or
-all gets (one bulk delete), within one request's budget, commits with that request and
-no descriptors when its manager has no recovery log; every other unit keeps the
-descriptor protocol.  Requests are counted with a fault hook (one call per structure
-request), never timed.  The crash tests stop the manager dead (in-process on memory,
-SIGKILL of a manager process on Redis) just before and just after the one request:
-peer recovery, or the manager's restart, then finds the unit all backed out or all
-committed.
+An active unit of one structure whose commit actions are puts (one bulk move), gets
+(one bulk delete) or both (one ``move_and_delete_entries``: request/reply), within one
+request's budget, commits with that request and no descriptors when its manager has no
+recovery log; every other unit keeps the descriptor protocol.  Requests are counted
+with a fault hook (one call per structure request), never timed.  The crash tests stop
+the manager dead (in-process on memory, SIGKILL of a manager process on Redis) just
+before and just after the one request: peer recovery, or the manager's restart, then
+finds the unit all backed out or all committed.
 
 This file is also the victim's program: ``python -m tests.mq.test_one_request_commit
-URL KIND POINT`` runs one unit (``puts`` or ``gets``) and kills itself with SIGKILL
-``before`` or ``after`` its commit request.
+URL KIND POINT`` runs one unit (``puts``, ``gets`` or ``mixed``) and kills itself with
+SIGKILL ``before`` or ``after`` its commit request.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +38,7 @@ from sharedq.mq import (
 from sharedq.recovery import RecoverySettings
 from sharedq.testing import SimulatedFailure
 from sharedq.testing.redis_server import RedisServer
+from sharedq.testing.waits import wait_asleep_in_wait_events
 from tests.mq.conftest import ADMIN, APP, MakeManager
 from tests.mq.crash_harness import wait_until_failed
 from tests.mq.faults import CrashAt
@@ -152,6 +154,128 @@ def test_a_backed_out_unit_still_leaves_nothing(make_qm: MakeManager) -> None:
     ]
 
 
+# -- puts and gets in one request: request/reply ------------------------------------------
+
+
+def test_a_unit_of_puts_and_gets_commits_in_one_request(make_qm: MakeManager) -> None:
+    counting = Counting()
+    qm = make_qm(1, faults=counting)
+    qm.define_queue("Q", structure=APP)
+    queue = qm.open("Q")
+    queue.put(b"old")
+    uow = qm.unit_of_work()
+    assert queue.get(uow=uow).body == b"old"
+    queue.put_many([b"n1", b"n2"], uow=uow)
+    assert counting.during(uow.commit) == ["move_and_delete_entries"]
+    assert counting.to(ADMIN) == []  # no descriptors
+    assert [m.body for m in drain(qm, "Q")] == [b"n1", b"n2"] and descriptor_count(qm) == 0
+
+
+def test_request_reply_commits_in_one_request_and_backs_out_whole(make_qm: MakeManager) -> None:
+    """The canonical unit: get a request, put its reply, commit.  The commit is one
+    request; the reply is then visible to the requester and the request gone.  Backed
+    out instead, the request is back (backout count 1) and no reply exists."""
+    counting = Counting()
+    requester, server = make_qm(1), make_qm(2, faults=counting)
+    for name in ("REQ", "REPLY"):
+        requester.define_queue(name, structure=APP)
+    requester.open("REQ").put_many([b"req1", b"req2"], persistent=True)
+    requests, replies = server.open("REQ"), server.open("REPLY")
+    uow = server.unit_of_work()
+    request = requests.get(uow=uow)
+    replies.put(b"reply to " + request.body, persistent=True, uow=uow)
+    assert requester.open("REPLY").get_many(10) == []  # invisible until commit
+    assert counting.during(uow.commit) == ["move_and_delete_entries"]
+    assert [m.body for m in drain(requester, "REPLY")] == [b"reply to req1"]
+    assert committed(requester, "REQ") == [b"req2"] and descriptor_count(requester) == 0
+    assert get_list(requester, APP, of=server) == []
+    uow = server.unit_of_work()
+    request = requests.get(uow=uow)
+    replies.put(b"reply to " + request.body, uow=uow)
+    counting.during(uow.backout)
+    assert [(m.body, m.backout_count) for m in drain(requester, "REQ")] == [(b"req2", 1)]
+    assert drain(requester, "REPLY") == [] and put_list(requester, "REPLY") == []
+    assert get_list(requester, APP, of=server) == [] and descriptor_count(requester) == 0
+
+
+def test_gets_own_puts_and_replies_of_several_queues_commit_in_one_request(
+    make_qm: MakeManager,
+) -> None:
+    """Puts to two queues, gets of committed messages of two queues and one of the
+    unit's own puts: one request, the puts moved and every get deleted."""
+    counting = Counting()
+    qm = make_qm(1, faults=counting)
+    for name in ("QA", "QB"):
+        qm.define_queue(name, structure=APP)
+    qa, qb = qm.open("QA"), qm.open("QB")
+    qa.put_many([b"a0", b"a1"])
+    qb.put(b"b0")
+    uow = qm.unit_of_work()
+    assert qa.get(uow=uow).body == b"a0"
+    qb.put_many([b"own", b"b-new"], uow=uow)
+    assert qb.get(uow=uow).body == b"b0"  # older than the unit's puts
+    assert qb.get(uow=uow).body == b"own"  # its own put, got back
+    qa.put(b"a-new", priority=2, uow=uow)
+    assert counting.during(uow.commit) == ["move_and_delete_entries"]
+    assert [(m.body, m.priority) for m in drain(qm, "QA")] == [(b"a-new", 2), (b"a1", 0)]
+    assert [m.body for m in drain(qm, "QB")] == [b"b-new"]
+    uow = qm.unit_of_work()
+    qb.put(b"mine", uow=uow)
+    assert qb.get(uow=uow).body == b"mine"  # its own put, got back
+    qa.put(b"also", uow=uow)
+    assert counting.during(uow.commit) == ["move_and_delete_entries"]
+    assert put_list(qm, "QB") == [] and [m.body for m in drain(qm, "QA")] == [b"also"]
+    assert descriptor_count(qm) == 0
+
+
+def test_a_waiting_getter_is_woken_by_a_reply_committed_in_one_request(
+    make_qm: MakeManager,
+) -> None:
+    """The reply queue's monitor is told by the one request, as by a bulk move."""
+    requester, server = make_qm(1), make_qm(2)
+    for name in ("REQ", "REPLY"):
+        requester.define_queue(name, structure=APP)
+    requester.open("REQ").put(b"req")
+    got: list[bytes] = []
+    waiter = threading.Thread(target=lambda: got.append(requester.open("REPLY").get(wait=30).body))
+    waiter.start()
+    wait_asleep_in_wait_events(waiter)
+    uow = server.unit_of_work()
+    server.open("REPLY").put(b"reply", uow=uow)
+    server.open("REQ").get(uow=uow)
+    server.open("REPLY").put(b"more", uow=uow)
+    uow.commit()
+    waiter.join(30)
+    assert got == [b"reply"]
+
+
+def test_a_mixed_request_part_done_finishes_with_descriptors(
+    make_qm: MakeManager, facility: CouplingFacility
+) -> None:
+    """A put of a request/reply unit moved away under it: the one request stops there,
+    before its deletes; the rest (the other put, the get) is committed from descriptors
+    "in commit"."""
+    counting = Counting()
+    qm = make_qm(1, faults=counting)
+    for name in ("Q", "ASIDE"):
+        qm.define_queue(name, structure=APP)
+    queue = qm.open("Q")
+    queue.put(b"request")
+    uow = qm.unit_of_work()
+    assert queue.get(uow=uow).body == b"request"
+    queue.put_many([b"r1", b"r2", b"r3"], uow=uow)
+    view = qm.view()
+    where, aside = view.queue("Q"), view.queue("ASIDE")
+    moved = [e for e in view.entries(APP, where.put_list) if e.data.endswith(b"r2")]
+    with facility.connect(APP, "MOVER") as mover:
+        mover.move(ById(moved[0].entry_id, where.put_list), aside.put_list)
+    counting.during(uow.commit)
+    assert counting.to(APP) == ["move_and_delete_entries", "move_entries", "delete_entries"]
+    assert counting.to(ADMIN) == ["write", "delete_entries"]
+    assert committed(qm, "Q") == [b"r1", b"r3"] and get_list(qm, APP) == []
+    assert descriptor_count(qm) == 0
+
+
 # -- the descriptor path kept -----------------------------------------------------------
 
 
@@ -167,20 +291,6 @@ def test_a_unit_over_the_budget_commits_with_descriptors(make_qm: MakeManager) -
     assert "write" in counting.to(ADMIN) and "update" in counting.to(ADMIN)
     assert "move_entries" in counting.to(APP)  # one or more (the backend's budget)
     assert [m.body for m in drain(qm, "Q")] == bodies and descriptor_count(qm) == 0
-
-
-def test_a_unit_of_puts_and_gets_commits_with_descriptors(make_qm: MakeManager) -> None:
-    counting = Counting()
-    qm = make_qm(1, faults=counting)
-    qm.define_queue("Q", structure=APP)
-    queue = qm.open("Q")
-    queue.put(b"old")
-    uow = qm.unit_of_work()
-    assert queue.get(uow=uow).body == b"old"
-    queue.put_many([b"n1", b"n2"], uow=uow)
-    counting.during(uow.commit)
-    assert counting.to(ADMIN)[:2] == ["write", "update"]
-    assert [m.body for m in drain(qm, "Q")] == [b"n1", b"n2"] and descriptor_count(qm) == 0
 
 
 def test_a_logged_manager_commits_with_descriptors(make_qm: MakeManager, tmp_path: Path) -> None:
@@ -296,18 +406,24 @@ def _setup(facility: CouplingFacility) -> None:
 
 
 def _unit(qm: QueueManager, kind: str) -> UnitOfWork:
-    """``puts``: 50 to QA and 50 to QB; ``gets``: QA's 60 messages."""
+    """``puts``: 50 to QA and 50 to QB; ``gets``: QA's 60 messages; ``mixed`` (request
+    and reply): QA's 60 messages got and 50 replies put to QB."""
     uow = qm.unit_of_work()
+    if kind in ("gets", "mixed"):
+        assert len(qm.open("QA").get_many(60, uow=uow)) == 60
     if kind == "puts":
         qm.open("QA").put_many(_bodies("newa", 50), persistent=True, uow=uow)
+    if kind in ("puts", "mixed"):
         qm.open("QB").put_many(_bodies("newb", 50), persistent=True, uow=uow)
-    else:
-        assert len(qm.open("QA").get_many(60, uow=uow)) == 60
     return uow
 
 
+#: The one request that commits each kind of unit.
+_REQUEST = {"puts": "move_entries", "gets": "delete_entries", "mixed": "move_and_delete_entries"}
+
+
 def _at_commit(kind: str, point: str) -> CrashAt:
-    request = "move_entries" if kind == "puts" else "delete_entries"
+    request = _REQUEST[kind]
     before = point == "before"
     return CrashAt(1, when=lambda r, s, b: r == request and s == APP and b == before)
 
@@ -316,15 +432,15 @@ def _check(qm: QueueManager, kind: str, point: str) -> None:
     """All backed out (killed before the request) or all committed (after it)."""
     old = _bodies("old", 60)
     contents = {q: [(m.body, m.backout_count) for m in drain(qm, q)] for q in ("QA", "QB")}
+    new_b = [(b, 0) for b in _bodies("newb", 50)]
     if point == "before":
-        count = 1 if kind == "gets" else 0
+        count = 0 if kind == "puts" else 1
         assert contents == {"QA": [(b, count) for b in old], "QB": []}
     elif kind == "puts":
         new_a = [(b, 0) for b in _bodies("newa", 50)]
-        assert contents == {
-            "QA": [(b, 0) for b in old] + new_a,
-            "QB": [(b, 0) for b in _bodies("newb", 50)],
-        }
+        assert contents == {"QA": [(b, 0) for b in old] + new_a, "QB": new_b}
+    elif kind == "mixed":
+        assert contents == {"QA": [], "QB": new_b}
     else:
         assert contents == {"QA": [], "QB": []}
     assert descriptor_count(qm) == 0
@@ -333,7 +449,7 @@ def _check(qm: QueueManager, kind: str, point: str) -> None:
 
 
 @pytest.mark.parametrize("point", ["before", "after"])
-@pytest.mark.parametrize("kind", ["puts", "gets"])
+@pytest.mark.parametrize("kind", ["puts", "gets", "mixed"])
 def test_stopped_dead_at_the_one_request_in_process(kind: str, point: str) -> None:
     from sharedq.cf.memory import MemoryFacility
 
@@ -377,7 +493,7 @@ def _restarted(facility: CouplingFacility) -> QueueManager:
 
 @pytest.mark.parametrize("recoverer", ["peer", "restart"])
 @pytest.mark.parametrize("point", ["before", "after"])
-@pytest.mark.parametrize("kind", ["puts", "gets"])
+@pytest.mark.parametrize("kind", ["puts", "gets", "mixed"])
 def test_a_manager_process_killed_at_the_one_request(
     redis_servers: Callable[..., RedisServer], kind: str, point: str, recoverer: str
 ) -> None:

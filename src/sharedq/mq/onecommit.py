@@ -13,15 +13,21 @@ with that request alone, as a one-operation unit commits with one move or delete
   request, and those records are not one atomic log write (a log cut short among them
   would hold part of a commit that nothing marks decided), so a logged manager keeps
   the descriptors and the logged decision;
-* its commit actions are of one kind: all puts, committed with one ``move_entries`` of
-  their commit moves (committed key, secondary key, version 0, as
-  :func:`commit_move`), across the structure's queues; or all gets (the unit's own
-  puts it got among them), deleted with one ``delete_entries``;
-* they fit in one request: at most :data:`ONE_REQUEST_LIMIT` of them.
+* they fit in one request: at most :data:`ONE_REQUEST_LIMIT` commit actions.
 
-The order is the descriptor path's: queues in order of first access, each queue's
-operations in priority and put-time order.  Entries already gone count as done, and an
-entry found moved away (``ListMismatch``) is skipped, as the redriven bulk requests of
+Its puts are committed with their commit moves (committed key, secondary key, version
+0, as :func:`commit_move`), across the structure's queues; its gets (the unit's own
+puts it got among them) are deleted.  All puts: one ``move_entries``; all gets: one
+``delete_entries``; both, the request/reply unit (get a request, put the reply,
+commit): one ``move_and_delete_entries``, the moves and then the deletes in one atomic
+request.
+
+The order: the puts, queues in order of first access and each queue's in priority and
+put-time order, then the gets in the same order.  The descriptor path takes each
+queue's puts and then its gets, queue by queue; one atomic request shows nobody any
+order between them, and its monitors are told of each list's transitions as the two
+bulk requests would tell them.  Entries already gone count as done, and an entry found
+moved away (``ListMismatch``) is skipped, as the redriven bulk requests of
 :mod:`sharedq.mq.bulk` do.
 """
 
@@ -64,11 +70,16 @@ def commit_move(trop: Trop) -> BulkMove:
 
 @dataclass(frozen=True)
 class OneRequest:
-    """A unit's commit as one request: where, what, and whether it moves puts."""
+    """A unit's commit as one request: where, its puts and its gets (either may be
+    empty), and all of them in the request's order."""
 
     acc: StructureAccess
-    trops: list[Trop]
-    puts: bool
+    puts: list[Trop]
+    gets: list[Trop]
+
+    @property
+    def trops(self) -> list[Trop]:
+        return self.puts + self.gets
 
 
 def plan(core: ManagerCore, uow: UnitState) -> OneRequest | None:
@@ -78,21 +89,19 @@ def plan(core: ManagerCore, uow: UnitState) -> OneRequest | None:
     if len(uow.structures) != 1:
         return None
     (per_structure,) = uow.structures.values()
-    trops: list[Trop] = []
+    puts: list[Trop] = []
+    gets: list[Trop] = []
     for trqs in per_structure.values():
-        trops += trqs.ordered()
-        if len(trops) > ONE_REQUEST_LIMIT:
+        for trop in trqs.ordered():
+            (puts if trop.kind is TropKind.PUT else gets).append(trop)
+        if len(puts) + len(gets) > ONE_REQUEST_LIMIT:
             return None
-    if len(trops) < 2:
+    if len(puts) + len(gets) < 2:
         return None
-    puts = trops[0].kind is TropKind.PUT
-    for trop in trops:
-        if (trop.kind is TropKind.PUT) is not puts:
-            return None
-    acc = trops[0].trqs.queue.acc
+    acc = (puts or gets)[0].trqs.queue.acc
     if acc.journaling:
         return None
-    return OneRequest(acc, trops, puts)
+    return OneRequest(acc, puts, gets)
 
 
 def send(request: OneRequest, uow_id: bytes) -> list[Trop]:
@@ -100,13 +109,24 @@ def send(request: OneRequest, uow_id: bytes) -> list[Trop]:
 
     Raises what the structure raised when it refused the request as a whole.
     """
-    trops = request.trops
+    puts, gets = request.puts, request.gets
     # Meanings are read only by a journal, and a unit planned here has none.
     meanings: tuple[EntryMeaning, ...] = ()
     result: BulkResult
-    if request.puts:
+    if puts and gets:
+        result = request.acc.move_and_delete_entries(
+            [commit_move(t) for t in puts],
+            [t.entry_id for t in gets],
+            missing_ok=True,
+            move_kind=ChangeKind.COMMIT_PUTS,
+            delete_kind=ChangeKind.COMMIT_GETS,
+            uow=uow_id,
+            move_meanings=meanings,
+            delete_meanings=meanings,
+        )
+    elif puts:
         result = request.acc.move_entries(
-            [commit_move(t) for t in trops],
+            [commit_move(t) for t in puts],
             missing_ok=True,
             kind=ChangeKind.COMMIT_PUTS,
             uow=uow_id,
@@ -114,12 +134,13 @@ def send(request: OneRequest, uow_id: bytes) -> list[Trop]:
         )
     else:
         result = request.acc.delete_entries(
-            [t.entry_id for t in trops],
+            [t.entry_id for t in gets],
             missing_ok=True,
             kind=ChangeKind.COMMIT_GETS,
             uow=uow_id,
             meanings=meanings,
         )
+    trops = request.trops
     done = result.processed
     if isinstance(result.error, ListMismatch):
         done += 1  # moved away: done, as bulk_move counts it

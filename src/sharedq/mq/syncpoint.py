@@ -15,10 +15,10 @@ A unit of work with a single operation commits or backs out with one atomic requ
 and writes no descriptors: a descriptor exists so that a peer can finish what its
 writer started, and one request is never half done.  (Prepare always writes them:
 a prepared unit must survive its manager.)  So does an active unit of one structure
-whose commit is one bulk request (all puts moved, or all gets deleted), when its
-manager has no recovery log (:mod:`sharedq.mq.onecommit`): a logged bulk request's
-per-entry records are not one atomic log write, so a logged manager keeps the
-descriptors and the logged decision.
+whose commit is one bulk request (its puts moved, its gets deleted, or both in one
+request), when its manager has no recovery log (:mod:`sharedq.mq.onecommit`): a
+logged bulk request's per-entry records are not one atomic log write, so a logged
+manager keeps the descriptors and the logged decision.
 
 Bulk requests are redriven until done (:mod:`sharedq.mq.bulk`).  Every function takes
 the manager's :class:`~sharedq.mq.core.ManagerCore` and the unit's state.

@@ -942,6 +942,68 @@ class StructureAccess:
                 self._bulk_changed(note)
         return result
 
+    def move_and_delete_entries(
+        self,
+        moves: Sequence[BulkMove],
+        entry_ids: Sequence[bytes],
+        *,
+        ignore_limit: bool = False,
+        missing_ok: bool = False,
+        move_kind: Meaning,
+        delete_kind: Meaning,
+        uow: bytes | None,
+        move_meanings: Sequence[EntryMeaning],
+        delete_meanings: Sequence[EntryMeaning],
+    ) -> BulkResult:
+        """A unit's puts and gets committed in one request (the list structure's
+        ``move_and_delete_entries``); one result over both, moves first.
+
+        A journaling access sends the two requests it stands for instead, each noted
+        with its own kind and meanings as :meth:`move_entries` and :meth:`delete_entries`
+        note theirs: a log records them entry by entry, never as one atomic write, so
+        the one request would buy a logged change nothing, and its result cannot say
+        which of the ids it found missing were moves and which deletes.
+        """
+        if self._journaling:
+            moved = self.move_entries(
+                moves,
+                ignore_limit=ignore_limit,
+                missing_ok=missing_ok,
+                kind=move_kind,
+                uow=uow,
+                meanings=move_meanings,
+            )
+            if not moved.complete:
+                return BulkResult(
+                    len(moves) + len(entry_ids),
+                    moved.processed,
+                    moved.seqs,
+                    moved.missing,
+                    moved.error,
+                )
+            deleted = self.delete_entries(
+                entry_ids,
+                missing_ok=missing_ok,
+                kind=delete_kind,
+                uow=uow,
+                meanings=delete_meanings,
+            )
+            return BulkResult(
+                len(moves) + len(entry_ids),
+                moved.processed + deleted.processed,
+                moved.seqs + deleted.seqs,
+                moved.missing + deleted.missing,
+                deleted.error,
+            )
+
+        def call(conn: ListStructure, locks: tuple[int, ...]) -> BulkResult:
+            return conn.move_and_delete_entries(
+                moves, entry_ids, ignore_limit=ignore_limit, missing_ok=missing_ok, not_locked=locks
+            )
+
+        with self._request("move_and_delete_entries"):
+            return self._call(call)
+
     def _element_size(self) -> int:
         """The structure's element size (a bulk write's notes count elements), asked once."""
         if not self._element_bytes:
