@@ -240,3 +240,53 @@ def test_a_resent_get_of_small_data_returns_the_first_reply_whatever_changed(
     got = conn.move(GET, 1)
     assert proxy.dropped == 1
     assert got is not None and got.entry == small._replace(list_number=1)
+
+
+BODIES = [b"s" * 100, b"L" * 3000, b"", b"t" * 512, b"u" * 513, b"M" * 4000]
+
+
+@pytest.mark.parametrize("delete", [False, True], ids=["get", "get and delete"])
+@pytest.mark.parametrize("watched", [False, True], ids=["unwatched", "watched"])
+def test_a_take_many_whose_reply_was_lost_returns_exactly_the_first_reply(
+    facility: RedisFacility, proxy: ReplyDroppingProxy, delete: bool, watched: bool
+) -> None:
+    """Small, large and empty bodies: the resent batch gets the first attempt's reply
+    (seqs, entries, data, counts), the same as a twin structure whose reply was not lost."""
+    facility.create(StructureParams.for_capacity("QSG3", list_count=4, entries=50, elements=50))
+    lost, twin = facility.connect("QSG1", "QM1"), facility.connect("QSG3", "QM1")
+    results = []
+    for struct, drop in ((lost, True), (twin, False)):
+        if watched:
+            struct.monitor_list(1)
+        for n, body in enumerate(BODIES):
+            struct.write(0, key(n), body)
+        if drop:
+            proxy.drop_next_reply()
+        results.append(struct.take_many(Head(0), 1, len(BODIES) - 1, delete=delete))
+    assert proxy.dropped == 1
+    assert results[0] == results[1]
+    assert [change.entry.data for change, _ in results[0]] == BODIES[:-1]
+    assert [e.data for e in lost.scan(0)] == [BODIES[-1]]
+    assert lost.statistics().seq == twin.statistics().seq
+
+
+def test_a_resent_take_many_whose_large_entry_changed_fails_rather_than_return_other_data(
+    conn: ListStructure, other: ListStructure, proxy: ReplyDroppingProxy
+) -> None:
+    """A batch of gets names the data it left apart, as a get does (see above)."""
+    small = conn.write(0, key(1), b"s" * 100).entry
+    large = conn.write(0, key(2), b"L" * 3000).entry
+    proxy.drop_next_reply(lambda: other.update(ById(large.entry_id), data=b"R" * 3000))
+    with pytest.raises(CFError) as failed:
+        conn.take_many(Head(0), 1, 2)
+    assert failed.value.reason is CFReason.CONNECTION_FAILED
+    assert [e.entry_id for e in conn.scan(1)] == [small.entry_id, large.entry_id]
+
+
+def test_a_resent_take_many_of_small_data_returns_the_first_reply_whatever_changed(
+    conn: ListStructure, other: ListStructure, proxy: ReplyDroppingProxy
+) -> None:
+    small = [conn.write(0, key(n), b"s%d" % n).entry for n in range(3)]
+    proxy.drop_next_reply(lambda: other.delete(ById(small[1].entry_id)))
+    taken = conn.take_many(Head(0), 1, 3)
+    assert [change.entry for change, _ in taken] == [e._replace(list_number=1) for e in small]

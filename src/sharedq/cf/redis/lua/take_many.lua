@@ -36,6 +36,10 @@ local limit = limit_of(target)
 if not (limit and not delete and to ~= from) then on_target = 0 end
 local reply = {}
 local n = 0
+-- The result kept for a resend (takes_result in common.lua), parts joined at the end:
+-- [1] its head, then per take the record's length and the record.  copied: a take
+-- deleted data kept apart, which the result must then hold (kind 'm').
+local parts, k, copied = {''}, 1, false
 -- To another list, the heads to come are the list's next members, in order (taking
 -- one moves no other): read up to count of them in one ZRANGE and their records in
 -- one HMGET, not a ZRANGE and an HGET per entry.  Each must qualify as its head would
@@ -106,6 +110,9 @@ while r do
   end
   reply[#reply + 1], reply[#reply + 2], reply[#reply + 3], reply[#reply + 4] =
     seq, moved, data, deleted
+  parts[k + 1], parts[k + 2] = be2(#moved), moved
+  k = k + 2
+  if delete and data and data ~= '' then copied = true end
   if not delete then on_target = on_target + 1 end
   n = n + 1
   if n >= count then break end
@@ -125,12 +132,20 @@ if batch then
   call_many('ZADD', list_key(to), add, 2)
   call_many('ZADD', S, sadd, 2)
 end
+-- Then the entries left on the head's list (each entry's count follows from it).
+local left = redis.call('ZCARD', list_key(from))
+reply[#reply + 1] = left
+local function kept_takes()
+  if REQ == '' then return end
+  if copied then return kept('m', cmsgpack.pack(reply)) end
+  parts[1] = REQ .. 't' .. be(reply[1], 8) .. (delete and '\1' or '\0') .. be(left, 8)
+  return kept_field(), table.concat(parts)
+end
 if to ~= from then
   redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source),
-    lfield(to), packed_controls(target))
+    lfield(to), packed_controls(target), kept_takes())
 else
-  redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source))
+  redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source),
+    kept_takes())
 end
--- Then the entries left on the head's list (each entry's count follows from it).
-reply[#reply + 1] = redis.call('ZCARD', list_key(from))
-return record(reply)
+return reply
