@@ -147,7 +147,7 @@ PARTS = (
 #: The request/reply figure: its structure and queues, and cycles per round (quick, full).
 REPLY_ADMIN = "BENCHRPL"
 REQUESTS, REPLIES = "BENCH.REQUEST", "BENCH.REPLY"
-REPLY_ROUND = (2_000, 10_000)
+REPLY_ROUND = (1_000, 10_000)
 #: Commands a client sends that run others inside them (their time includes those).
 SCRIPTS = ("fcall", "fcall_ro", "eval", "evalsha", "eval_ro", "evalsha_ro")
 DURABILITY = (
