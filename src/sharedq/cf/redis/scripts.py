@@ -197,6 +197,20 @@ LIBRARY, SOURCE = build_library(REQUESTS)
 #: Each request's declared flags: what the server lets it do at ``maxmemory``.
 FLAGS = {name: _flags(name) for name in REQUESTS}
 _DIGEST = LIBRARY.removeprefix("sharedq_")
+#: The line of ``common.lua`` that leaves the library's own checks off.
+_CHECKS_OFF = b"local CHECKS = false"
+
+
+def checking_source() -> bytes:
+    """The library with its own checks on (``CHECKS`` in ``common.lua``), for tests.
+
+    Same name and function names as ``SOURCE``: loaded onto a private server before a
+    client comes, it is what that client's calls run.  Each check costs time on every
+    request, so the library sharedq loads has them off.
+    """
+    if SOURCE.count(_CHECKS_OFF) != 1:
+        raise AssertionError("common.lua must say once: local CHECKS = false")
+    return SOURCE.replace(_CHECKS_OFF, b"local CHECKS = true")
 
 
 def _fn(name: str) -> Function:

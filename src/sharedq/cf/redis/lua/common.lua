@@ -649,7 +649,12 @@ local SEQ, ENTRIES, ELEMENTS, MAX_ENTRIES, MAX_ELEMENTS, EMCS, MAX_EMCS = 1, 2, 
 -- one) takes that table instead (out of PACKED: no two requests share one).  Every
 -- request packs its tables as its last change (nothing changes them after), so a kept
 -- table holds exactly what its bytes say.  Bounded: forgotten all at once past 256.
+--
+-- Nothing enforces "last": a library built by scripts.checking_source() (CHECKS true,
+-- for tests) repacks every table it takes and fails the request, before any write,
+-- when the table no longer packs to the bytes it was kept under.
 local PACKED, packed_count = {}, 0
+local CHECKS = false  -- scripts.checking_source() turns it on; one test a cache hit off
 local function kept_as(s, t)
   if packed_count >= 256 then PACKED, packed_count = {}, 0 end
   PACKED[s] = t
@@ -657,10 +662,18 @@ local function kept_as(s, t)
   return s
 end
 
+local function stale(what)
+  error({err = 'ERR sharedq check: the ' .. what .. ' kept under their packed bytes pack to'
+    .. ' other bytes now: a request changed them after packing them (see PACKED)'})
+end
+
 local function counters(raw)
   local c = PACKED[raw]
   if c then
     PACKED[raw] = nil
+    if CHECKS and spack(COUNTERS, c[1], c[2], c[3], c[4], c[5], c[6], c[7]) ~= raw then
+      stale('counters')
+    end
     return c
   end
   return {sunpack(COUNTERS, raw)}
@@ -682,6 +695,7 @@ local function controls(raw)
   local l = PACKED[raw]
   if l then
     PACKED[raw] = nil
+    if CHECKS and spack(CONTROLS, l[1], l[2], l[3], l[4]) ~= raw then stale('list controls') end
     return l
   end
   return {sunpack(CONTROLS, raw)}
