@@ -164,10 +164,14 @@ def the_thread_goes_on(qm: QueueManager) -> None:
 
 
 def test_in_commit_refused_without_a_logged_decision_backs_out(group: Group) -> None:
-    """No log: the decision is durable only in "in commit", which the server refuses."""
+    """No log: the decision is durable only in "in commit", which the server refuses.
+    (A put to a queue of a second structure as well: an unlogged unit of one structure
+    commits in one request, without descriptors.)"""
     qm = group.start()
     setup_queues(qm)
+    qm.define_queue("QX", structure=ADMIN)
     uow = unit(qm)
+    qm.open("QX").put(b"x-new", persistent=True, uow=uow)
     group.refused_at("update", then_back=True)
     with pytest.raises(SharedqError) as caught:
         uow.commit()
@@ -175,7 +179,7 @@ def test_in_commit_refused_without_a_logged_decision_backs_out(group: Group) -> 
     assert uow.state is UowState.ENDED
     assert isinstance(caught.value, BackedOut) and caught.value.reason_code == 2003
     assert descriptor_count(qm) == 0 and get_list(qm, APP) == []
-    assert counts(qm) == BACKED_OUT
+    assert counts(qm) == BACKED_OUT and drain(qm, "QX") == [] and put_list(qm, "QX") == []
 
 
 def test_in_commit_refused_after_the_log_decided_is_pending_until_restart(group: Group) -> None:
