@@ -290,3 +290,28 @@ def test_a_resent_take_many_of_small_data_returns_the_first_reply_whatever_chang
     proxy.drop_next_reply(lambda: other.delete(ById(small[1].entry_id)))
     taken = conn.take_many(Head(0), 1, 3)
     assert [change.entry for change, _ in taken] == [e._replace(list_number=1) for e in small]
+
+
+@pytest.mark.parametrize("delete", [False, True], ids=["get", "get and delete"])
+def test_a_take_whose_reply_was_lost_returns_its_data_small_or_large(
+    conn: ListStructure, other: ListStructure, proxy: ReplyDroppingProxy, delete: bool
+) -> None:
+    """A take that leaves large data apart names it; one that deleted it kept a copy."""
+    entries = [conn.write(0, key(n), body).entry for n, body in enumerate(BODIES)]
+    for entry in entries:
+        proxy.drop_next_reply(lambda: other.write(3, key(99), b"meanwhile"))
+        taken = conn.take(Head(0), 1, delete=delete)
+        assert taken.moved is not None and taken.moved.entry == entry._replace(list_number=1)
+        assert (taken.deleted is not None) is delete
+    assert proxy.dropped == len(BODIES)
+    assert len(list(conn.scan(1))) == (0 if delete else len(BODIES))
+
+
+def test_a_resent_take_whose_large_entry_changed_fails_rather_than_return_other_data(
+    conn: ListStructure, other: ListStructure, proxy: ReplyDroppingProxy
+) -> None:
+    large = conn.write(0, key(1), b"L" * 3000).entry
+    proxy.drop_next_reply(lambda: other.update(ById(large.entry_id), data=b"R" * 3000))
+    with pytest.raises(CFError) as failed:
+        conn.take(Head(0), 1)
+    assert failed.value.reason is CFReason.CONNECTION_FAILED

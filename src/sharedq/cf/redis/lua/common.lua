@@ -432,7 +432,9 @@ local REPLY2, REPLY3, REPLY4 = {}, {}, {}
 -- 'e' the same for a change whose reply carries no data (a delete asked for none, or
 -- an entry without data), 'a' the same for a move whose data stays apart in D under the
 -- entry's id (named, not copied: see named_result), 't' a take_many's takes (see
--- takes_result), 'm' anything else in MessagePack.
+-- takes_result), 'k' a take's result in MessagePack with its data kept apart named
+-- (true in place of the data, see named_data) or in the 'd' field (0 in its place),
+-- 'm' anything else in MessagePack.
 --
 -- Why the functions flagged allow-oom (scripts.py) may keep these even when the server
 -- is at maxmemory: the record is bounded.  There are two fields per client thread of a
@@ -555,6 +557,15 @@ local function recorded()
   if kind == 'n' then return tonumber(body) end  -- as a library before 'N' kept it
   if kind == 'a' then return named_result(body) end
   if kind == 't' then return takes_result(body) end
+  if kind == 'k' then  -- a take's result, its data named or beside it (take.lua)
+    local t = cmsgpack.unpack(body)
+    if t[4] == true then
+      t[4] = named_data({ssub(t[3], 1, 12)}, {t[3]}, t[2])[1]
+    else
+      t[4] = redis.call('HGET', M, kept_field() .. 'd')
+    end
+    return t
+  end
   if kind == 'c' then
     local data = redis.call('HGET', M, kept_field() .. 'd')
     return {from_be(ssub(body, 1, 8)), ssub(body, 9), data}

@@ -82,5 +82,22 @@ elseif delete then
 else
   redis.call('HSET', M, 'c', packed_counters(c))
 end
-return record({events, seq, moved, data, deleted, 0, 0, 0,
-  redis.call('ZCARD', list_key(from))})
+local reply = {events, seq, moved, data, deleted, 0, 0, 0, redis.call('ZCARD', list_key(from))}
+if REQ ~= '' then
+  if not data or data == '' then
+    redis.call('HSET', M, kept('m', cmsgpack.pack(reply)))
+  elseif delete then
+    -- Its data is gone with the entry: copied for a resend, beside the result rather
+    -- than packed in it (MessagePack cost some 25 instructions a byte).
+    reply[4] = 0
+    local field, value = kept('k', cmsgpack.pack(reply))
+    redis.call('HSET', M, field, value, field .. 'd', data)
+    reply[4] = data
+  else
+    -- Data kept apart that stays there is named rather than copied (see named_data).
+    reply[4] = true
+    redis.call('HSET', M, kept('k', cmsgpack.pack(reply)))
+    reply[4] = data
+  end
+end
+return reply
