@@ -515,16 +515,18 @@ end
 -- the entries left on the head's list(8), then per take its record's length(2) and
 -- the record; as take_many's reply.  The seqs follow one another (one a take, two with
 -- its delete), and each take's data is told by its record as reply_data tells it:
--- none, in the record, or apart in D, named (a take without delete: see named_data;
--- takes that deleted data kept apart keep it in MessagePack, kind 'm').  Joined by one
--- table.concat of records: MessagePack cost some 7,000 instructions a take, and
--- table.concat of 4 KiB bodies more still (Lua 5.1's buffer merges its parts over
--- and over).
+-- none, in the record, or apart in D: named, for a take without delete (see
+-- named_data), else copied to field 'q<user>:<channel>d<j>' for the j-th such take
+-- (written as it came, no Lua string made).  The records are joined by one
+-- table.concat: MessagePack of the reply cost some 4,000 instructions a take, and any
+-- new Lua string of 4 KiB (a packed or joined copy of the data) some 100,000: Lua
+-- pays for what it allocates with garbage-collection steps over its whole heap.
 local function takes_result(body)
   local seq, step = from_be(ssub(body, 1, 8)), sbyte(body, 9) + 1
   local left = from_be(ssub(body, 10, 17))
   local reply, n, at = {}, 0, 18
   local ids, records, named = {}, {}, {}
+  local copies, copied = {}, {}
   local deleted = 0
   while at <= #body do
     local to = at + 1 + from_be2(body, at)
@@ -535,7 +537,12 @@ local function takes_result(body)
     if elements == 0 then
       data = ''
     elseif #r < 50 + al + sl then
-      ids[#ids + 1], records[#records + 1], named[#named + 1] = ssub(r, 1, 12), r, n + 3
+      if step == 2 then
+        copies[#copies + 1] = kept_field() .. 'd' .. lnum(#copies + 1)
+        copied[#copied + 1] = n + 3
+      else
+        ids[#ids + 1], records[#records + 1], named[#named + 1] = ssub(r, 1, 12), r, n + 3
+      end
     end
     if step == 2 then deleted = seq + 1 end
     reply[n + 1], reply[n + 2], reply[n + 3], reply[n + 4] = seq, r, data, deleted
@@ -544,6 +551,9 @@ local function takes_result(body)
   reply[n + 1] = left
   if #ids > 0 then
     for i, data in ipairs(named_data(ids, records, reply[1])) do reply[named[i]] = data end
+  end
+  if #copies > 0 then
+    for j, data in ipairs(redis.call('HMGET', M, unpack(copies))) do reply[copied[j]] = data end
   end
   return reply
 end

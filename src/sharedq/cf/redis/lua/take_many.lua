@@ -37,9 +37,10 @@ if not (limit and not delete and to ~= from) then on_target = 0 end
 local reply = {}
 local n = 0
 -- The result kept for a resend (takes_result in common.lua), parts joined at the end:
--- [1] its head, then per take the record's length and the record.  copied: a take
--- deleted data kept apart, which the result must then hold (kind 'm').
-local parts, k, copied = {''}, 1, false
+-- [1] its head, then per take the record's length and the record.  copies: the data
+-- kept apart of takes that deleted it, which the result must then hold (each in a
+-- field of its own: see takes_result).
+local parts, k, copies = {''}, 1, {}
 -- To another list, the heads to come are the list's next members, in order (taking
 -- one moves no other): read up to count of them in one ZRANGE and their records in
 -- one HMGET, not a ZRANGE and an HGET per entry.  Each must qualify as its head would
@@ -112,7 +113,7 @@ while r do
     seq, moved, data, deleted
   parts[k + 1], parts[k + 2] = be2(#moved), moved
   k = k + 2
-  if delete and data and data ~= '' then copied = true end
+  if delete and data and data ~= '' then copies[#copies + 1] = data end
   if not delete then on_target = on_target + 1 end
   n = n + 1
   if n >= count then break end
@@ -137,9 +138,16 @@ local left = redis.call('ZCARD', list_key(from))
 reply[#reply + 1] = left
 local function kept_takes()
   if REQ == '' then return end
-  if copied then return kept('m', cmsgpack.pack(reply)) end
+  local field = kept_field()
+  if #copies > 0 then
+    local fields = {}
+    for j, data in ipairs(copies) do
+      fields[2 * j - 1], fields[2 * j] = field .. 'd' .. lnum(j), data
+    end
+    call_many('HSET', M, fields, 2)
+  end
   parts[1] = REQ .. 't' .. be(reply[1], 8) .. (delete and '\1' or '\0') .. be(left, 8)
-  return kept_field(), table.concat(parts)
+  return field, table.concat(parts)
 end
 if to ~= from then
   redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source),
