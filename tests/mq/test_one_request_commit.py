@@ -32,6 +32,7 @@ from sharedq.mq import (
     MQReason,
     OutcomePending,
     QueueManager,
+    StorageFull,
     UnitOfWork,
     structure_params,
 )
@@ -247,6 +248,27 @@ def test_a_waiting_getter_is_woken_by_a_reply_committed_in_one_request(
     uow.commit()
     waiter.join(30)
     assert got == [b"reply"]
+
+
+def test_request_reply_commits_with_the_administrative_structure_full(
+    make_qm: MakeManager,
+) -> None:
+    """No descriptors, so no room needed for them: a server drains its requests and
+    replies even when the administrative structure is full."""
+    qm = make_qm(1)
+    for name in ("REQ", "REPLY"):
+        qm.define_queue(name, structure=APP)
+    qm.define_queue("FILLER", max_depth=100_000)  # in the administrative structure
+    qm.open("REQ").put(b"req")
+    filler = qm.open("FILLER")
+    with pytest.raises(StorageFull):
+        while True:
+            filler.put(b"x" * 200)
+    uow = qm.unit_of_work()
+    assert qm.open("REQ").get(uow=uow).body == b"req"
+    qm.open("REPLY").put_many([b"reply", b"more"], uow=uow)
+    uow.commit()
+    assert committed(qm, "REPLY") == [b"reply", b"more"] and committed(qm, "REQ") == []
 
 
 def test_a_mixed_request_part_done_finishes_with_descriptors(
