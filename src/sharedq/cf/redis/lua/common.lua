@@ -826,10 +826,12 @@ end
 
 -- -- locating ------------------------------------------------------------------------
 
--- The record a locator finds, or nil for a positional miss.  kind: 'i' id (arg; list
--- may be nil), 'h' head (arg: key or '', how: '<' '=' '>'), 't' tail, 'k' key, 's'
--- secondary key.
-local function locate(kind, list, arg, how)
+-- The record a locator finds, or nil for a positional miss, then its id and, when a
+-- list was read to find it, its list member (nil: not read): what the caller would
+-- otherwise cut from the record again.  kind: 'i' id (arg; list may be nil), 'h' head
+-- (arg: key or '', how: '<' '=' '>'), 't' tail, 'k' key, 's' secondary key.  bound:
+-- for a head at most a key (how '<'), '[' .. key .. FF20, the highest member it may be.
+local function locate(kind, list, arg, how, bound)
   if kind == 'i' then
     local r = redis.call('HGET', E, arg)
     if not r then
@@ -839,16 +841,22 @@ local function locate(kind, list, arg, how)
       fail(LIST_MISMATCH, 'entry ' .. hex(arg) .. ' is on list ' .. rec_list(r) .. ', not '
         .. list, 'list_number=' .. rec_list(r))
     end
-    return r
+    return r, arg
   end
-  local L = list_key(list)
+  local L = LIST_KEYS[list] or list_key(list)
   local found
   if kind == 'h' then
-    found = redis.call('ZRANGE', L, '0', '0')[1]
-    if found and arg ~= '' then
-      local c = cmp(ssub(found, 1, 16), arg)
-      if (how == '<' and c > 0) or (how == '=' and c ~= 0) or (how == '>' and c < 0) then
-        return nil
+    if bound then
+      -- The head if it is at most the bound: the list's first member up to the bound
+      -- (one command, no key cut and compared here).
+      found = redis.call('ZRANGEBYLEX', L, '-', bound, 'LIMIT', '0', '1')[1]
+    else
+      found = redis.call('ZRANGE', L, '0', '0')[1]
+      if found and arg ~= '' then
+        local c = cmp(ssub(found, 1, 16), arg)
+        if (how == '<' and c > 0) or (how == '=' and c ~= 0) or (how == '>' and c < 0) then
+          return nil
+        end
       end
     end
   elseif kind == 't' then
@@ -866,7 +874,8 @@ local function locate(kind, list, arg, how)
     if m then found = ssub(m, -36) end
   end
   if not found then return nil end
-  return redis.call('HGET', E, ssub(found, 25, 36))
+  local id = ssub(found, 25, 36)
+  return redis.call('HGET', E, id), id, found
 end
 
 -- A packed locator: kind(1) list(2, 65535 none) comparison(1) argument.
@@ -880,11 +889,26 @@ end
 local CHARS = {[105] = 'i', [104] = 'h', [116] = 't', [107] = 'k', [115] = 's', [60] = '<',
                [61] = '=', [62] = '>'}
 
+-- Positional locators parsed once and kept under their bytes (a queue's get sends the
+-- same one every time): no C call, no string cut per request.  Not ids: each is new.
+-- Bounded: forgotten all at once past 1,024.
+local LOCATORS, locators_count = {}, 0
+
 local function locate_packed(a)
+  local p = LOCATORS[a]
+  if p then return locate(p[1], p[2], p[3], p[4], p[5]) end
   local kind, l1, l2, how = sbyte(a, 1, 4)
   local list = l1 * 256 + l2
   if list == 65535 then list = nil end
-  return locate(CHARS[kind], list, ssub(a, 5), CHARS[how])
+  if kind == 105 then return locate('i', list, ssub(a, 5)) end
+  local arg = ssub(a, 5)
+  local bound = false
+  if kind == 104 and how == 60 and arg ~= '' then bound = '[' .. arg .. FF20 end
+  if locators_count >= 1024 then LOCATORS, locators_count = {}, 0 end
+  p = {CHARS[kind], list, arg, CHARS[how], bound}
+  LOCATORS[a] = p
+  locators_count = locators_count + 1
+  return locate(p[1], p[2], p[3], p[4], p[5])
 end
 
 -- Options of move, delete and update: flags(2), then the fields the flags announce, in
@@ -1106,11 +1130,13 @@ end
 -- Move r to list `to` and, if `delete`, delete it there at once: two changes, two
 -- seqs, and a watched target sees the entry come and go as with two requests.  The
 -- counters and both lists' element counts are updated in place (`source` may be
--- `target`).  Returns the move's seq, the moved record, the reply's data and the
--- delete's seq (0: none).
-local function take_entry(r, to, delete, c, source, target)
+-- `target`).  id, member: r's id and list member, when the caller has them.  Returns
+-- the move's seq, the moved record, the reply's data and the delete's seq (0: none).
+local function take_entry(r, to, delete, c, source, target, id, member)
   local seq = c[SEQ] + 1
-  local id, key, ord = ssub(r, 1, 12), ssub(r, 15, 30), ordinal(seq, false)
+  id = id or ssub(r, 1, 12)
+  member = member or rec_member(r, id)
+  local key, ord = ssub(r, 15, 30), ordinal(seq, false)
   local moved = moved_rec(r, to, key, ord, nil, true, id)
   local data = reply_data(r)  -- moved keeps what r kept
   local elements = rec_elements(r)
@@ -1118,7 +1144,7 @@ local function take_entry(r, to, delete, c, source, target)
   source[LIST_ELEMENTS] = source[LIST_ELEMENTS] - elements
   if not delete then
     if cow ~= false then keep_old(r, false) end
-    unplace(r, watched_from, rec_member(r, id))
+    unplace(r, watched_from, member)
     redis.call('HSET', E, id, moved)
     place(moved, watched_to, key .. ord .. id)
     target[LIST_ELEMENTS] = target[LIST_ELEMENTS] + elements
@@ -1127,7 +1153,7 @@ local function take_entry(r, to, delete, c, source, target)
     return seq, moved, data, 0
   end
   if cow ~= false then keep_old(r, true) end
-  unplace(r, watched_from, rec_member(r, id))
+  unplace(r, watched_from, member)
   if watched_to then
     local member = key .. ord .. id
     place(moved, true, member)

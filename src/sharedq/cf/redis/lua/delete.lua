@@ -8,7 +8,7 @@ local o = options(ARGV[3], 1)
 local at = locator_list(ARGV[2])
 local raw_c, raw_l = open('c', lfield(at or 0))
 local c = counters(raw_c)
-local r = locate_packed(ARGV[2])
+local r, id, member = locate_packed(ARGV[2])
 if not r then return false end
 local list = rec_list(r)
 local l
@@ -17,14 +17,13 @@ check_version(r, o.expect_version)
 check_conditions(4, #ARGV, list, o.expect_authority, l[LIST_AUTHORITY])
 local seq = c[SEQ] + 1
 local elements, al, sl = sbyte(r, 47, 49)
-local id = rec_id(r)
 local apart = elements > 0 and #r < 50 + al + sl  -- data_apart(r)
 local data = ''
 if not o.without_data and elements > 0 then  -- reply_data(r)
   if apart then data = redis.call('HGET', D, id) else data = false end
 end
 if cow ~= false then keep_old(r, true) end
-unplace(r, l[LIST_MONITORS] > 0, rec_member(r, id))
+unplace(r, l[LIST_MONITORS] > 0, member or rec_member(r, id))
 redis.call('HDEL', E, id)
 if apart then redis.call('HDEL', D, id) end  -- drop_data(r)
 c[SEQ], c[ENTRIES], c[ELEMENTS] = seq, c[ENTRIES] - 1, c[ELEMENTS] - elements

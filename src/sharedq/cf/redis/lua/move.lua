@@ -21,7 +21,7 @@ else
   raw_c, raw_to = open('c', lfield(to))
 end
 local c, target = counters(raw_c), controls(raw_to)
-local r = locate_packed(ARGV[2])
+local r, id, member = locate_packed(ARGV[2])
 if not r then return false end
 local from = rec_list(r)
 local source = target
@@ -36,10 +36,10 @@ if skey == nil then skey = true end
 local version  -- nil: the entry's own
 if o.version ~= '' then version = new_version(r, o.version, false) end
 local seq = c[SEQ] + 1
-local id, key, ord = rec_id(r), o.key or rec_key(r), ordinal(seq, o.head)
+local key, ord = o.key or rec_key(r), ordinal(seq, o.head)
 local moved = moved_rec(r, to, key, ord, version, skey, id)
 if cow ~= false then keep_old(r, false) end
-unplace(r, source[LIST_MONITORS] > 0, rec_member(r, id))
+unplace(r, source[LIST_MONITORS] > 0, member or rec_member(r, id))
 redis.call('HSET', E, id, moved)
 place(moved, target[LIST_MONITORS] > 0, key .. ord .. id)
 local elements, al, sl = sbyte(r, 47, 49)

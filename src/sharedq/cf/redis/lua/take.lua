@@ -29,7 +29,7 @@ else
   raw_c, raw_to = open('c', lfield(to))
 end
 local c, target = counters(raw_c), controls(raw_to)
-local r = locate_packed(ARGV[2])
+local r, rid, member = locate_packed(ARGV[2])
 local from, source
 local watch = band(flags, 4) ~= 0 and not r
 if r then
@@ -73,7 +73,7 @@ if watch then
   return record({events, 0, '', '', 0, id, m.nonempty and 1 or 0, c[SEQ], 0})
 end
 if not r then return record({events, 0, '', '', 0, 0, 0, 0, 0}) end
-local seq, moved, data, deleted = take_entry(r, to, delete, c, source, target)
+local seq, moved, data, deleted = take_entry(r, to, delete, c, source, target, rid, member)
 if to ~= from then
   redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source),
     lfield(to), packed_controls(target))

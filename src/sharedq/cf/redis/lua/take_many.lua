@@ -26,7 +26,7 @@ end
 local c, target = counters(raw_c), controls(raw_to)
 local source = target
 if from ~= to then source = controls(raw_from) end
-local r = locate_packed(ARGV[2])
+local r, rid, member = locate_packed(ARGV[2])
 if not r then return record({}) end
 check_conditions(1, 0, from, expect_authority, source[LIST_AUTHORITY])
 local on_target  -- the target's entries, when its limit check read them
@@ -107,7 +107,7 @@ while r do
   if batch then
     seq, moved, data, deleted = take_batched(r)
   else
-    seq, moved, data, deleted = take_entry(r, to, delete, c, source, target)
+    seq, moved, data, deleted = take_entry(r, to, delete, c, source, target, rid, member)
   end
   reply[#reply + 1], reply[#reply + 2], reply[#reply + 3], reply[#reply + 4] =
     seq, moved, data, deleted
@@ -120,9 +120,9 @@ while r do
   if limit and to ~= from and not delete and on_target >= limit then break end
   if heads then
     heads = heads + 1
-    r = records[heads] or nil
+    r, rid, member = records[heads] or nil, nil, nil
   else
-    r = locate_packed(ARGV[2])
+    r, rid, member = locate_packed(ARGV[2])
   end
 end
 if batch then
