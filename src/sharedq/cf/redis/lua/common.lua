@@ -441,7 +441,11 @@ local REPLY2, REPLY3, REPLY4 = {}, {}, {}
 -- connected user (at most 32 users), each overwritten by that thread's next request
 -- rather than added to, and all of a user's go when it disconnects, is cleaned up or
 -- reattaches (forget_results).  So a get (a move) at maxmemory keeps at most one
--- message's data per thread, in place of the one it kept before; it never accumulates.
+-- message's data per thread (none when it names data kept apart), in place of the one
+-- it kept before; it never accumulates.  A take_many that deletes data kept apart
+-- keeps each copy in a field 'q<user>:<channel>d<j>' (j up to MAX_TAKE_MANY), each
+-- overwritten by the thread's next such batch as long: a thread holds at most its
+-- largest batch's data, as when the whole batch was kept in one field.
 -- Made once per user and client thread (bounded as the results are: forgotten all at
 -- once past 4,096).
 local KEPT_FIELDS, kept_count = {}, 0
