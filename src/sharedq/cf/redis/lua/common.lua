@@ -893,8 +893,9 @@ end
 local CHARS = {[105] = 'i', [104] = 'h', [116] = 't', [107] = 'k', [115] = 's', [60] = '<',
                [61] = '=', [62] = '>'}
 
--- Positional locators parsed once and kept under their bytes (a queue's get sends the
--- same one every time): no C call, no string cut per request.  Not ids: each is new.
+-- Head and tail locators parsed once and kept under their bytes (a queue's get sends
+-- the same one every time): no C call, no string cut per request.  Not ids, keys or
+-- secondary keys: mostly a new one each time, for which keeping it would cost a table.
 -- Bounded: forgotten all at once past 1,024.
 local LOCATORS, locators_count = {}, 0
 
@@ -904,7 +905,9 @@ local function locate_packed(a)
   local kind, l1, l2, how = sbyte(a, 1, 4)
   local list = l1 * 256 + l2
   if list == 65535 then list = nil end
-  if kind == 105 then return locate('i', list, ssub(a, 5)) end
+  if kind ~= 104 and kind ~= 116 then
+    return locate(CHARS[kind], list, ssub(a, 5), CHARS[how])
+  end
   local arg = ssub(a, 5)
   local bound = false
   if kind == 104 and how == 60 and arg ~= '' then bound = '[' .. arg .. FF20 end
