@@ -53,7 +53,10 @@ layers.  CPU time, unlike the wall clock, hardly moves when other work shares th
 
 Memory per message: ``redis_bytes_per_message`` is the growth of ``used_memory``
 (``INFO memory``) per 100-byte persistent message with ``BYTES_MESSAGES`` of them left
-queued, against ``redis_list_bytes_per_message`` for the same bodies in a Redis list.
+queued, against ``redis_list_bytes_per_message`` for the same bodies in a Redis list,
+and ``redis_bytes_floor_per_message``: what the server spends on a 12-byte hash field
+holding only a 100-byte message's data and adjunct plus a 12-byte sorted-set member,
+the least any layout that finds entries by id and keeps them in order can take.
 
 Get-wait: a getter thread already waiting in ``Queue.get(wait=...)`` (out of
 syncpoint), a putter putting one message at a time once the getter sleeps in its
@@ -641,6 +644,43 @@ def memory_use_figures(report: Report, facility: RedisFacility) -> None:
     )
     report.add("redis_list_bytes_per_message", plain, "bytes", "the same bodies in a Redis list")
     report.add("redis_bytes_ratio_vs_list", ours / plain)
+    floor_figures(report, public)
+
+
+def _bytes_per_member(public: Any, key: str, add: Callable[[Any, str, int], None]) -> float:
+    """``used_memory`` growth per member of one key holding ``BYTES_MESSAGES`` of them."""
+    public.delete(key)
+    before = _used_memory(public)
+    for first in range(0, BYTES_MESSAGES, 1000):
+        pipe = public.pipeline(transaction=False)
+        for i in range(first, min(first + 1000, BYTES_MESSAGES)):
+            add(pipe, key, i)
+        pipe.execute()
+    grown = (_used_memory(public) - before) / BYTES_MESSAGES
+    public.delete(key)
+    return grown
+
+
+def floor_figures(report: Report, public: Any) -> None:
+    """What the server itself spends on the two members every entry has (docs/redis.md,
+    "a measured floor"): a hash field found by the 12-byte id holding only a 100-byte
+    message's data and adjunct (129 bytes), and the shortest sorted-set member (12
+    bytes).  Their sum bounds from below any layout keeping each entry in both."""
+    value = b"x" * 129
+    hashed = _bytes_per_member(
+        public, "sharedq:bench:floor-hash", lambda p, k, i: p.hset(k, i.to_bytes(12, "big"), value)
+    )
+    ordered = _bytes_per_member(
+        public, "sharedq:bench:floor-zset", lambda p, k, i: p.zadd(k, {i.to_bytes(12, "big"): 0})
+    )
+    report.add("redis_hash_member_bytes", hashed, "bytes", "12-byte field, 129-byte value")
+    report.add("redis_zset_member_bytes", ordered, "bytes", "12-byte member, score 0")
+    report.add(
+        "redis_bytes_floor_per_message",
+        hashed + ordered,
+        "bytes",
+        "the two together: the least an entry found by id and kept in order can take",
+    )
 
 
 def _blocked_in_read(thread: threading.Thread) -> bool:

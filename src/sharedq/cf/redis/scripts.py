@@ -33,8 +33,9 @@ every function without one of them before it starts, never halfway:
     * take: a move (a get) and, if asked, the delete of the entry moved, or an EMC
       (monitor's bound), and the caller's events taken: what its three files do.
       take_many: that many takes of a head; the result it keeps for a resend holds
-      the data of the batch (at most ``MAX_TAKE_MANY`` entries), replaced by the
-      thread's next request.
+      the batch's records and, for takes that deleted data kept apart, that data (at
+      most ``MAX_TAKE_MANY`` entries; data still in ``D`` is named, not copied),
+      replaced by the thread's next request.
     * unlock: removes a lock-table entry (``lock.lua`` takes one, unflagged).
     * renew: extends the expiry of the caller's existing token key.
     * detach, user (cleanup_user, mark_failed): release a user's monitors, events,
