@@ -240,6 +240,7 @@ class ListStructure(ABC):
         expect_authority: int | None = None,
         monitor: MonitorSpec | None = None,
         take_events: bool = False,
+        wait: float = 0.0,
     ) -> Taken:
         """A consumer's round trip: take events, move an entry (and delete it) or watch.
 
@@ -256,6 +257,12 @@ class ListStructure(ABC):
         This is the queue manager's get out of syncpoint (move to its get list and
         delete: the message is gone and its data returned) and its get-wait (move or
         register; on waking, take the events and move) in one round trip each.
+
+        With ``wait`` (seconds), the request first sleeps as :meth:`wait_for_event`
+        would (until an event is queued for this user, ``wait`` passes, or earlier),
+        and then takes as above, whether or not an event came: a waiting consumer's
+        wake-up and its try in one round trip.  The sleep changes nothing; the take
+        sees the structure as it is after it.
 
         Everything is checked before anything changes: a bad argument, a condition
         that does not hold (``AuthorityMismatch``), ``ListFull`` (``to_list`` at its

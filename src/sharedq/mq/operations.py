@@ -271,13 +271,16 @@ def _attempt(
     request: getting.GetRequest,
     watch: MonitorSpec | None = None,
     dispatcher: EventDispatcher | None = None,
+    wait: float = 0.0,
 ) -> tuple[m.Message | None, Registration | None]:
     """One try: a message, or ``None`` when none is available now.
 
     With ``watch``, a try that finds nothing registers that monitor in the same request
     (returned); with ``dispatcher``, the request takes the manager's events first and
     hands them out.  Out of syncpoint without a recovery log, and with no length limit
-    to check first, the message is moved and deleted in one request (``take``).
+    to check first, the message is moved and deleted in one request (``take``).  With
+    ``wait`` (and ``dispatcher``), that request first sleeps until the manager has an
+    event, up to ``wait`` seconds (``take`` with ``wait``).
     """
     acc = queue.acc
     uow = request.uow
@@ -312,7 +315,9 @@ def _attempt(
                             then=ChangeKind.SYNC_GET,
                             queue=queue.name,
                             uow=uow,
+                            wait=wait,
                         )
+                        wait = 0.0  # a try made again (authority) does not sleep
                     except JournalFailed:
                         if dispatcher is not None:
                             dispatcher.wake_all()  # the events it took are not handed out
@@ -419,10 +424,11 @@ def _wait(
 ) -> m.Message | None:
     """Try, and sleep until the committed range (or the id's sublist) fills, and again.
 
-    Three round trips per message delivered to a waiting get (see
-    :mod:`sharedq.mq.waiting`): the try registers the monitor if it finds nothing, the
-    sleep takes nothing, the try after it takes the events.  The committed range's
-    monitor is kept registered for this manager's next wait on the queue.
+    Two round trips per message delivered to a waiting get (see
+    :mod:`sharedq.mq.waiting`): the try registers the monitor if it finds nothing; the
+    sleep and the try after it, which takes the events, are one request when this
+    thread is the dispatcher's pump (``pump``).  The committed range's monitor is kept
+    registered for this manager's next wait on the queue.
     """
     deadline = time.monotonic() + wait
     acc = queue.acc
@@ -435,16 +441,28 @@ def _wait(
     monitor_id = dispatcher.borrow(spec) if kept else None
     generation = acc.generation
     ended = False
+    pumped: list[tuple[m.Message | None, Registration | None]] = []
+
+    def pump(seconds: float) -> None:
+        # The pump's sleep and the try after it, in one request (take with wait).
+        assert monitor_id is not None
+        getting.check_get_allowed(queue)
+        dispatcher.clear(monitor_id)  # what fired before this try is seen by it
+        pumped.append(_attempt(core, queue, request, None, dispatcher, seconds))
+
     try:
         while True:
             if acc.generation != generation:  # the structure was copied: watch the copy
                 generation = acc.generation
                 monitor_id = None
-            if monitor_id is not None:
-                dispatcher.clear(monitor_id)  # what fired before this try is seen by it
-            found, registration = _attempt(
-                core, queue, request, spec if monitor_id is None else None, dispatcher
-            )
+            if pumped:
+                found, registration = pumped.pop()  # the try the wait made
+            else:
+                if monitor_id is not None:
+                    dispatcher.clear(monitor_id)  # what fired before this try is seen by it
+                found, registration = _attempt(
+                    core, queue, request, spec if monitor_id is None else None, dispatcher
+                )
             if registration is not None:
                 monitor_id = registration.monitor_id
             if found is not None:
@@ -463,10 +481,11 @@ def _wait(
                 # The sublist may hold only messages whose other id differs, and a
                 # new match arriving then queues no event: look again now and then.
                 dispatcher.wait(monitor_id, min(remaining, AMBIGUOUS_WAIT_SLICE))
-            elif not dispatcher.wait(monitor_id, remaining):
+            elif not dispatcher.wait(monitor_id, remaining, pump):
                 ended = True
                 return None
-            getting.check_get_allowed(queue)
+            if not pumped:
+                getting.check_get_allowed(queue)
     finally:
         if monitor_id is not None and not (
             ended and kept and dispatcher.give_back(spec, monitor_id, generation)

@@ -13,11 +13,14 @@ the manager may be waiting on different queues.  :class:`EventDispatcher` lets o
 of them (the *pump*) sleep in ``wait_events`` and hand out what arrives; the others
 sleep on a condition.  When the pump's own wait ends, another waiter takes over.
 
-Three round trips per message a waiting get delivers (§5.10 with the list structure's
+Two round trips per message a waiting get delivers (§5.10 with the list structure's
 ``take``): the try that finds nothing registers the monitor in the same request; the
-pump sleeps until an event is queued without taking it (``wait_for_event``); the try
-after waking takes the manager's events and moves the head in one request, and hands
-the events to the threads they are for (:meth:`EventDispatcher.deliver`).  The monitor
+pump's sleep and its try after waking are one request (``take`` with ``wait``: on
+Redis an ``XREAD BLOCK`` and the call sent together, the server running the call as
+soon as the wait ends), which takes the manager's events and moves the head, and
+hands the events to the threads they are for (:meth:`EventDispatcher.deliver`).  A
+waiter that is not the pump sleeps on the dispatcher and makes its own try when an
+event for it is handed out.  The monitor
 on a queue's committed range stays registered when the wait ends, kept by the
 dispatcher for the manager's next wait on that queue (:meth:`EventDispatcher.borrow`):
 a consumer that waits again and again registers once.  A kept monitor queues at most
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from sharedq.cf import MonitorEvent, MonitorSpec
 from sharedq.seam.access import StructureAccess
@@ -49,10 +53,17 @@ class EventDispatcher:
         #: Counts the times every waiter was told to look again (events lost in flight).
         self._rounds = 0
 
-    def wait(self, monitor_id: int, timeout: float) -> bool:
+    def wait(
+        self, monitor_id: int, timeout: float, pump: Callable[[float], None] | None = None
+    ) -> bool:
         """Sleep until an event for ``monitor_id`` arrives, or one may be queued for the
         manager (``True``: the caller's next request takes the events, ``take`` with
-        ``take_events``, and hands them here), or ``timeout`` passes (``False``)."""
+        ``take_events``, and hands them here), or ``timeout`` passes (``False``).
+
+        ``pump(seconds)``, if given, is how this thread sleeps when it is the pump: a
+        request that sleeps and then makes the caller's next try (``take`` with
+        ``wait``), handing out the events it takes; ``True`` once it is made.
+        """
         deadline = time.monotonic() + timeout
         generation = self._acc.generation
         with self._cond:
@@ -74,12 +85,15 @@ class EventDispatcher:
                 self._pumping = True
                 self._cond.release()
                 try:
-                    self._acc.wait_events(remaining, take=False)
+                    if pump is None:
+                        self._acc.wait_events(remaining, take=False)
+                    else:
+                        pump(remaining)
                 finally:
                     self._cond.acquire()
                     self._pumping = False
                     self._cond.notify_all()
-                return time.monotonic() < deadline
+                return pump is not None or time.monotonic() < deadline
 
     def deliver(self, events: list[MonitorEvent]) -> None:
         """Events a request took: wake the threads waiting for them."""

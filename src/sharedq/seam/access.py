@@ -624,9 +624,13 @@ class StructureAccess:
         then: Meaning | None = None,
         queue: str | None = None,
         uow: UowRef = None,
+        wait: float = 0.0,
     ) -> Taken:
         """``ListStructure.take``: the move is noted as ``kind`` (its facts learned from
         the entry when the meaning says so), the delete that follows it as ``then``.
+
+        ``wait``: a plain request sleeps and takes in one request; any other sleeps as
+        :meth:`wait_events` (``take=False``) does first, outside the gate.
 
         The notes follow the request, as for ``move`` and ``delete``: the journal hears
         of the move first, so that a failure to record it is the move's (the caller
@@ -642,7 +646,10 @@ class StructureAccess:
                 expect_authority=expect_authority,
                 monitor=monitor,
                 take_events=take_events,
+                wait=wait,
             )
+        if wait > 0:
+            self.wait_events(wait, take=False)
         return self._take(
             locator, to_list, delete, expect_authority, monitor, take_events, kind, then, queue, uow
         )

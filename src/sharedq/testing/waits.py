@@ -9,7 +9,8 @@ blocked inside ``ListStructure.wait_events`` having found no event:
 * memory backend: on its user's condition (``threading.Condition.wait``);
 * Redis backend: in ``block``, awaiting the reply to its ``XREAD BLOCK``;
 * any other backend: in a ``threading`` wait, or in a socket read, select or poll
-  (the innermost Python frame's name says which) somewhere below ``wait_events``.
+  (the innermost Python frame's name says which) somewhere below ``wait_events``;
+* or so in a ``wait_for_event`` below a ``take`` with ``wait``.
 
 A backend that blocks some other way fails the conformance check that uses this
 (:func:`wait_asleep_in_wait_events` raises after its timeout): never a silent pass.
@@ -36,7 +37,11 @@ def asleep_in_wait_events(thread: threading.Thread) -> bool:
         stack.append(frame.f_code.co_name)
         frame = frame.f_back
     if "wait_events" not in stack[1:]:
-        return False
+        # A take that sleeps first (``take`` with ``wait``) sleeps in its backend's
+        # ``wait_for_event``, or in a function of that name that sends both.
+        return "wait_for_event" in stack[1:] and (
+            stack[0] == "wait" or any(word in stack[0] for word in _BLOCKING_READS)
+        )
     inside = stack[stack.index("wait_events") - 1]
     if inside == "wait" or (inside == "block" and "read" in stack[0]):
         return True  # the memory and Redis backends

@@ -367,7 +367,10 @@ class MemoryListStructure(ListStructure):
         expect_authority: int | None = None,
         monitor: MonitorSpec | None = None,
         take_events: bool = False,
+        wait: float = 0.0,
     ) -> Taken:
+        if wait > 0:
+            self.wait_for_event(wait)
         s = self._s
         with s.lock:  # re-entrant: move, delete and the rest run inside this one hold
             if self._user.live != self._incarnation:

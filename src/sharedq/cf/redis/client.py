@@ -26,6 +26,7 @@ request is decided when the change is seen.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import socket
@@ -223,6 +224,11 @@ def exchange(connection: Any, packed: bytes) -> Any:
     RESP2 is read by redis-py.
     """
     connection.send_packed_command([packed], False)
+    return read_reply(connection)
+
+
+def read_reply(connection: Any) -> Any:
+    """The next reply on ``connection``, read as :func:`exchange` reads it."""
     # redis-py's private attributes, each looked up with a default: a redis-py that
     # renamed one is read by its own read_response, as before.
     sock = getattr(connection, "_sock", None)
@@ -340,6 +346,38 @@ class Epoch:
             seconds = min(seconds, timeout / 2)
         milliseconds = max(1, int(seconds * 1000))
         self.command("XREAD", "COUNT", 1, "BLOCK", milliseconds, "STREAMS", key, "0-0", key=key)
+
+    def wait_for_event(
+        self, stream: str, seconds: float, function: Function, key: str, args: list[Any]
+    ) -> Any:
+        """:meth:`block` on ``stream``, then :meth:`run`, sent together: the server runs
+        the function as soon as the wait ends, without a round trip in between.
+
+        The wait's own reply is read and dropped (an error reply included: the function
+        then runs early, as a try that finds nothing).  A failure is recovered as the
+        function's, which is resent with the retry flag and so is never applied twice.
+        """
+        timeout = self.client.redis.connection_pool.connection_kwargs.get("socket_timeout")
+        if timeout:
+            seconds = min(seconds, timeout / 2)
+        milliseconds = max(1, int(seconds * 1000))
+        fcall = ("FCALL", function.fcall, 1, key)
+        try:
+            connection = self.nodes.connection(key)
+            connection.send_packed_command(
+                [
+                    pack_command(
+                        ("XREAD", "COUNT", 1, "BLOCK", milliseconds, "STREAMS", stream, "0-0")
+                    ),
+                    pack_command((*fcall, *args)),
+                ],
+                False,
+            )
+            with contextlib.suppress(rx.ResponseError):
+                read_reply(connection)
+            return read_reply(connection)
+        except rx.RedisError as exc:
+            return self.recover(exc, fcall, args, key, True)[0]
 
     def why_lost(self, key: str | None) -> str | None:
         """Why this epoch's connections to the structure of ``key`` are lost, if they are."""

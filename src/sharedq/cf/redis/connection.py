@@ -127,6 +127,7 @@ class RedisListStructure(ListStructure):
         # only there; lose() swaps both for a function that fails.
         self._run: Callable[[Function, str, list[Any]], Any] = epoch.run
         self._block: Callable[[str, float], None] = epoch.block
+        self._wait_run: Callable[[str, float, Function, str, list[Any]], Any] = epoch.wait_for_event
         self._name = name
         self._key = keys.meta_key(name)
         self._user_name = user_name
@@ -193,6 +194,7 @@ class RedisListStructure(ListStructure):
 
         self._run = lost
         self._block = lost
+        self._wait_run = lost
         self._facility.lost(self)
 
     @property
@@ -485,6 +487,7 @@ class RedisListStructure(ListStructure):
         expect_authority: int | None = None,
         monitor: MonitorSpec | None = None,
         take_events: bool = False,
+        wait: float = 0.0,
     ) -> Taken:
         if type(to_list) is not int or not 0 <= to_list < self._list_count:
             v.check_list(to_list, self._list_count, "target list")
@@ -506,9 +509,19 @@ class RedisListStructure(ListStructure):
                 monitor.token,
             ]
         args[2] = to_list.to_bytes(2, "big") + bytes((flags,)) + authority
-        raw, seq, record, data, deleted_seq, monitor_id, nonempty, monitor_seq, left = self._run(
-            scripts.TAKE, self._key, args
-        )
+        if wait > 0:
+            # XREAD BLOCK and the call in one write: the server runs the take as soon as
+            # the wait ends (wait_for_event), with no round trip between the two.
+            reply = self._wait_run(
+                keys.queue_key(self._name, self._user_id),
+                min(wait, WAIT_SLICE),
+                scripts.TAKE,
+                self._key,
+                args,
+            )
+        else:
+            reply = self._run(scripts.TAKE, self._key, args)
+        raw, seq, record, data, deleted_seq, monitor_id, nonempty, monitor_seq, left = reply
         events = [codec.event_of(event) for event in raw]
         if not seq:
             registration = (
