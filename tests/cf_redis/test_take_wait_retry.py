@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sharedq.cf import Compare, Head, ListStructure, MonitorState, StructureParams
+from sharedq.cf import Compare, Head, MonitorState, StructureParams
 from sharedq.cf.redis import RedisFacility
 from sharedq.testing.redis_server import RedisServer
 from tests.tcp_proxy import ReplyDroppingProxy
