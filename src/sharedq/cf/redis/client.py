@@ -354,8 +354,9 @@ class Epoch:
         the function as soon as the wait ends, without a round trip in between.
 
         The wait's own reply is read and dropped (an error reply included: the function
-        then runs early, as a try that finds nothing).  A failure is recovered as the
-        function's, which is resent with the retry flag and so is never applied twice.
+        then ran without the wait, as after a wait that ended early).  A failure is
+        recovered as the function's, which is resent alone with the retry flag and so
+        is never applied twice.
         """
         timeout = self.client.redis.connection_pool.connection_kwargs.get("socket_timeout")
         if timeout:
@@ -364,12 +365,13 @@ class Epoch:
         fcall = ("FCALL", function.fcall, 1, key)
         try:
             connection = self.nodes.connection(key)
+            # One buffer, so one send: redis-py sends each item of a list on its own.
             connection.send_packed_command(
                 [
                     pack_command(
                         ("XREAD", "COUNT", 1, "BLOCK", milliseconds, "STREAMS", stream, "0-0")
-                    ),
-                    pack_command((*fcall, *args)),
+                    )
+                    + pack_command((*fcall, *args))
                 ],
                 False,
             )
