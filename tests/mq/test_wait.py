@@ -10,7 +10,8 @@ import pytest
 
 from sharedq.cf import CouplingFacility, ListStructure
 from sharedq.clock import retry_until
-from sharedq.mq import ID_LENGTH, IndexType, Message, NoMessageAvailable
+from sharedq.mq import ID_LENGTH, IndexType, Inhibited, Message, MQReason, NoMessageAvailable
+from sharedq.testing.waits import wait_asleep_in_wait_events
 from tests.mq.conftest import APP, MakeManager
 
 #: Seconds a test waits for a signal before it fails (it comes in milliseconds).
@@ -250,3 +251,23 @@ def test_wait_timeout(make_qm: MakeManager) -> None:
     with pytest.raises(NoMessageAvailable):
         qm.open("Q").get(wait=0.2)
     assert 0.15 <= time.monotonic() - started < 3
+
+
+def test_a_get_inhibited_while_waiting_fails_and_leaves_the_message(
+    make_qm: MakeManager,
+) -> None:
+    """The alter increments the queue's authority: the waiter's try after the put (on a
+    plain connection, the one request that slept) fails its authority check, re-reads
+    the definition and fails with GET_INHIBITED; the message stays on the queue."""
+    qm1, qm2 = make_qm(1), make_qm(2)
+    qm1.define_queue("Q", structure=APP)
+    waiter = Waiter(lambda: qm2.open("Q").get(wait=30))
+    waiter.start()
+    wait_asleep_in_wait_events(waiter)
+    qm1.alter_queue("Q", get_inhibited=True)
+    qm1.open("Q").put(b"kept")
+    waiter.join(SIGNAL_TIMEOUT)
+    assert isinstance(waiter.result, Inhibited)
+    assert waiter.result.reason is MQReason.GET_INHIBITED
+    qm1.alter_queue("Q", get_inhibited=False)
+    assert qm1.open("Q").get().body == b"kept"
