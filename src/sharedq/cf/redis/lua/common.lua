@@ -17,6 +17,7 @@
 -- function at a time, so these shared upvalues belong to the call in progress.
 local M, P, E, D, S, K               -- meta hash, key prefix, entries, data, skey index, locks
 local ARGV, UID, TOKEN, REQ, RETRY  -- REQ: the request number ('': none)
+local UNUM                           -- the caller's user id as a number (UID a string)
 local CHANNEL                        -- the request's channel (with a request number)
 local touched, monitors              -- monitor evaluation (see notify)
 local monitors_read = true           -- whether monitors holds any (begin empties it)
@@ -55,11 +56,14 @@ local STRUCTURE_LOST, CONNECTION_FAILED, SERVER_UNSUITABLE = 1060, 1061, 1063
 local UIDS, LFIELDS, LNUMS = {}, {}, {}
 
 -- A structure's key names (prefix, e, d, s, k, its users' token keys by user id and its
--- lists' keys by list number),
--- made on its first call and kept: each string made costs a call some 0.2-0.4 us.
+-- lists' keys by list number; its users' event streams and undelivered marks by user
+-- id and its lists' monitor hashes by list number, which a take and every change of a
+-- watched list name), made on its first call and kept: each string made costs a call
+-- some 0.2-0.4 us, and one of a number (a user id, a list) a sprintf more.
 -- Bounded: forgotten all at once past KEYSET_LIMIT structures (deleted ones included).
 local KEYSETS, keyset_count, KEYSET_LIMIT = {}, 0, 1024
 local TOKEN_KEYS, LIST_KEYS          -- the call's structure's token keys, list keys
+local NAMES                          -- and the rest by number (see named)
 
 local function keyset(m)
   local ks = KEYSETS[m]
@@ -68,7 +72,7 @@ local function keyset(m)
     KEYSETS, keyset_count = {}, 0
   end
   local p = ssub(m, 1, -2)
-  ks = {p, p .. 'e', p .. 'd', p .. 's', p .. 'k', {}, {}}
+  ks = {p, p .. 'e', p .. 'd', p .. 's', p .. 'k', {}, {}, {}}
   KEYSETS[m] = ks
   keyset_count = keyset_count + 1
   return ks
@@ -79,9 +83,11 @@ local function begin(keys, args)
   M = keys[1]
   local ks = KEYSETS[M] or keyset(M)
   P, E, D, S, K, TOKEN_KEYS, LIST_KEYS = ks[1], ks[2], ks[3], ks[4], ks[5], ks[6], ks[7]
+  NAMES = ks[8]
   ARGV = args
   local header = args[1]
   local u = sbyte(header, 1)
+  UNUM = u
   UID = UIDS[u]
   if not UID then
     UID = tostring(u)
@@ -188,6 +194,24 @@ local function token_key(uid)
     k = P .. 't:' .. uid
     TOKEN_KEYS[uid] = k
   end
+  return k
+end
+
+-- Key names by number (NAMES[i], made by named(i) the first time), so that no string
+-- is made to look one up: user u's event stream 'q:<u>' at u, its set of monitors
+-- with a nonempty event not yet taken 'ud:<u>' at 256 + u; list n's monitors 'w:<n>'
+-- at -1 - n.  (One table and one function: a library's top level holds at most 200
+-- local names.)
+local function named(i)
+  local k
+  if i < 0 then
+    k = P .. 'w:' .. (-1 - i)
+  elseif i >= 256 then
+    k = P .. 'ud:' .. (i - 256)
+  else
+    k = P .. 'q:' .. i
+  end
+  NAMES[i] = k
   return k
 end
 
@@ -986,10 +1010,12 @@ end
 -- touched: {list, key, secondary key} of entries that came or went in this call;
 -- monitors: list -> its monitors, parsed, in registration order.
 
-local function parse_monitor(id, raw)
+-- sid: the id as a string, when the caller has it (a hash field it read): a number
+-- passed to redis.call or joined to a string is printed with sprintf each time.
+local function parse_monitor(id, raw, sid)
   local uid, nonempty, notify_empty, tl = sbyte(raw, 1, 4)
   local m = {id = id, uid = uid, nonempty = nonempty == 1, notify_empty = notify_empty == 1,
-             token = ssub(raw, 5, 4 + tl), raw = raw}
+             token = ssub(raw, 5, 4 + tl), raw = raw, sid = sid or tostring(id)}
   local spec = ssub(raw, 5 + tl)
   if ssub(spec, 1, 1) == 'r' then
     m.low, m.high = ssub(spec, 2, 17), ssub(spec, 18, 33)
@@ -1004,11 +1030,11 @@ local function monitors_of(list)
   if found then return found end
   monitors_read = true
   found = {}
-  local flat = redis.call('HGETALL', P .. 'w:' .. list)
+  local flat = redis.call('HGETALL', NAMES[-1 - list] or named(-1 - list))
   for i = 1, #flat, 2 do
-    found[#found + 1] = parse_monitor(tonumber(flat[i]), flat[i + 1])
+    found[#found + 1] = parse_monitor(tonumber(flat[i]), flat[i + 1], flat[i])
   end
-  table.sort(found, function(a, b) return a.id < b.id end)
+  if #found > 1 then table.sort(found, function(a, b) return a.id < b.id end) end
   monitors[list] = found
   return found
 end
@@ -1017,13 +1043,13 @@ end
 local function watched_nonempty(list, m)
   if m.skey then
     local p = skey_prefix(list, m.skey)
-    return #redis.call('ZRANGEBYLEX', S, '[' .. p, '[' .. p .. FF36, 'LIMIT', 0, 1) > 0
+    return #redis.call('ZRANGEBYLEX', S, '[' .. p, '[' .. p .. FF36, 'LIMIT', '0', '1') > 0
   end
   if m.low == LOWEST and m.high == HIGHEST then
     return redis.call('ZCARD', list_key(list)) > 0
   end
   return #redis.call('ZRANGEBYLEX', list_key(list), '[' .. m.low, '[' .. m.high .. FF20,
-    'LIMIT', 0, 1) > 0
+    'LIMIT', '0', '1') > 0
 end
 
 local function monitor_raw(m)
@@ -1031,7 +1057,7 @@ local function monitor_raw(m)
 end
 
 local function queue_event(uid, text)
-  redis.call('XADD', P .. 'q:' .. uid, '*', 'e', text)
+  redis.call('XADD', NAMES[uid] or named(uid), '*', 'e', text)
 end
 
 local function evaluate(m, list, seq)
@@ -1039,18 +1065,41 @@ local function evaluate(m, list, seq)
   if nonempty == m.nonempty then return end
   m.nonempty = nonempty
   m.raw = monitor_raw(m)
-  redis.call('HSET', P .. 'w:' .. list, m.id, m.raw)
+  local sid = m.sid
+  redis.call('HSET', NAMES[-1 - list] or named(-1 - list), sid, m.raw)
   local state
-  local undelivered = P .. 'ud:' .. m.uid
+  local uid = m.uid
+  local undelivered = NAMES[256 + uid] or named(256 + uid)
   if nonempty then
-    if redis.call('SADD', undelivered, m.id) == 0 then return end
+    if redis.call('SADD', undelivered, sid) == 0 then return end
     state = 'n'
   else
     if not m.notify_empty then return end
-    redis.call('SREM', undelivered, m.id)
+    redis.call('SREM', undelivered, sid)
     state = 'e'
   end
-  queue_event(m.uid, m.id .. ',' .. list .. ',' .. state .. ',' .. int(seq) .. ',' .. m.token)
+  queue_event(uid, sid .. ',' .. lnum(list) .. ',' .. state .. ',' .. int(seq) .. ',' .. m.token)
+end
+
+-- Events taken (take.lua, events.lua): every event queued for the caller, oldest
+-- first, each "monitor,list,state,seq,token"; wake-up markers (mark_failed) dropped.
+-- The stream and the caller's undelivered-nonempty marks go with them, in one DEL.
+-- An empty stream means no marks to clear: a mark is added only with its event
+-- (evaluate), and events go only with their marks (here, release, destroy) or with
+-- their own monitor's (unmonitor), so the DEL is left out.  Returns NO_EVENTS (never
+-- to be changed) when there were none.
+local NO_EVENTS = {}
+local function take_own_events()
+  local queue = NAMES[UNUM] or named(UNUM)
+  local items = redis.call('XRANGE', queue, '-', '+')
+  if #items == 0 then return NO_EVENTS end
+  local events = {}
+  for _, item in ipairs(items) do
+    local fields = item[2]
+    if fields[1] == 'e' then events[#events + 1] = fields[2] end
+  end
+  redis.call('DEL', queue, NAMES[256 + UNUM] or named(256 + UNUM))
+  return events
 end
 
 -- Evaluate the monitors the change just made touched, on its final state: a move within

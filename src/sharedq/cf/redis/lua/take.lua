@@ -45,59 +45,72 @@ elseif watch and c[EMCS] >= c[MAX_EMCS] then
     .. ' are in use')
 end
 -- Checked: from here on nothing fails.
-local events = {}
-if band(flags, 2) ~= 0 then
-  local queue = P .. 'q:' .. UID
-  local items = redis.call('XRANGE', queue, '-', '+')
-  for _, item in ipairs(items) do
-    if item[2][1] == 'e' then events[#events + 1] = item[2][2] end
-  end
-  if #items > 0 then redis.call('DEL', queue) end
-  redis.call('DEL', P .. 'ud:' .. UID)
-end
+local events = NO_EVENTS
+if band(flags, 2) ~= 0 then events = take_own_events() end
 if watch then
   local list = tonumber(ARGV[4])
   local mid = redis.call('HGET', M, 'mid')
   local l = list_controls(list)
   local id = num(mid) + 1
+  local sid = tostring(id)  -- printed once, not for each command that names it
   local mspec = 'r' .. ARGV[5] .. ARGV[6]
   if ARGV[7] ~= '' then mspec = 's' .. ARGV[7] end
   local m = parse_monitor(id, schar(tonumber(UID), 0, ARGV[8] == '1' and 1 or 0,
-    #ARGV[9]) .. ARGV[9] .. mspec)
+    #ARGV[9]) .. ARGV[9] .. mspec, sid)
   m.nonempty = watched_nonempty(list, m)
-  redis.call('HSET', P .. 'w:' .. list, id, monitor_raw(m))
-  redis.call('HSET', P .. 'um:' .. UID, id, list)
+  redis.call('HSET', NAMES[-1 - list] or named(-1 - list), sid, monitor_raw(m))
+  redis.call('HSET', P .. 'um:' .. UID, sid, lnum(list))
   c[SEQ], c[EMCS] = c[SEQ] + 1, c[EMCS] + 1
   l[LIST_MONITORS] = l[LIST_MONITORS] + 1
-  redis.call('HSET', M, 'c', packed_counters(c), 'mid', id, lfield(list), packed_controls(l))
-  return record({events, 0, '', '', 0, id, m.nonempty and 1 or 0, c[SEQ], 0})
+  local reply = {events, 0, '', '', 0, id, m.nonempty and 1 or 0, c[SEQ], 0}
+  if REQ == '' then
+    redis.call('HSET', M, 'c', packed_counters(c), 'mid', sid, lfield(list), packed_controls(l))
+  else
+    redis.call('HSET', M, 'c', packed_counters(c), 'mid', sid, lfield(list), packed_controls(l),
+      kept('m', cmsgpack.pack(reply)))
+  end
+  return reply
 end
-if not r then return record({events, 0, '', '', 0, 0, 0, 0, 0}) end
+if not r then
+  -- A take that changed nothing (no entry, no event, no monitor) keeps no result: a
+  -- resend finds none for its request and runs again, as if the first had not run.
+  if events == NO_EVENTS then return {events, 0, '', '', 0, 0, 0, 0, 0} end
+  return record({events, 0, '', '', 0, 0, 0, 0, 0})
+end
 local seq, moved, data, deleted = take_entry(r, to, delete, c, source, target, rid, member)
-if to ~= from then
-  redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source),
-    lfield(to), packed_controls(target))
-elseif delete then
-  redis.call('HSET', M, 'c', packed_counters(c), lfield(from), packed_controls(source))
-else
-  redis.call('HSET', M, 'c', packed_counters(c))
-end
 local reply = {events, seq, moved, data, deleted, 0, 0, 0, redis.call('ZCARD', list_key(from))}
+-- The result kept for a resend goes in the HSET of the counters (one command, not two).
+local f1, v1, f2
 if REQ ~= '' then
   if not data or data == '' then
-    redis.call('HSET', M, kept('m', cmsgpack.pack(reply)))
+    f1, v1 = kept('m', cmsgpack.pack(reply))
   elseif delete then
     -- Its data is gone with the entry: copied for a resend, beside the result rather
     -- than packed in it (MessagePack cost some 25 instructions a byte).
     reply[4] = 0
-    local field, value = kept('k', cmsgpack.pack(reply))
-    redis.call('HSET', M, field, value, field .. 'd', data)
+    f1, v1 = kept('k', cmsgpack.pack(reply))
+    f2 = f1 .. 'd'
     reply[4] = data
   else
     -- Data kept apart that stays there is named rather than copied (see named_data).
     reply[4] = true
-    redis.call('HSET', M, kept('k', cmsgpack.pack(reply)))
+    f1, v1 = kept('k', cmsgpack.pack(reply))
     reply[4] = data
   end
 end
+-- Each table made at its size (growing one rehashes it, some 3,000 instructions).
+local hset, n
+if to ~= from then
+  hset = {'c', packed_counters(c), lfield(from), packed_controls(source), lfield(to),
+    packed_controls(target), f1, v1, f2, data}
+  n = 6
+elseif delete then
+  hset = {'c', packed_counters(c), lfield(from), packed_controls(source), f1, v1, f2, data}
+  n = 4
+else
+  hset = {'c', packed_counters(c), f1, v1, f2, data}
+  n = 2
+end
+if f1 then n = n + (f2 and 4 or 2) end
+redis.call('HSET', M, unpack(hset, 1, n))
 return reply
