@@ -15,12 +15,18 @@
 -- allow-oom: a move (a get), a delete, an EMC and events taken, as their own files are.
 local done = RETRY and recorded()
 if done then return done end
+-- The spec read in one C call, its flags' meanings from option_flags' table (a C call
+-- each is some 500 instructions, a take's whole parsing once some 4,000).
 local spec = ARGV[3]
-local to = from_be2(spec, 1)
-local flags = sbyte(spec, 3)
-local delete = band(flags, 1) ~= 0
-local expect_authority
-if band(flags, 8) ~= 0 then expect_authority = from_be(ssub(spec, 4, 11)) end
+local to, flags, expect_authority
+if #spec >= 11 then
+  to, flags, expect_authority = sunpack('>I2BI8', spec)
+else
+  to, flags = sunpack('>I2B', spec)
+end
+local f = option_flags(flags)
+if not f[4] then expect_authority = nil end
+local delete = f[1]
 local at = locator_list(ARGV[2])
 local raw_c, raw_to, raw_at
 if at and at ~= to then
@@ -31,7 +37,7 @@ end
 local c, target = counters(raw_c), controls(raw_to)
 local r, rid, member = locate_packed(ARGV[2])
 local from, source
-local watch = band(flags, 4) ~= 0 and not r
+local watch = f[3] and not r
 if r then
   from = rec_list(r)
   source = target
@@ -46,7 +52,7 @@ elseif watch and c[EMCS] >= c[MAX_EMCS] then
 end
 -- Checked: from here on nothing fails.
 local events = NO_EVENTS
-if band(flags, 2) ~= 0 then events = take_own_events() end
+if f[2] then events = take_own_events() end
 if watch then
   local list = tonumber(ARGV[4])
   local mid = redis.call('HGET', M, 'mid')
