@@ -24,6 +24,7 @@ local monitors_read = true           -- whether monitors holds any (begin emptie
 local cow                            -- snapshots being read (see keep_old)
 local snapping                       -- the meta hash's 'xa' as open() read it (snapshots)
 local checking                       -- a new entry's id while its checks run (see fail)
+local emptied                        -- a list the call left empty (see watched_nonempty)
 
 -- The library functions used most, bound once (by begin: a library's top level runs
 -- without them): an upvalue is read in one step, string.sub in two table lookups.
@@ -103,7 +104,7 @@ local function begin(keys, args)
   -- The tables of the call before are reused when it left them empty (nearly always).
   if touched == nil or #touched > 0 then touched = {} end
   if monitors_read then monitors, monitors_read = {}, false end
-  cow, snapping, checking = nil, nil, nil
+  cow, snapping, checking, emptied = nil, nil, nil, nil
 end
 
 -- The structure's name, for messages.
@@ -1041,6 +1042,7 @@ end
 
 -- Whether the set a monitor watches on a list holds an entry now.
 local function watched_nonempty(list, m)
+  if list == emptied then return false end  -- the call counted it: no command
   if m.skey then
     local p = skey_prefix(list, m.skey)
     return #redis.call('ZRANGEBYLEX', S, '[' .. p, '[' .. p .. FF36, 'LIMIT', '0', '1') > 0

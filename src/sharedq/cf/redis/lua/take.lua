@@ -83,8 +83,16 @@ if not r then
   if events == NO_EVENTS then return {events, 0, '', '', 0, 0, 0, 0, 0} end
   return record({events, 0, '', '', 0, 0, 0, 0, 0})
 end
+-- The entries left on the list it leaves: counted before when that is another list,
+-- so that a monitor there sees it empty without a command of its own.
+local left
+if to ~= from then
+  left = redis.call('ZCARD', list_key(from)) - 1
+  if left == 0 then emptied = from end
+end
 local seq, moved, data, deleted = take_entry(r, to, delete, c, source, target, rid, member)
-local reply = {events, seq, moved, data, deleted, 0, 0, 0, redis.call('ZCARD', list_key(from))}
+if not left then left = redis.call('ZCARD', list_key(from)) end
+local reply = {events, seq, moved, data, deleted, 0, 0, 0, left}
 -- The result kept for a resend goes in the HSET of the counters (one command, not two).
 local f1, v1, f2
 if REQ ~= '' then
