@@ -4,9 +4,10 @@ A waiting get tries a take before each sleep, so a take that finds no entry and 
 event is the commonest request of an idle queue.  It changes nothing, so it keeps no
 result for a resend and writes nothing (no command a replica or the AOF would be
 sent); the take that follows a wake-up clears the user's event stream and its
-undelivered marks in one ``DEL``, and keeps its result in the ``HSET`` of the
-counters.  Counted with ``INFO commandstats`` on a private server: every command the
-function runs is counted there.
+undelivered marks in one ``DEL``, keeps its result in the ``HSET`` of the counters,
+and settles the monitor it leaves empty from the count its reply carries.  Counted
+with ``INFO commandstats`` on a private server: every command the function runs is
+counted there.
 """
 
 from __future__ import annotations
