@@ -7,7 +7,9 @@ sent); the take that follows a wake-up clears the user's event stream and its
 undelivered marks in one ``DEL``, keeps its result in the ``HSET`` of the counters,
 and settles the monitor it leaves empty from the count its reply carries.  Counted
 with ``INFO commandstats`` on a private server: every command the function runs is
-counted there.
+counted there.  A take that took no event and whose data is in its record keeps its
+result as its figures and record (not in MessagePack): a resend after a lost reply
+returns exactly the first reply.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pytest
 from sharedq.cf import Compare, Head, ListStructure, MonitorSpec, StructureParams
 from sharedq.cf.redis import RedisFacility
 from sharedq.testing.redis_server import RedisServer
+from tests.tcp_proxy import ReplyDroppingProxy
 
 COMMITTED = MonitorSpec(0, b"\0" * 16, b"\x09" + b"\xff" * 15)
 HEAD = Head(0, b"\x0a" + b"\0" * 15, Compare.LE)
@@ -82,3 +85,40 @@ def test_a_take_after_a_wake_clears_events_and_marks_in_one_del(
     # The marks went with the events: the next put queues its event again.
     struct.write(0, _key(2), b"n" * 100)
     assert [event.monitor_id for event in struct.events_nowait()] == [monitor]
+
+
+def test_a_resent_take_returns_the_first_reply_exactly(redis_server: RedisServer) -> None:
+    """Seqs, record, data and the count left, for data in the record and for none."""
+    redis_server.flush()
+    proxy = ReplyDroppingProxy(redis_server.port)
+    try:
+        with (
+            RedisFacility.from_url(proxy.url, lease_seconds=600) as fac,
+            RedisFacility.from_url(redis_server.url, lease_seconds=600) as direct,
+        ):
+            fac.create(StructureParams.for_capacity("QSGR", list_count=4, entries=20, elements=20))
+            struct = fac.connect("QSGR", "QM1")
+            other = direct.connect("QSGR", "QM2")
+            entries = [
+                struct.write(0, _key(n), body).entry for n, body in enumerate([b"m" * 100, b""])
+            ]
+            entries.append(struct.write(0, _key(2), b"k" * 100).entry)
+            for n, entry in enumerate(entries):
+                delete = n != 2
+                before = struct.statistics().seq
+                proxy.drop_next_reply(lambda: other.write(3, _key(99), b"meanwhile"))
+                taken = struct.take(Head(0), 1, delete=delete)
+                assert taken.moved is not None and taken.events == []
+                assert taken.moved.seq == before + 1
+                assert taken.moved.entry == entry._replace(list_number=1)
+                assert taken.moved.entries == len(entries) - 1 - n
+                if delete:
+                    assert taken.deleted is not None and taken.deleted.seq == before + 2
+                    assert taken.deleted.entry == taken.moved.entry
+                else:
+                    assert taken.deleted is None
+            assert proxy.dropped == len(entries)
+            assert [e.entry_id for e in struct.scan(1)] == [entries[2].entry_id]
+    finally:
+        proxy.close()
+        redis_server.flush()

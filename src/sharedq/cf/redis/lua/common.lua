@@ -605,6 +605,12 @@ local function recorded()
     end
     return t
   end
+  if kind == 'T' then  -- a take's, no events, its data in its record or none (take.lua)
+    local seq, deleted, left = sunpack('>I8BI8', body)
+    local r = ssub(body, 18)
+    return {{}, seq, r, sbyte(r, 47) == 0 and '' or false, deleted == 1 and seq + 1 or 0,
+      0, 0, 0, left}
+  end
   if kind == 'c' then
     local data = redis.call('HGET', M, kept_field() .. 'd')
     return {from_be(ssub(body, 1, 8)), ssub(body, 9), data}
