@@ -315,3 +315,32 @@ def test_a_resent_take_whose_large_entry_changed_fails_rather_than_return_other_
     with pytest.raises(CFError) as failed:
         conn.take(Head(0), 1)
     assert failed.value.reason is CFReason.CONNECTION_FAILED
+
+
+# A sleeping take (``take`` with ``wait``): the wait and the take go in one write, and
+# the server writes both replies together once the take has run, so a connection cut
+# loses the take's reply after the take was made.  The client resends the take alone,
+# with the retry flag, and must get the first attempt's result (entry and events).
+
+
+@pytest.mark.parametrize("delete", [False, True])
+def test_a_sleeping_take_whose_replies_were_lost_takes_once(
+    facility: RedisFacility, proxy: ReplyDroppingProxy, delete: bool
+) -> None:
+    conn = facility.connect("QSG1", "QM1")
+    writer = facility.connect("QSG1", "QM2")
+    registration = conn.monitor_list(0)
+    first = writer.write(0, key(1), b"first")
+    writer.write(0, key(2), b"second")
+    # The event is queued: the wait ends at once and the take runs in the same pass.
+    proxy.drop_next_reply()
+    taken = conn.take(GET, 1, delete=delete, take_events=True, wait=30.0)
+    assert proxy.dropped == 1
+    assert [(e.monitor_id, e.state, e.seq) for e in taken.events] == [
+        (registration.monitor_id, MonitorState.NONEMPTY, first.seq)
+    ]
+    assert taken.moved is not None and taken.moved.entry == first.entry._replace(list_number=1)
+    assert (taken.deleted is not None) is delete
+    assert [e.data for e in conn.scan(0)] == [b"second"]
+    assert [e.data for e in conn.scan(1)] == ([] if delete else [b"first"])
+    assert conn.events_nowait() == []

@@ -498,20 +498,15 @@ class MemoryListStructure(ListStructure):
         not_locked: Iterable[int] = (),
         budget: int | None = None,
     ) -> BulkResult:
-        s = self._s
-        with s.lock:
-            if self._user.live != self._incarnation:
-                s.check_user(self._user, self._incarnation)
-            count = s.params.list_count
-            v.check_budget(budget)
-            for move in moves:
-                v.check_bulk_move(move, count)
-            s.check_conditions(self._user.user_id, 0, None, not_locked)
-            seqs: list[int] = []
-            missing: list[bytes] = []
-            handled = moves[: budget or DEFAULT_BULK_BUDGET]
-            processed, error = _move_each(s, handled, ignore_limit, missing_ok, seqs, missing)
-            return BulkResult(len(moves), processed, tuple(seqs), tuple(missing), error)
+        # The mixed request with no deletes: the same checks, loop and result.
+        return self.move_and_delete_entries(
+            moves,
+            (),
+            ignore_limit=ignore_limit,
+            missing_ok=missing_ok,
+            not_locked=not_locked,
+            budget=budget,
+        )
 
     def delete_entries(
         self,
@@ -521,19 +516,10 @@ class MemoryListStructure(ListStructure):
         not_locked: Iterable[int] = (),
         budget: int | None = None,
     ) -> BulkResult:
-        s = self._s
-        with s.lock:
-            if self._user.live != self._incarnation:
-                s.check_user(self._user, self._incarnation)
-            v.check_budget(budget)
-            for entry_id in entry_ids:
-                v.check_entry_id(entry_id)
-            s.check_conditions(self._user.user_id, 0, None, not_locked)
-            seqs: list[int] = []
-            missing: list[bytes] = []
-            handled = entry_ids[: budget or DEFAULT_BULK_BUDGET]
-            processed, error = _delete_each(s, handled, missing_ok, seqs, missing)
-            return BulkResult(len(entry_ids), processed, tuple(seqs), tuple(missing), error)
+        # The mixed request with no moves: the same checks, loop and result.
+        return self.move_and_delete_entries(
+            (), entry_ids, missing_ok=missing_ok, not_locked=not_locked, budget=budget
+        )
 
     def move_and_delete_entries(
         self,
