@@ -4,7 +4,9 @@ Each request is exactly one function call (FCALL), because a function is the onl
 Redis runs atomically with logic in it.  The files are assembled into one function
 library: the shared parts (``common``, ``counts``, ``release``, ``bulk``) first, defined
 once when the library loads, then each request file as the body of a function that
-starts by binding its keys and arguments (``begin`` in ``common.lua``).
+starts by binding its keys and arguments (``begin`` in ``common.lua``).  The shared
+parts' top level is one Lua function, which Lua 5.1 allows at most 200 local names:
+``common.lua`` says how it keeps some free, and a test keeps at least 40 free.
 
 A request file may open with a line ``-- flags: FLAG ...`` naming Redis function flags
 (``FLAGS`` below collects them).  Two are used, both about a server at ``maxmemory``
@@ -147,9 +149,14 @@ def _function(name: str) -> str:
     )
 
 
-def build_library(requests: tuple[str, ...]) -> tuple[str, bytes]:
-    """The library's name and its source, for ``FUNCTION LOAD``."""
-    code = "\n".join([*map(_text, SHARED), *map(_function, requests)])
+def build_library(requests: tuple[str, ...], prelude: str = "") -> tuple[str, bytes]:
+    """The library's name and its source, for ``FUNCTION LOAD``.
+
+    ``prelude``: Lua put before the shared files, at the library's top level (a test
+    declares spare locals there to count the top-level names left: see ``common.lua``).
+    """
+    shared = [prelude, *map(_text, SHARED)] if prelude else list(map(_text, SHARED))
+    code = "\n".join([*shared, *map(_function, requests)])
     digest = hashlib.sha1(code.encode("utf-8")).hexdigest()[:12]
     library = f"sharedq_{digest}"
     source = f"#!lua name={library}\n" + code.replace(_PREFIX, f"sq{digest}")

@@ -6,9 +6,9 @@
 -- Reply: user id, token, list count, element size, lock count.
 local name, lease = ARGV[2], tonumber(ARGV[4])
 local meta = redis.call('HMGET', M, 'inst', 'c', 'lc', 'es', 'lk', 'fmt')
-if not meta[1] then fail(NO_SUCH_STRUCTURE, 'no structure ' .. structure_name()) end
+if not meta[1] then fail(ERR.NO_SUCH_STRUCTURE, 'no structure ' .. structure_name()) end
 if meta[6] ~= ARGV[5] then
-  fail(SERVER_UNSUITABLE, 'structure ' .. structure_name() .. ' is kept in format '
+  fail(ERR.SERVER_UNSUITABLE, 'structure ' .. structure_name() .. ' is kept in format '
     .. (meta[6] or '1') .. ', not ' .. ARGV[5] .. ': it was made by another sharedq version; '
     .. 'delete it and create it again (the recovery log rebuilds its contents)')
 end
@@ -22,7 +22,8 @@ for u = 1, 32 do
     local current = redis.call('GET', token_key(u))
     if current then
       if current ~= token then
-        fail(USER_ACTIVE, 'user ' .. name .. ' is already connected to ' .. structure_name())
+        fail(ERR.USER_ACTIVE, 'user ' .. name .. ' is already connected to '
+          .. structure_name())
       end
       return {u, token, meta[3], meta[4], meta[5]}
     end
@@ -38,7 +39,9 @@ if not uid then
       break
     end
   end
-  if not uid then fail(TOO_MANY_USERS, 'structure ' .. structure_name() .. ' has 32 users already') end
+  if not uid then
+    fail(ERR.TOO_MANY_USERS, 'structure ' .. structure_name() .. ' has 32 users already')
+  end
   redis.call('HSET', M, 'n' .. uid, name)
   redis.call('HINCRBY', M, 'nu', 1)
 end

@@ -84,14 +84,14 @@ local function bulk_moves(first, last, ignore, missing_ok)
     end
     if not r then
       if not missing_ok then
-        return finish(err_text(NO_SUCH_ENTRY, 'no entry ' .. hex(id)))
+        return finish(err_text(ERR.NO_SUCH_ENTRY, 'no entry ' .. hex(id)))
       end
       bulk.missing[#bulk.missing + 1] = id
     else
       local c1, c2 = sbyte(r, 13, 14)
       local cur = c1 * 256 + c2
       if from ~= 65535 and cur ~= from then
-        return finish(err_text(LIST_MISMATCH, 'entry ' .. hex(id)
+        return finish(err_text(ERR.LIST_MISMATCH, 'entry ' .. hex(id)
           .. ' is on list ' .. cur .. ', not ' .. from))
       end
       local source, target = bulk.lists[cur] or bulk_list(cur), bulk.lists[to] or bulk_list(to)
@@ -100,7 +100,7 @@ local function bulk_moves(first, last, ignore, missing_ok)
         local n = counts[to]
         if not n then n = redis.call('ZCARD', list_key(to)) + (pend[to] or 0) end
         if n >= limit then
-          return finish(err_text(LIST_FULL, 'list ' .. to .. ' is at its limit of '
+          return finish(err_text(ERR.LIST_FULL, 'list ' .. to .. ' is at its limit of '
             .. int(limit) .. ' entries'))
         end
         counts[to] = n
@@ -190,7 +190,7 @@ local function bulk_deletes(first, last, missing_ok)
     local r = records[i - first + 1]
     if not r or gone[id] then
       if not missing_ok then
-        return flush(err_text(NO_SUCH_ENTRY, 'no entry ' .. hex(id)))
+        return flush(err_text(ERR.NO_SUCH_ENTRY, 'no entry ' .. hex(id)))
       end
       bulk.missing[#bulk.missing + 1] = id
     else

@@ -56,24 +56,24 @@ for i = first, #ARGV, 2 do
   local k = (i - first) / 2 + 1
   local id = ids[k]
   if existing[k] or used[id] then
-    return flush(err_text(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use'))
+    return flush(err_text(ERR.ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use'))
   end
   local l = bulk.lists[list] or bulk_list(list)
   local limit = limit_of(l)
   if not ignore and limit then
     local n = counts[list] or redis.call('ZCARD', list_key(list))
     if n >= limit then
-      return flush(err_text(LIST_FULL, 'list ' .. list .. ' is at its limit of '
+      return flush(err_text(ERR.LIST_FULL, 'list ' .. list .. ' is at its limit of '
         .. int(limit) .. ' entries'))
     end
     counts[list] = n + 1
   end
   if c[ENTRIES] >= c[MAX_ENTRIES] then
-    return flush(err_text(STRUCTURE_FULL, 'structure ' .. structure_name()
+    return flush(err_text(ERR.STRUCTURE_FULL, 'structure ' .. structure_name()
       .. ' has all ' .. int(c[MAX_ENTRIES]) .. ' entries in use'))
   end
   if c[ELEMENTS] + elements > c[MAX_ELEMENTS] then
-    return flush(err_text(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has '
+    return flush(err_text(ERR.STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has '
       .. int(c[ELEMENTS]) .. ' of ' .. int(c[MAX_ELEMENTS]) .. ' elements in use; '
       .. elements .. ' more do not fit'))
   end

@@ -29,32 +29,32 @@ local emptied                        -- a list the call left empty (see watched_
 -- The library functions used most, bound once (by begin: a library's top level runs
 -- without them): an upvalue is read in one step, string.sub in two table lookups.
 local ssub, sbyte, schar, band, spack, sunpack
-local function bind()
-  ssub, sbyte, schar = string.sub, string.byte, string.char
-  band, spack, sunpack = bit.band, struct.pack, struct.unpack
-end
 
 -- Literals, not string.rep: Redis 7.0 runs a library's top level without the string
 -- library.
 local FF4 = '\255\255\255\255'
 local FF20 = FF4 .. FF4 .. FF4 .. FF4 .. FF4
 local FF36 = FF20 .. FF4 .. FF4 .. FF4 .. FF4
-local LOWEST = '\0\0\0\0' .. '\0\0\0\0' .. '\0\0\0\0' .. '\0\0\0\0'
-local HIGHEST = FF4 .. FF4 .. FF4 .. FF4
 
-local NO_SUCH_ENTRY, ENTRY_EXISTS, NO_SUCH_STRUCTURE = 1020, 1021, 1022
-local STRUCTURE_EXISTS, NO_SUCH_MONITOR = 1023, 1024
-local NOT_CONNECTED, TOO_MANY_USERS, USER_ACTIVE = 1030, 1031, 1032
-local NO_SUCH_USER, USER_NOT_FAILED = 1033, 1034
-local STRUCTURE_FULL, LIST_FULL, EMC_AREA_FULL, ALTER_REJECTED = 1040, 1041, 1042, 1043
-local VERSION_MISMATCH, AUTHORITY_MISMATCH, LOCK_HELD = 1050, 1051, 1052
-local LOCK_NOT_HELD, LIST_MISMATCH = 1053, 1054
-local BAD_ARGUMENT, BAD_STRUCTURE_PARAMS = 1008, 1010
-local STRUCTURE_LOST, CONNECTION_FAILED, SERVER_UNSUITABLE = 1060, 1061, 1063
+-- The library's top level is one Lua function, and Lua 5.1 lets a function hold at
+-- most 200 local names at once (test_lua_headroom.py keeps at least 40 of them free).
+-- So names read only on rare paths share a table (ERR below), and a helper that only
+-- the functions defined with it use is local to a do ... end block around them: its
+-- name is freed at the block's end, and it is an upvalue of its callers all the same
+-- (read as fast as any).
 
--- Strings of small numbers made once and kept: Lua makes 'L' .. n with sprintf (about
--- 0.2 us), and a number passed to redis.call is printed the same way.
-local UIDS, LFIELDS, LNUMS = {}, {}, {}
+-- The codes of the errors fail() raises: read only on a request's way to failing.
+local ERR = {
+  NO_SUCH_ENTRY = 1020, ENTRY_EXISTS = 1021, NO_SUCH_STRUCTURE = 1022,
+  STRUCTURE_EXISTS = 1023, NO_SUCH_MONITOR = 1024,
+  NOT_CONNECTED = 1030, TOO_MANY_USERS = 1031, USER_ACTIVE = 1032,
+  NO_SUCH_USER = 1033, USER_NOT_FAILED = 1034,
+  STRUCTURE_FULL = 1040, LIST_FULL = 1041, EMC_AREA_FULL = 1042, ALTER_REJECTED = 1043,
+  VERSION_MISMATCH = 1050, AUTHORITY_MISMATCH = 1051, LOCK_HELD = 1052,
+  LOCK_NOT_HELD = 1053, LIST_MISMATCH = 1054,
+  BAD_ARGUMENT = 1008, BAD_STRUCTURE_PARAMS = 1010,
+  STRUCTURE_LOST = 1060, CONNECTION_FAILED = 1061, SERVER_UNSUITABLE = 1063,
+}
 
 -- A structure's key names (prefix, e, d, s, k, its users' token keys by user id and its
 -- lists' keys by list number; its users' event streams and undelivered marks by user
@@ -62,9 +62,12 @@ local UIDS, LFIELDS, LNUMS = {}, {}, {}
 -- watched list name), made on its first call and kept: each string made costs a call
 -- some 0.2-0.4 us, and one of a number (a user id, a list) a sprintf more.
 -- Bounded: forgotten all at once past KEYSET_LIMIT structures (deleted ones included).
-local KEYSETS, keyset_count, KEYSET_LIMIT = {}, 0, 1024
 local TOKEN_KEYS, LIST_KEYS          -- the call's structure's token keys, list keys
 local NAMES                          -- and the rest by number (see named)
+
+local begin
+do
+local KEYSETS, keyset_count, KEYSET_LIMIT = {}, 0, 1024
 
 local function keyset(m)
   local ks = KEYSETS[m]
@@ -79,7 +82,15 @@ local function keyset(m)
   return ks
 end
 
-local function begin(keys, args)
+local function bind()
+  ssub, sbyte, schar = string.sub, string.byte, string.char
+  band, spack, sunpack = bit.band, struct.pack, struct.unpack
+end
+
+-- User ids as strings, made once and kept (as lnum: a number printed is a sprintf).
+local UIDS = {}
+
+function begin(keys, args)
   if not ssub then bind() end
   M = keys[1]
   local ks = KEYSETS[M] or keyset(M)
@@ -106,6 +117,7 @@ local function begin(keys, args)
   if monitors_read then monitors, monitors_read = {}, false end
   cow, snapping, checking, emptied = nil, nil, nil, nil
 end
+end  -- begin
 
 -- The structure's name, for messages.
 local function structure_name()
@@ -131,7 +143,7 @@ local function fail(code, detail, ctx)
   if id then
     checking = nil
     if redis.call('HEXISTS', E, id) == 1 then
-      code, detail, ctx = ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use', nil
+      code, detail, ctx = ERR.ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use', nil
     end
   end
   error({err = err_text(code, detail, ctx)})
@@ -143,15 +155,20 @@ local function be(n, width)
   return ssub(spack('>I8', n), 9 - width)
 end
 
+local from_be
+do
 local BE_FORMATS = {'>I1', '>I2', '>I3', '>I4', '>I5', '>I6', '>I7', '>I8'}
-local function from_be(s)
+function from_be(s)
   return (sunpack(BE_FORMATS[#s], s))
 end
+end  -- from_be
 
 -- A list number as 2 bytes (made once per number and kept: every string a function
 -- makes costs a call some 0.2 us, hashing included), and back.
+local be2
+do
 local BE2 = {}
-local function be2(n)
+function be2(n)
   local s = BE2[n]
   if not s then
     s = schar((n - n % 256) / 256, n % 256)
@@ -159,6 +176,7 @@ local function be2(n)
   end
   return s
 end
+end  -- be2
 
 local function from_be2(s, at)
   local a, b = sbyte(s, at, at + 1)
@@ -234,21 +252,10 @@ end
 local function rec_key(r) return ssub(r, 15, 30) end
 local function rec_version(r) return ssub(r, 39, 46) end
 local function rec_elements(r) return sbyte(r, 47) end
-local function rec_skey(r)
-  local al, sl = sbyte(r, 48, 49)
-  if sl == 0 then return nil end
-  return ssub(r, 50 + al, 49 + al + sl)
-end
 -- A list's sorted-set member: key, ordinal, id; so that members sort as the list does.
 -- id: the record's, when the caller has it (one string fewer made).  A caller holding
 -- the key and ordinal of a record it made joins key .. ord .. id itself.
 local function rec_member(r, id) return ssub(r, 15, 38) .. (id or ssub(r, 1, 12)) end
-
--- Where the data kept in record r starts (past its end: none kept there).
-local function rec_inline_at(r)
-  local al, sl = sbyte(r, 48, 49)
-  return 50 + al + sl
-end
 
 -- The part of a new entry's data its record keeps: all of it when small, else none.
 local function inline_part(elements, data)
@@ -263,8 +270,10 @@ end
 
 -- The record's three length bytes (elements, adjunct, secondary key), made once per
 -- value and kept (bounded: forgotten all at once past 4,096).
+local lengths
+do
 local LENGTHS, lengths_count = {}, 0
-local function lengths(elements, al, sl)
+function lengths(elements, al, sl)
   local n = elements * 65536 + al * 256 + sl
   local s = LENGTHS[n]
   if not s then
@@ -275,6 +284,7 @@ local function lengths(elements, al, sl)
   end
   return s
 end
+end  -- lengths
 
 -- inline: the data the record keeps (inline_part).
 local function make_rec(id, list, key, ord, version, elements, adjunct, skey, inline)
@@ -282,13 +292,21 @@ local function make_rec(id, list, key, ord, version, elements, adjunct, skey, in
     .. lengths(elements, #adjunct, #skey) .. adjunct .. skey .. (inline or '')
 end
 
+local data_apart, rec_data, reply_data
+do
+-- Where the data kept in record r starts (past its end: none kept there).
+local function rec_inline_at(r)
+  local al, sl = sbyte(r, 48, 49)
+  return 50 + al + sl
+end
+
 -- Whether the entry's data is kept apart, in D.
-local function data_apart(r)
+function data_apart(r)
   return rec_elements(r) > 0 and #r < rec_inline_at(r)
 end
 
 -- The entry's data ('' for none).
-local function rec_data(r)
+function rec_data(r)
   if rec_elements(r) == 0 then return '' end
   local at = rec_inline_at(r)
   if #r >= at then return ssub(r, at) end
@@ -298,10 +316,11 @@ end
 -- What a reply carries for the entry's data: false when it is the data the record
 -- keeps (the client takes it from the record: codec.entry_of), so that it is neither
 -- copied out of the record nor sent twice; else the data ('' for none).
-local function reply_data(r)
+function reply_data(r)
   if rec_elements(r) > 0 and #r >= rec_inline_at(r) then return false end
   return rec_data(r)
 end
+end  -- data_apart, rec_data, reply_data
 
 -- Delete the entry's data from D, if it is kept there (the entry is going, or its
 -- data is now kept in its record or is none).
@@ -331,6 +350,8 @@ end
 -- The meta hash's field 'xa' is there while the set may hold one: open() reads it with
 -- the fields it is asked for, so that a request changes entries without a look at
 -- snapshots while none is active (nearly always).
+local keep_old
+do
 local function snapshots()
   if cow == nil then
     cow = false
@@ -355,7 +376,7 @@ local function snapshots()
 end
 
 -- Keep entry r's record, and its data when the change rewrites or deletes it.
-local function keep_old(r, with_data)
+function keep_old(r, with_data)
   local live = snapshots()
   if not live then return end
   local id = rec_id(r)
@@ -371,6 +392,7 @@ local function keep_old(r, with_data)
     end
   end
 end
+end  -- keep_old
 
 -- The record with a new list, key, ordinal, version (nil: its own) and secondary key
 -- (false: none, true: its own), and the data it keeps, if any.  id: the record's, when
@@ -388,8 +410,14 @@ local function moved_rec(r, list, key, ord, version, skey, id)
     .. ssub(r, 50 + al + sl)
 end
 
--- List n's number as a string, and its controls' field in the meta hash ('L<n>').
-local function lnum(n)
+-- List n's number as a string, and its controls' field in the meta hash ('L<n>'), made
+-- once and kept: Lua makes 'L' .. n with sprintf (about 0.2 us), and a number passed
+-- to redis.call is printed the same way.
+local lnum, lfield
+do
+local LNUMS, LFIELDS = {}, {}
+
+function lnum(n)
   local s = LNUMS[n]
   if not s then
     s = tostring(n)
@@ -398,7 +426,7 @@ local function lnum(n)
   return s
 end
 
-local function lfield(n)
+function lfield(n)
   local s = LFIELDS[n]
   if not s then
     s = 'L' .. n
@@ -406,6 +434,7 @@ local function lfield(n)
   end
   return s
 end
+end  -- lnum, lfield
 
 local function list_key(n)
   local k = LIST_KEYS[n]
@@ -425,7 +454,7 @@ local function version_plus_one(v, id)
     b[i] = 0
     i = i - 1
   end
-  if i == 0 then fail(BAD_ARGUMENT, 'entry ' .. hex(id) .. ' version cannot increase') end
+  if i == 0 then fail(ERR.BAD_ARGUMENT, 'entry ' .. hex(id) .. ' version cannot increase') end
   b[i] = b[i] + 1
   return schar(unpack(b))
 end
@@ -473,8 +502,10 @@ local REPLY2, REPLY3, REPLY4 = {}, {}, {}
 -- largest batch's data, as when the whole batch was kept in one field.
 -- Made once per user and client thread (bounded as the results are: forgotten all at
 -- once past 4,096).
+local kept_field
+do
 local KEPT_FIELDS, kept_count = {}, 0
-local function kept_field()
+function kept_field()
   local head = CHANNEL
   local users = KEPT_FIELDS[UID]
   if not users then
@@ -494,6 +525,7 @@ local function kept_field()
   end
   return f
 end
+end  -- kept_field
 
 -- The records of ids[from..to] (entry ids), in one HMGET per 1,000: found[1] is
 -- ids[from]'s, false where there is none.
@@ -508,6 +540,9 @@ local function records_of(ids, from, to)
   return found
 end
 
+-- The result a resent request gets (nil: none kept for it, so the request runs).
+local recorded
+do
 -- A move's result whose data stayed apart (kind 'a': seq, record): a get copied no
 -- data of 4 KiB into the meta hash for a resend that hardly ever comes.  The data is
 -- read again from D, which is sound only while nothing changed the entry since: its
@@ -527,7 +562,7 @@ local function named_data(ids, records, seq)
     if now[i] ~= records[i] or (replaced and from_be(replaced) > seq) then
       local why = 'was deleted'
       if now[i] then why = 'changed' end
-      fail(CONNECTION_FAILED, 'the reply to a move of entry ' .. hex(ids[i]) .. ' was lost'
+      fail(ERR.CONNECTION_FAILED, 'the reply to a move of entry ' .. hex(ids[i]) .. ' was lost'
         .. ' and the entry ' .. why .. ' before the move was resent: its data as the move'
         .. ' left it cannot be returned')
     end
@@ -587,7 +622,7 @@ local function takes_result(body)
   return reply
 end
 
-local function recorded()
+function recorded()
   if not RETRY or REQ == '' then return nil end
   local prev = redis.call('HGET', M, kept_field())
   if not prev or ssub(prev, 1, 8) ~= REQ then return nil end
@@ -623,6 +658,7 @@ local function recorded()
   end
   return cmsgpack.unpack(body)
 end
+end  -- recorded
 
 -- The field and value keeping a result (nothing for a request without an id): the last
 -- arguments of the HSET that writes the change's counters.
@@ -669,18 +705,21 @@ end
 
 -- -- the caller --------------------------------------------------------------------
 
+local open
+do
 local function not_live()
   local inst = redis.call('HGET', M, 'inst')
   if not inst or inst ~= ssub(TOKEN, 1, 8) then
-    fail(STRUCTURE_LOST, 'structure ' .. structure_name() .. ' was deleted or lost')
+    fail(ERR.STRUCTURE_LOST, 'structure ' .. structure_name() .. ' was deleted or lost')
   end
-  fail(NOT_CONNECTED, 'user ' .. UID .. ' is not connected to structure ' .. structure_name())
+  fail(ERR.NOT_CONNECTED, 'user ' .. UID .. ' is not connected to structure '
+    .. structure_name())
 end
 
 -- Check that the caller's connection is live (its token is current: not replaced, not
 -- deleted, not expired with its lease) and return the meta fields asked for, reading
 -- the snapshot mark 'xa' with them (see snapshots).
-local function open(...)
+function open(...)
   if redis.call('GET', TOKEN_KEYS[UID] or token_key(UID)) ~= TOKEN then not_live() end
   local n = select('#', ...)
   if n == 0 then return end
@@ -688,6 +727,7 @@ local function open(...)
   snapping = found[1]
   return unpack(found, 2, n + 1)
 end
+end  -- open
 
 local function num(x) return tonumber(x) or 0 end
 
@@ -696,8 +736,21 @@ local function num(x) return tonumber(x) or 0 end
 -- HSET, so the figures every change touches are packed into few fields.
 
 -- 'c': seq, entries, elements, maximum entries, maximum elements, EMCs, maximum EMCs.
-local COUNTERS = '>I8I8I8I8I8I8I8'
 local SEQ, ENTRIES, ELEMENTS, MAX_ENTRIES, MAX_ELEMENTS, EMCS, MAX_EMCS = 1, 2, 3, 4, 5, 6, 7
+
+-- 'L<n>': list n's elements, monitors, limit + 1 (0: no limit) and authority.  A list
+-- whose controls never changed has no field: all zero (NO_CONTROLS).
+local LIST_ELEMENTS, LIST_MONITORS, LIST_LIMIT, LIST_AUTHORITY = 1, 2, 3, 4
+local NO_CONTROLS
+
+-- Each as a table (counters, controls) and back to its bytes (packed_counters,
+-- packed_controls).
+local counters, packed_counters, controls, packed_controls
+do
+local COUNTERS = '>I8I8I8I8I8I8I8'
+local CONTROLS = '>I8I8I8I8'
+local Z8 = '\0\0\0\0\0\0\0\0'
+NO_CONTROLS = Z8 .. Z8 .. Z8 .. Z8
 
 -- struct.unpack of these fields into a new table costs some 4,000 instructions, as
 -- much as a hundred lines of Lua: the table a request packed is kept under the bytes
@@ -723,7 +776,7 @@ local function stale(what)
     .. ' other bytes now: a request changed them after packing them (see PACKED)'})
 end
 
-local function counters(raw)
+function counters(raw)
   local c = PACKED[raw]
   if c then
     PACKED[raw] = nil
@@ -735,18 +788,11 @@ local function counters(raw)
   return {sunpack(COUNTERS, raw)}
 end
 
-local function packed_counters(c)
+function packed_counters(c)
   return kept_as(spack(COUNTERS, c[1], c[2], c[3], c[4], c[5], c[6], c[7]), c)
 end
 
--- 'L<n>': list n's elements, monitors, limit + 1 (0: no limit) and authority.  A list
--- whose controls never changed has no field: all zero.
-local CONTROLS = '>I8I8I8I8'
-local Z8 = '\0\0\0\0\0\0\0\0'
-local NO_CONTROLS = Z8 .. Z8 .. Z8 .. Z8
-local LIST_ELEMENTS, LIST_MONITORS, LIST_LIMIT, LIST_AUTHORITY = 1, 2, 3, 4
-
-local function controls(raw)
+function controls(raw)
   raw = raw or NO_CONTROLS
   local l = PACKED[raw]
   if l then
@@ -757,9 +803,10 @@ local function controls(raw)
   return {sunpack(CONTROLS, raw)}
 end
 
-local function packed_controls(l)
+function packed_controls(l)
   return kept_as(spack(CONTROLS, l[1], l[2], l[3], l[4]), l)
 end
+end  -- counters, packed_counters, controls, packed_controls
 
 -- The list's limit, or nil for none.
 local function limit_of(l)
@@ -771,14 +818,6 @@ local function list_controls(list)
   return controls(redis.call('HGET', M, lfield(list)))
 end
 
--- a // b for non-negative integers below 2^53, exact where float division rounds.
-local function idiv(a, b)
-  local q = math.floor(a / b)
-  while q * b > a do q = q - 1 end
-  while (q + 1) * b <= a do q = q + 1 end
-  return q
-end
-
 -- Lock-table conditions (ARGV[first_lock..last_lock]), then the authority condition
 -- (expect_authority: a number, or nil), in the memory backend's order.
 local function check_conditions(first_lock, last_lock, list, expect_authority, authority)
@@ -786,20 +825,20 @@ local function check_conditions(first_lock, last_lock, list, expect_authority, a
     local holders = redis.call('HMGET', K, unpack(ARGV, first_lock, last_lock))
     for _, holder in ipairs(holders) do
       if holder and holder ~= UID then
-        fail(LOCK_HELD, 'lock is held by user ' .. holder, 'holder=' .. holder)
+        fail(ERR.LOCK_HELD, 'lock is held by user ' .. holder, 'holder=' .. holder)
       end
     end
   end
   if expect_authority and num(authority) ~= expect_authority then
-    fail(AUTHORITY_MISMATCH, 'list ' .. list .. ' authority is ' .. int(num(authority))
+    fail(ERR.AUTHORITY_MISMATCH, 'list ' .. list .. ' authority is ' .. int(num(authority))
       .. ', not ' .. int(expect_authority), 'authority=' .. int(num(authority)))
   end
 end
 
 local function check_version(r, expect)
   if expect and rec_version(r) ~= expect then
-    fail(VERSION_MISMATCH, 'entry ' .. hex(rec_id(r)) .. ' has version x' .. hex(rec_version(r))
-      .. ', not x' .. hex(expect), 'version=x' .. hex(rec_version(r)))
+    fail(ERR.VERSION_MISMATCH, 'entry ' .. hex(rec_id(r)) .. ' has version x'
+      .. hex(rec_version(r)) .. ', not x' .. hex(expect), 'version=x' .. hex(rec_version(r)))
   end
 end
 
@@ -810,7 +849,7 @@ local function check_limit(list, l, ignore)
   if ignore or not limit then return nil end
   local n = redis.call('ZCARD', list_key(list))
   if n >= limit then
-    fail(LIST_FULL, 'list ' .. list .. ' is at its limit of ' .. int(limit) .. ' entries')
+    fail(ERR.LIST_FULL, 'list ' .. list .. ' is at its limit of ' .. int(limit) .. ' entries')
   end
   return n
 end
@@ -818,6 +857,8 @@ end
 -- A new entry may be written (write, write_rekey): its id is free, the conditions hold
 -- (locks from ARGV[first_lock]; flag 4: the list's authority as the spec expects), its
 -- list is below its limit (flag 2 ignores it) and the structure has room.
+local check_new_entry
+do
 local function check_new_entry_room(spec, list, flags, elements, c, l, first_lock)
   if band(flags, 4) ~= 0 then
     check_conditions(first_lock, #ARGV, list, from_be(ssub(spec, 29, 36)),
@@ -827,11 +868,11 @@ local function check_new_entry_room(spec, list, flags, elements, c, l, first_loc
   end
   local n = check_limit(list, l, band(flags, 2) ~= 0)
   if c[ENTRIES] >= c[MAX_ENTRIES] then
-    fail(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has all ' .. int(c[MAX_ENTRIES])
-      .. ' entries in use')
+    fail(ERR.STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has all '
+      .. int(c[MAX_ENTRIES]) .. ' entries in use')
   end
   if c[ELEMENTS] + elements > c[MAX_ELEMENTS] then
-    fail(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has ' .. int(c[ELEMENTS])
+    fail(ERR.STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has ' .. int(c[ELEMENTS])
       .. ' of ' .. int(c[MAX_ELEMENTS]) .. ' elements in use; ' .. elements
       .. ' more do not fit')
   end
@@ -843,24 +884,35 @@ end
 -- looked up first (fail() does, while checking is set), so that a request failing twice
 -- reports what the memory backend reports (the id first).  Returns the list's entries
 -- before the write when the limit check read them (nil: not read).
-local function check_new_entry(spec, list, flags, elements, id, c, l, first_lock)
+function check_new_entry(spec, list, flags, elements, id, c, l, first_lock)
   if id ~= '' then checking = id end
   local n = check_new_entry_room(spec, list, flags, elements, c, l, first_lock)
   checking = nil
   return n
 end
+end  -- check_new_entry
 
 -- Store a new entry's record, as the request's first write: HSETNX fails the request,
 -- with nothing written, when the id is in use (a caller's id, or a generated one that
 -- a caller chose earlier).
 local function store_new_entry(id, r)
   if redis.call('HSETNX', E, id, r) == 0 then
-    fail(ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use')
+    fail(ERR.ENTRY_EXISTS, 'entry id ' .. hex(id) .. ' is in use')
   end
 end
 
 -- -- locating ------------------------------------------------------------------------
 
+-- A packed locator: kind(1) list(2, 65535 none) comparison(1) argument.
+local function locator_list(a)
+  local list = from_be2(a, 2)
+  if list == 65535 then return nil end
+  return list
+end
+
+-- The record a packed locator finds: see locate.
+local locate_packed
+do
 -- The record a locator finds, or nil for a positional miss, then its id and, when a
 -- list was read to find it, its list member (nil: not read): what the caller would
 -- otherwise cut from the record again.  kind: 'i' id (arg; list may be nil), 'h' head
@@ -870,10 +922,10 @@ local function locate(kind, list, arg, how, bound)
   if kind == 'i' then
     local r = redis.call('HGET', E, arg)
     if not r then
-      fail(NO_SUCH_ENTRY, 'no entry ' .. hex(arg) .. ' in structure ' .. structure_name())
+      fail(ERR.NO_SUCH_ENTRY, 'no entry ' .. hex(arg) .. ' in structure ' .. structure_name())
     end
     if list and rec_list(r) ~= list then
-      fail(LIST_MISMATCH, 'entry ' .. hex(arg) .. ' is on list ' .. rec_list(r) .. ', not '
+      fail(ERR.LIST_MISMATCH, 'entry ' .. hex(arg) .. ' is on list ' .. rec_list(r) .. ', not '
         .. list, 'list_number=' .. rec_list(r))
     end
     return r, arg
@@ -913,13 +965,6 @@ local function locate(kind, list, arg, how, bound)
   return redis.call('HGET', E, id), id, found
 end
 
--- A packed locator: kind(1) list(2, 65535 none) comparison(1) argument.
-local function locator_list(a)
-  local list = from_be2(a, 2)
-  if list == 65535 then return nil end
-  return list
-end
-
 -- The kind and comparison bytes as the characters locate() takes (no string made).
 local CHARS = {[105] = 'i', [104] = 'h', [116] = 't', [107] = 'k', [115] = 's', [60] = '<',
                [61] = '=', [62] = '>'}
@@ -930,7 +975,7 @@ local CHARS = {[105] = 'i', [104] = 'h', [116] = 't', [107] = 'k', [115] = 's', 
 -- Bounded: forgotten all at once past 1,024.
 local LOCATORS, locators_count = {}, 0
 
-local function locate_packed(a)
+function locate_packed(a)
   local p = LOCATORS[a]
   if p then return locate(p[1], p[2], p[3], p[4], p[5]) end
   local kind, l1, l2, how = sbyte(a, 1, 4)
@@ -948,11 +993,14 @@ local function locate_packed(a)
   locators_count = locators_count + 1
   return locate(p[1], p[2], p[3], p[4], p[5])
 end
+end  -- locate_packed
 
 -- Options of move, delete and update: flags(2), then the fields the flags announce, in
 -- this order: new key(16), version to set(8), expected version(8), expected
 -- authority(8), new secondary key (the rest).  codec.py packs them.  Flag 1024 (a
 -- delete's): the reply carries no data.
+local option_flags, options
+do
 local NO_OPTIONS = {version = '', head = false, ignore_limit = false,
                     increment_authority = false, without_data = false}
 
@@ -962,7 +1010,7 @@ local OPTIONS = {version = '', head = false, ignore_limit = false, increment_aut
                  without_data = false, key = false, expect_version = false,
                  expect_authority = false, skey = false}
 
-local function option_flags(flags)
+function option_flags(flags)
   local f = OPTION_FLAGS[flags]
   if not f then
     f = {}
@@ -972,7 +1020,7 @@ local function option_flags(flags)
   return f
 end
 
-local function options(s, at)
+function options(s, at)
   local flags = from_be2(s, at)
   if flags == 0 then return NO_OPTIONS end
   local f = option_flags(flags)
@@ -1009,6 +1057,7 @@ local function options(s, at)
   o.expect_authority, o.skey = expect_authority, skey
   return o
 end
+end  -- option_flags, options
 
 -- -- monitors --------------------------------------------------------------------------
 -- A monitor record: user id(1) nonempty(1) notify_empty(1) token length(1) token, then
@@ -1032,6 +1081,10 @@ local function parse_monitor(id, raw, sid)
   return m
 end
 
+-- Whether the set a monitor watches on a list holds an entry now; a monitor's record
+-- with its nonempty flag as it is now; and notify (below).
+local watched_nonempty, monitor_raw, notify
+do
 local function monitors_of(list)
   local found = monitors[list]
   if found then return found end
@@ -1046,8 +1099,10 @@ local function monitors_of(list)
   return found
 end
 
--- Whether the set a monitor watches on a list holds an entry now.
-local function watched_nonempty(list, m)
+local LOWEST = '\0\0\0\0' .. '\0\0\0\0' .. '\0\0\0\0' .. '\0\0\0\0'
+local HIGHEST = FF4 .. FF4 .. FF4 .. FF4
+
+function watched_nonempty(list, m)
   if list == emptied then return false end  -- the call counted it: no command
   if m.skey then
     local p = skey_prefix(list, m.skey)
@@ -1060,7 +1115,7 @@ local function watched_nonempty(list, m)
     'LIMIT', '0', '1') > 0
 end
 
-local function monitor_raw(m)
+function monitor_raw(m)
   return schar(m.uid, m.nonempty and 1 or 0) .. ssub(m.raw, 3)
 end
 
@@ -1089,6 +1144,31 @@ local function evaluate(m, list, seq)
   queue_event(uid, sid .. ',' .. lnum(list) .. ',' .. state .. ',' .. int(seq) .. ',' .. m.token)
 end
 
+-- Evaluate the monitors the change just made touched, on its final state: a move within
+-- a watched range is no transition at all.  Events carry the change's seq.
+function notify(seq)
+  if #touched == 0 then return end
+  local seen = {}
+  for _, t in ipairs(touched) do
+    for _, m in ipairs(monitors_of(t[1])) do
+      if not seen[m.id] then
+        local hit
+        if m.skey then
+          hit = m.skey == t[3]
+        else
+          hit = cmp(m.low, t[2]) <= 0 and cmp(t[2], m.high) <= 0
+        end
+        if hit then
+          seen[m.id] = true
+          evaluate(m, t[1], seq)
+        end
+      end
+    end
+  end
+  touched = {}
+end
+end  -- watched_nonempty, monitor_raw, notify
+
 -- Events taken (take.lua, events.lua): every event queued for the caller, oldest
 -- first, each "monitor,list,state,seq,token"; wake-up markers (mark_failed) dropped.
 -- The stream and the caller's undelivered-nonempty marks go with them, in one DEL.
@@ -1110,34 +1190,11 @@ local function take_own_events()
   return events
 end
 
--- Evaluate the monitors the change just made touched, on its final state: a move within
--- a watched range is no transition at all.  Events carry the change's seq.
-local function notify(seq)
-  if #touched == 0 then return end
-  local seen = {}
-  for _, t in ipairs(touched) do
-    for _, m in ipairs(monitors_of(t[1])) do
-      if not seen[m.id] then
-        local hit
-        if m.skey then
-          hit = m.skey == t[3]
-        else
-          hit = cmp(m.low, t[2]) <= 0 and cmp(t[2], m.high) <= 0
-        end
-        if hit then
-          seen[m.id] = true
-          evaluate(m, t[1], seq)
-        end
-      end
-    end
-  end
-  touched = {}
-end
-
 -- -- placing and removing entries (no checks: callers have checked) ------------------
 
 -- member: the record's list member, when the caller has it.
--- (rec_list and rec_skey inline: a Lua call costs as much as several lines.)
+-- (The record's list and secondary key read inline: a Lua call costs as much as
+-- several lines.)
 local function place(r, watched, member)
   local l1, l2 = sbyte(r, 13, 14)
   local list = l1 * 256 + l2

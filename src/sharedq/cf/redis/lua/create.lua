@@ -4,7 +4,7 @@
 -- the structure it finds is its own).
 if redis.call('EXISTS', M) == 1 then
   if RETRY and redis.call('HGET', M, 'inst') == ARGV[3] then return counts() end
-  fail(STRUCTURE_EXISTS, 'structure ' .. structure_name() .. ' exists already')
+  fail(ERR.STRUCTURE_EXISTS, 'structure ' .. structure_name() .. ' exists already')
 end
 redis.call('HSET', M, unpack(ARGV, 2))
 return counts()

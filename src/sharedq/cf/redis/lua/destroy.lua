@@ -5,7 +5,7 @@
 local lists = redis.call('HGET', M, 'lc')
 if not lists then
   if RETRY then return 1 end  -- a resent delete whose first attempt went through
-  fail(NO_SUCH_STRUCTURE, "no structure '" .. structure_name() .. "'")
+  fail(ERR.NO_SUCH_STRUCTURE, "no structure '" .. structure_name() .. "'")
 end
 if ARGV[2] ~= '1' then
   local active = {}
@@ -14,7 +14,7 @@ if ARGV[2] ~= '1' then
     if name and redis.call('EXISTS', token_key(u)) == 1 then active[#active + 1] = name end
   end
   if #active > 0 then
-    fail(USER_ACTIVE, 'structure ' .. structure_name() .. ' has users connected: '
+    fail(ERR.USER_ACTIVE, 'structure ' .. structure_name() .. ' has users connected: '
       .. table.concat(active, ', '))
   end
 end

@@ -7,7 +7,7 @@ local c = counters(open('c'))
 local number = ARGV[2]
 local holder = redis.call('HGET', K, number)
 if holder and holder ~= UID then
-  fail(LOCK_HELD, 'lock ' .. number .. ' is held by user ' .. holder, 'holder=' .. holder)
+  fail(ERR.LOCK_HELD, 'lock ' .. number .. ' is held by user ' .. holder, 'holder=' .. holder)
 end
 if not holder then redis.call('HSET', K, number, UID) end
 c[SEQ] = c[SEQ] + 1

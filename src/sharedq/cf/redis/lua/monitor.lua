@@ -8,7 +8,7 @@ local list = tonumber(ARGV[2])
 local raw_c, mid, raw_l = open('c', 'mid', lfield(list))
 local c, l = counters(raw_c), controls(raw_l)
 if c[EMCS] >= c[MAX_EMCS] then
-  fail(EMC_AREA_FULL, 'all ' .. int(c[MAX_EMCS]) .. ' EMCs of structure ' .. structure_name()
+  fail(ERR.EMC_AREA_FULL, 'all ' .. int(c[MAX_EMCS]) .. ' EMCs of structure ' .. structure_name()
     .. ' are in use')
 end
 local id = num(mid) + 1

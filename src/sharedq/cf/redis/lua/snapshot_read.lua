@@ -5,7 +5,7 @@
 -- page size.  The reply: record, data ('' for none), record...
 local X = P .. 'x' .. ARGV[2] .. ':'
 if redis.call('EXISTS', X .. 'i') == 0 then
-  fail(STRUCTURE_LOST, 'snapshot ' .. ARGV[2] .. ' of structure ' .. structure_name()
+  fail(ERR.STRUCTURE_LOST, 'snapshot ' .. ARGV[2] .. ' of structure ' .. structure_name()
     .. ' is gone (dropped, expired, or the structure was deleted or lost)')
 end
 local from = '-'
@@ -33,7 +33,7 @@ local apart, where = {}, {}
 for i = 1, #ids do
   local r = records[i]
   if not r then
-    fail(STRUCTURE_LOST, 'snapshot ' .. ARGV[2] .. ' of structure ' .. structure_name()
+    fail(ERR.STRUCTURE_LOST, 'snapshot ' .. ARGV[2] .. ' of structure ' .. structure_name()
       .. ' lost entry ' .. hex(ids[i]))
   end
   reply[2 * i - 1], reply[2 * i] = r, ''

@@ -47,7 +47,7 @@ if r then
   check_conditions(1, 0, from, expect_authority, source[LIST_AUTHORITY])
   if to ~= from then check_limit(to, target, false) end
 elseif watch and c[EMCS] >= c[MAX_EMCS] then
-  fail(EMC_AREA_FULL, 'all ' .. int(c[MAX_EMCS]) .. ' EMCs of structure ' .. structure_name()
+  fail(ERR.EMC_AREA_FULL, 'all ' .. int(c[MAX_EMCS]) .. ' EMCs of structure ' .. structure_name()
     .. ' are in use')
 end
 -- Checked: from here on nothing fails.

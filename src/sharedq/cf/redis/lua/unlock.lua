@@ -6,7 +6,7 @@ if done then return done end
 local c = counters(open('c'))
 local number = ARGV[2]
 if redis.call('HGET', K, number) ~= UID then
-  fail(LOCK_NOT_HELD, 'user ' .. UID .. ' does not hold lock ' .. number)
+  fail(ERR.LOCK_NOT_HELD, 'user ' .. UID .. ' does not hold lock ' .. number)
 end
 redis.call('HDEL', K, number)
 c[SEQ] = c[SEQ] + 1

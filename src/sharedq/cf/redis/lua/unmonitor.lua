@@ -7,7 +7,7 @@ local id = ARGV[2]
 local c = counters(open('c'))
 local list = redis.call('HGET', P .. 'um:' .. UID, id)
 if not list then
-  fail(NO_SUCH_MONITOR, 'user ' .. UID .. ' has no monitor ' .. id)
+  fail(ERR.NO_SUCH_MONITOR, 'user ' .. UID .. ' has no monitor ' .. id)
 end
 redis.call('HDEL', P .. 'w:' .. list, id)
 redis.call('HDEL', P .. 'um:' .. UID, id)

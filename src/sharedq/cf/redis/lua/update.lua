@@ -18,8 +18,9 @@ local old = rec_elements(r)
 local elements = old
 if ARGV[4] ~= 'u' then elements = tonumber(ARGV[6]) end
 if elements > old and c[ELEMENTS] + elements - old > c[MAX_ELEMENTS] then
-  fail(STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has ' .. int(c[ELEMENTS]) .. ' of '
-    .. int(c[MAX_ELEMENTS]) .. ' elements in use; ' .. (elements - old) .. ' more do not fit')
+  fail(ERR.STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has ' .. int(c[ELEMENTS])
+    .. ' of ' .. int(c[MAX_ELEMENTS]) .. ' elements in use; ' .. (elements - old)
+    .. ' more do not fit')
 end
 local version = new_version(r, o.version, false)
 local seq = c[SEQ] + 1

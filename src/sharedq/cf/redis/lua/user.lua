@@ -6,7 +6,7 @@ if done then return done end
 local c = counters(open('c'))
 local target = ARGV[3]
 if redis.call('HEXISTS', M, 'n' .. target) == 0 then
-  fail(NO_SUCH_USER, 'no user ' .. target .. ' on ' .. structure_name())
+  fail(ERR.NO_SUCH_USER, 'no user ' .. target .. ' on ' .. structure_name())
 end
 if ARGV[2] == 'f' then
   -- Wake the failed user's waiters, so that they see it at once.  Only when its token
@@ -18,7 +18,7 @@ if ARGV[2] == 'f' then
   end
 else
   if redis.call('EXISTS', token_key(target)) == 1 then
-    fail(USER_NOT_FAILED, 'user ' .. target .. ' is active; only failed users are cleaned up')
+    fail(ERR.USER_NOT_FAILED, 'user ' .. target .. ' is active; only failed users are cleaned up')
   end
   release_user(target, c)
 end
