@@ -57,6 +57,15 @@ queued, against ``redis_list_bytes_per_message`` for the same bodies in a Redis 
 and ``redis_bytes_floor_per_message``: what the server spends on a 12-byte hash field
 holding only a 100-byte message's data and adjunct plus a 12-byte sorted-set member,
 the least any layout that finds entries by id and keeps them in order can take.
+``lua_floor_server_us_per_cycle`` is the server time of the same cycle done by three
+bare Redis functions with the ten commands any such layout needs (``lua_floor.py``),
+measured in the accounting pass: the least a cycle made of Redis functions costs on
+this machine, against which ``redis_server_us_per_cycle``'s target can be read.  The
+same bare cycle is timed with the others (``lua_floor_cycles_per_s_*``, sent over the
+backend's own connection path), so ``lua_floor_ratio_vs_lpush_rpop`` and
+``lua_floor_ratio_vs_streams`` say whether a target is within reach of three Lua
+functions at all, and ``lua_floor_client_cpu_us_per_cycle`` (with
+``redis_client_cpu_us_over_lua_floor``) how much of the client's CPU is our layers'.
 
 Get-wait: a getter thread already waiting in ``Queue.get(wait=...)`` (out of
 syncpoint), a putter putting one message at a time once the getter sleeps in its
@@ -106,7 +115,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import mq_events
+from bench import lua_floor, mq_events
 from bench.harness import (
     Report,
     RoundTrips,
@@ -361,6 +370,13 @@ def cycle_figures(report: Report, facility: RedisFacility, n: int, rounds: int) 
         "",
         "target >= 1.0 (smaller of both sizes; XADD, XREADGROUP COUNT 1, XACK)",
     )
+    for name, target in (("lpush_rpop", 0.55), ("streams", 1.0)):
+        report.add(
+            f"lua_floor_ratio_vs_{name}",
+            min(float(report.figures[f"lua_floor_ratio_vs_{name}_{label}"]) for label in SIZES),
+            "",
+            f"the bare functions: below {target}, no cycle of three Lua functions reaches it",
+        )
     report.add("redis_baseline_client", BASELINE_CLIENT)
 
 
@@ -409,8 +425,14 @@ def redis_size_figures(
     def xadd_xreadgroup_xack() -> None:
         streams(n)
 
+    floor = lua_floor.cycler(public, body, lane)
+
+    def bare_functions() -> None:
+        floor(n)
+
     ours(500)
     streams(500)
+    floor(500)
     calls, usec = _fcall_totals(facility)
     best = best_rates_in_turns(
         n,
@@ -419,12 +441,14 @@ def redis_size_figures(
             "api": lpush_rpop,
             "lane": lpush_rpop_same_path,
             "streams": xadd_xreadgroup_xack,
+            "floor": bare_functions,
         },
         rounds,
     )
     calls_after, usec_after = _fcall_totals(facility)
     qm.close()
     public.delete(stream_key)
+    lua_floor.drop(public)
     report.add(f"redis_cycles_per_s_{label}", best["ours"], "cycles/s", PATH)
     report.add(
         f"redis_lpush_rpop_per_s_{label}", best["api"], "pairs/s", "LPUSH + RPOP, redis-py API"
@@ -441,11 +465,20 @@ def redis_size_figures(
         "cycles/s",
         "XADD -> XREADGROUP COUNT 1 -> XACK, redis-py API",
     )
+    report.add(
+        f"lua_floor_cycles_per_s_{label}",
+        best["floor"],
+        "cycles/s",
+        "3 bare functions (lua_floor.py), the backend's connection path",
+    )
     api, same_path = best["ours"] / best["api"], best["ours"] / best["lane"]
     against_streams = best["ours"] / best["streams"]
     report.add(f"redis_ratio_vs_lpush_rpop_{label}", api)
     report.add(f"redis_ratio_vs_lpush_rpop_same_path_{label}", same_path)
     report.add(f"redis_ratio_vs_streams_{label}", against_streams)
+    report.add(f"redis_ratio_vs_lua_floor_{label}", best["ours"] / best["floor"])
+    report.add(f"lua_floor_ratio_vs_lpush_rpop_{label}", best["floor"] / best["api"])
+    report.add(f"lua_floor_ratio_vs_streams_{label}", best["floor"] / best["streams"])
     report.add(
         f"redis_server_us_per_request_{label}",
         (usec_after - usec) / max(1, calls_after - calls),
@@ -539,6 +572,35 @@ def accounting_figures(report: Report, facility: RedisFacility) -> None:
         usec / s_usec,
         "",
         "the cycle's server time over Streams' (a loaded machine slows both alike)",
+    )
+    floor = lua_floor.cycler(public, body, lane)
+    floor(200)
+    _, f_calls, f_usec = accounted(public, lambda: floor(ACCOUNTED_CYCLES), ACCOUNTED_CYCLES)
+    floor_client_us = client_cpu_us(floor, ACCOUNTED_CYCLES)
+    lua_floor.drop(public)
+    report.add(
+        "lua_floor_client_cpu_us_per_cycle",
+        floor_client_us,
+        "us",
+        "this process's CPU per cycle of the bare functions, same connection path",
+    )
+    report.add(
+        "redis_client_cpu_us_over_lua_floor",
+        client_us - floor_client_us,
+        "us",
+        "the cycle's client CPU less the bare functions': our layers and larger replies",
+    )
+    report.add(
+        "lua_floor_server_us_per_cycle",
+        f_usec,
+        "us",
+        f"3 bare functions, {f_calls:.0f} commands with them: any Lua layout's least",
+    )
+    report.add(
+        "redis_server_us_ratio_vs_lua_floor",
+        usec / f_usec,
+        "",
+        "the cycle's server time over that floor's",
     )
 
 
