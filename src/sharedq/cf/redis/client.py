@@ -34,7 +34,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Protocol, cast
+from typing import Any, NoReturn, Protocol, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import redis
@@ -222,9 +222,62 @@ def exchange(connection: Any, packed: bytes) -> Any:
     reply raises), without redis-py's layers around them, whose Python per reply cost
     about as much as a queue manager's on top.  A connection not read by hiredis over
     RESP2 is read by redis-py.
+
+    Once connected, the socket, reader and buffer are kept on the connection (its
+    *lane*, :func:`_lane`): a request then writes and reads them directly, without
+    looking up redis-py's private attributes each time.  The lane holds while the
+    connection's socket is the one it was made with (a reconnect makes a new socket,
+    and with it a new reader).
     """
-    connection.send_packed_command([packed], False)
-    return read_reply(connection)
+    try:
+        sock, reader, buffer = connection.sharedq_lane
+    except AttributeError:
+        sock = None
+    if sock is None or sock is not connection._sock:
+        lane = _lane(connection)
+        if lane is None:
+            connection.send_packed_command([packed], False)
+            return read_reply(connection)
+        sock, reader, buffer = lane
+    try:
+        sock.sendall(packed)
+    except BaseException as exc:
+        _send_failed(connection, exc)
+    return _read(connection, sock, reader, buffer)
+
+
+def _lane(connection: Any) -> tuple[Any, Any, Any] | None:
+    """The connected socket, hiredis reader and buffer of ``connection``, kept on it;
+    ``None`` if it is not connected yet, or not one :func:`exchange` reads directly (a
+    redis-py that renamed a private attribute, RESP3, another parser, a connection
+    class with its own ``send_packed_command``)."""
+    sock = getattr(connection, "_sock", None)
+    parser: Any = getattr(connection, "_parser", None)
+    if (
+        sock is None
+        or _HIREDIS is None
+        or type(parser) is not _HIREDIS
+        or getattr(connection, "protocol", 3) in (3, "3")
+        or getattr(type(connection), "send_packed_command", None) is not _SEND_PACKED
+    ):
+        return None
+    reader = getattr(parser, "_reader", None)
+    buffer = getattr(parser, "_buffer", None)
+    if reader is None or buffer is None:
+        return None
+    lane = connection.sharedq_lane = (sock, reader, buffer)
+    return lane
+
+
+def _send_failed(connection: Any, exc: BaseException) -> NoReturn:
+    """What redis-py's ``send_packed_command`` does when its write fails."""
+    connection.disconnect()
+    if isinstance(exc, socket.timeout):
+        raise rx.TimeoutError("Timeout writing to socket") from None
+    if isinstance(exc, OSError):
+        errno, message = ("UNKNOWN", exc.args[0]) if len(exc.args) == 1 else exc.args[:2]
+        raise rx.ConnectionError(f"Error {errno} while writing to socket. {message}.") from None
+    raise exc
 
 
 def read_reply(connection: Any) -> Any:
@@ -236,12 +289,17 @@ def read_reply(connection: Any) -> Any:
     if _HIREDIS is None or type(parser) is not _HIREDIS or connection.protocol in (3, "3"):
         return connection.read_response()
     reader = getattr(parser, "_reader", None)
-    if sock is None or reader is None or getattr(parser, "_buffer", None) is None:
+    buffer = getattr(parser, "_buffer", None)
+    if sock is None or reader is None or buffer is None:
         return connection.read_response()
+    return _read(connection, sock, reader, buffer)
+
+
+def _read(connection: Any, sock: Any, reader: Any, buffer: Any) -> Any:
+    """The next reply, read from ``sock`` through hiredis' ``reader``."""
     try:
         reply = reader.gets()
         while reply is _NOT_ENOUGH_DATA:
-            buffer: Any = parser._buffer
             read = sock.recv_into(buffer)
             if not read:
                 raise rx.ConnectionError(_CLOSED)
@@ -256,13 +314,18 @@ def read_reply(connection: Any) -> Any:
                 f"Error while reading from {connection._host_error()} : {exc.args}"
             ) from None
         raise
-    if isinstance(reply, rx.ResponseError | rx.ConnectionError):
+    if type(reply) is list:
+        if reply and isinstance(reply[0], rx.ConnectionError):
+            raise reply[0]
+    elif isinstance(reply, _ERROR_REPLIES):
         raise reply
-    if type(reply) is list and reply and isinstance(reply[0], rx.ConnectionError):
-        raise reply[0]
     return reply
 
 
+#: The error replies hiredis hands back as values (raised by :func:`_read`).
+_ERROR_REPLIES = (rx.ResponseError, rx.ConnectionError)
+#: redis-py's own write of a packed request (a class that replaces it is not bypassed).
+_SEND_PACKED: Any = getattr(redis.connection.AbstractConnection, "send_packed_command", None)
 _HIREDIS: Any = getattr(hiredis_parser, "_HiredisParser", None)
 
 
