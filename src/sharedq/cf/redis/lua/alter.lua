@@ -12,7 +12,7 @@ local function idiv(a, b)
   return q
 end
 
-local raw_c, size, max_size, emcp, er, elr, es = open('c', 'size', 'maxsize', 'emcp', 'er',
+local raw_c, size, max_size, emcp, er, elr, es = open_fields('c', 'size', 'maxsize', 'emcp', 'er',
   'elr', 'es')
 local c = counters(raw_c)
 size, emcp = tonumber(size), tonumber(emcp)

@@ -30,6 +30,14 @@ local emptied                        -- a list the call left empty (see watched_
 -- without them): an upvalue is read in one step, string.sub in two table lookups.
 local ssub, sbyte, schar, band, spack, sunpack
 
+-- redis.call, bound the same way: the functions' global table is an empty one whose
+-- metatable finds each global name in the real one, so every global a function reads
+-- costs two table lookups and a metamethod, where an upvalue costs one step.  Below this
+-- line `redis` is this table: redis.register_function (for the library's last lines,
+-- run at load time) now, redis.call once begin has bound it.
+local function runtime_redis() return redis end
+local redis = {register_function = redis.register_function}
+
 -- Literals, not string.rep: Redis 7.0 runs a library's top level without the string
 -- library.
 local FF4 = '\255\255\255\255'
@@ -85,6 +93,7 @@ end
 local function bind()
   ssub, sbyte, schar = string.sub, string.byte, string.char
   band, spack, sunpack = bit.band, struct.pack, struct.unpack
+  redis.call = runtime_redis().call
 end
 
 -- User ids as strings, made once and kept (as lnum: a number printed is a sprintf).
@@ -92,26 +101,30 @@ local UIDS = {}
 
 function begin(keys, args)
   if not ssub then bind() end
-  M = keys[1]
-  local ks = KEYSETS[M] or keyset(M)
-  P, E, D, S, K, TOKEN_KEYS, LIST_KEYS = ks[1], ks[2], ks[3], ks[4], ks[5], ks[6], ks[7]
-  NAMES = ks[8]
+  local m = keys[1]
+  if m ~= M then  -- the names of the structure the call before named are still bound
+    M = m
+    local ks = KEYSETS[m] or keyset(m)
+    P, E, D, S, K, TOKEN_KEYS, LIST_KEYS = ks[1], ks[2], ks[3], ks[4], ks[5], ks[6], ks[7]
+    NAMES = ks[8]
+  end
   ARGV = args
   local header = args[1]
-  local u = sbyte(header, 1)
+  -- The header in one C call (each string.sub or byte is one).
+  local u, retry
+  if #header == 34 then
+    u, TOKEN, retry, CHANNEL, REQ = sunpack('>Bc16Bc8c8', header)
+  else
+    u, TOKEN, retry = sunpack('>Bc16B', header)
+    REQ = ''
+  end
   UNUM = u
   UID = UIDS[u]
   if not UID then
     UID = tostring(u)
     UIDS[u] = UID
   end
-  TOKEN = ssub(header, 2, 17)
-  RETRY = sbyte(header, 18) == 49
-  if #header > 18 then
-    CHANNEL, REQ = ssub(header, 19, 26), ssub(header, 27, 34)
-  else
-    REQ = ''
-  end
+  RETRY = retry == 49
   -- The tables of the call before are reused when it left them empty (nearly always).
   if touched == nil or #touched > 0 then touched = {} end
   if monitors_read then monitors, monitors_read = {}, false end
@@ -705,7 +718,7 @@ end
 
 -- -- the caller --------------------------------------------------------------------
 
-local open
+local open, open_fields
 do
 local function not_live()
   local inst = redis.call('HGET', M, 'inst')
@@ -719,15 +732,35 @@ end
 -- Check that the caller's connection is live (its token is current: not replaced, not
 -- deleted, not expired with its lease) and return the meta fields asked for, reading
 -- the snapshot mark 'xa' with them (see snapshots).
-function open(...)
+-- At most three fields (no vararg: select and unpack are two C calls more); open_fields
+-- takes any number.  Without the mark, no snapshot is being read: cow is false at once
+-- (as keep_old's first look would make it).
+function open(a, b, c)
+  if redis.call('GET', TOKEN_KEYS[UID] or token_key(UID)) ~= TOKEN then not_live() end
+  if not a then return end
+  local found
+  if c then
+    found = redis.call('HMGET', M, 'xa', a, b, c)
+  elseif b then
+    found = redis.call('HMGET', M, 'xa', a, b)
+  else
+    found = redis.call('HMGET', M, 'xa', a)
+  end
+  local x = found[1]
+  snapping = x
+  if x == false then cow = false end
+  return found[2], found[3], found[4]
+end
+
+function open_fields(...)
   if redis.call('GET', TOKEN_KEYS[UID] or token_key(UID)) ~= TOKEN then not_live() end
   local n = select('#', ...)
-  if n == 0 then return end
   local found = redis.call('HMGET', M, 'xa', ...)
   snapping = found[1]
+  if snapping == false then cow = false end
   return unpack(found, 2, n + 1)
 end
-end  -- open
+end  -- open, open_fields
 
 local function num(x) return tonumber(x) or 0 end
 

@@ -8,7 +8,7 @@
 -- Reply: {id, seq, allocation fields, {per list: entries, controls}}.
 local done = RETRY and recorded()
 if done then return done end
-local raw_c, lc, es, lk, er, elr, size, maxsize, emcp = open('c', 'lc', 'es', 'lk', 'er',
+local raw_c, lc, es, lk, er, elr, size, maxsize, emcp = open_fields('c', 'lc', 'es', 'lk', 'er',
   'elr', 'size', 'maxsize', 'emcp')
 local c = counters(raw_c)
 local n = tonumber(lc)
