@@ -70,7 +70,7 @@ from tests.mq.faults import CrashAt
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds a worker's connections live without renewal: how long a death takes to see.
-LEASE = 2.0
+LEASE = 1.0
 #: Worker processes alive at once.
 PARALLEL = 4
 _groups = itertools.count(1)

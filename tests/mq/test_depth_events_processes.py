@@ -37,7 +37,7 @@ from tests.mq.depth_event_worker import ADMIN, APP
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds a worker's connections live without renewal: how long a death takes to see.
-LEASE = 2.0
+LEASE = 1.0
 EXPECT_S = 30.0
 
 

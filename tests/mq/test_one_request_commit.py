@@ -48,7 +48,7 @@ from tests.mq.hook_at import ANY, At
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds a victim process's connections live without renewal (Redis).
-LEASE = 2.0
+LEASE = 1.0
 
 
 class Counting:
