@@ -117,7 +117,7 @@ local function bulk_moves(first, last, ignore, missing_ok)
           at = at + 16
         end
         if f[2] then
-          version = ssub(a, at, at + 7)  -- new_version(r, 's' .. it)
+          version = ssub(a, at, at + 7)  -- new_version(r, it)
           at = at + 8
         elseif f[3] then
           version = new_version(r, 'i', true)

@@ -472,14 +472,14 @@ local function version_plus_one(v, id)
   return schar(unpack(b))
 end
 
--- A version op: '' keeps it, 'i' increments it, 's' .. 8 bytes sets it.
+-- A version op: '' keeps it, 'i' increments it, 8 bytes set it (options' version).
 local function new_version(r, op, saturate)
   if op == '' then return rec_version(r) end
   if op == 'i' then
     if saturate and rec_version(r) == FF4 .. FF4 then return rec_version(r) end
     return version_plus_one(rec_version(r), rec_id(r))
   end
-  return ssub(op, 2)
+  return op
 end
 
 -- The replies of the most frequent requests (write, move, delete), filled in place of a
@@ -680,23 +680,28 @@ local function kept(kind, body)
   return kept_field(), REQ .. kind .. body
 end
 
-local function kept_seq(seq) return kept('N', be(seq, 8)) end
+-- (The seq packed here, not by be(): a Lua call is worth some lines.)
+local function kept_seq(seq)
+  if REQ == '' then return end
+  return kept_field(), REQ .. 'N' .. spack('>I8', seq)
+end
 
 -- A change's reply is {seq, record, data}; the data is kept in a field of its own,
 -- unless the reply leaves it in the record (data false: see reply_data).
 local function kept_change(seq, r, data)
   if REQ == '' then return end
   local field = kept_field()
-  if data == false then return field, REQ .. 'i' .. be(seq, 8) .. r end
-  if data == '' then return field, REQ .. 'e' .. be(seq, 8) .. r end
-  return field, REQ .. 'c' .. be(seq, 8) .. r, field .. 'd', data
+  if data == false then return field, REQ .. 'i' .. spack('>I8', seq) .. r end
+  if data == '' then return field, REQ .. 'e' .. spack('>I8', seq) .. r end
+  return field, REQ .. 'c' .. spack('>I8', seq) .. r, field .. 'd', data
 end
 
 -- A move's result: its data named when it stays apart (kind 'a', see named_result),
 -- else as kept_change keeps it.
 local function kept_move(seq, r, data)
   if REQ == '' then return end
-  if data and data ~= '' then return kept_field(), REQ .. 'a' .. be(seq, 8) .. r end
+  if data == false then return kept_field(), REQ .. 'i' .. spack('>I8', seq) .. r end
+  if data ~= '' then return kept_field(), REQ .. 'a' .. spack('>I8', seq) .. r end
   return kept_change(seq, r, data)
 end
 
@@ -797,12 +802,6 @@ NO_CONTROLS = Z8 .. Z8 .. Z8 .. Z8
 -- when the table no longer packs to the bytes it was kept under.
 local PACKED, packed_count = {}, 0
 local CHECKS = false  -- scripts.checking_source() turns it on; one test a cache hit off
-local function kept_as(s, t)
-  if packed_count >= 256 then PACKED, packed_count = {}, 0 end
-  PACKED[s] = t
-  packed_count = packed_count + 1
-  return s
-end
 
 local function stale(what)
   error({err = 'ERR sharedq check: the ' .. what .. ' kept under their packed bytes pack to'
@@ -821,8 +820,14 @@ function counters(raw)
   return {sunpack(COUNTERS, raw)}
 end
 
+-- Each keeps its table under the bytes it returns (in PACKED, written out in both: a Lua
+-- call costs as much as these lines).
 function packed_counters(c)
-  return kept_as(spack(COUNTERS, c[1], c[2], c[3], c[4], c[5], c[6], c[7]), c)
+  local s = spack(COUNTERS, c[1], c[2], c[3], c[4], c[5], c[6], c[7])
+  if packed_count >= 256 then PACKED, packed_count = {}, 0 end
+  PACKED[s] = c
+  packed_count = packed_count + 1
+  return s
 end
 
 function controls(raw)
@@ -837,7 +842,11 @@ function controls(raw)
 end
 
 function packed_controls(l)
-  return kept_as(spack(CONTROLS, l[1], l[2], l[3], l[4]), l)
+  local s = spack(CONTROLS, l[1], l[2], l[3], l[4])
+  if packed_count >= 256 then PACKED, packed_count = {}, 0 end
+  PACKED[s] = l
+  packed_count = packed_count + 1
+  return s
 end
 end  -- counters, packed_counters, controls, packed_controls
 
@@ -862,9 +871,9 @@ local function check_conditions(first_lock, last_lock, list, expect_authority, a
       end
     end
   end
-  if expect_authority and num(authority) ~= expect_authority then
-    fail(ERR.AUTHORITY_MISMATCH, 'list ' .. list .. ' authority is ' .. int(num(authority))
-      .. ', not ' .. int(expect_authority), 'authority=' .. int(num(authority)))
+  if expect_authority and authority ~= expect_authority then  -- a number: see controls
+    fail(ERR.AUTHORITY_MISMATCH, 'list ' .. list .. ' authority is ' .. int(authority)
+      .. ', not ' .. int(expect_authority), 'authority=' .. int(authority))
   end
 end
 
@@ -890,16 +899,21 @@ end
 -- A new entry may be written (write, write_rekey): its id is free, the conditions hold
 -- (locks from ARGV[first_lock]; flag 4: the list's authority as the spec expects), its
 -- list is below its limit (flag 2 ignores it) and the structure has room.
-local check_new_entry
-do
-local function check_new_entry_room(spec, list, flags, elements, c, l, first_lock)
-  if band(flags, 4) ~= 0 then
-    check_conditions(first_lock, #ARGV, list, from_be(ssub(spec, 29, 36)),
-      l[LIST_AUTHORITY])
+-- The id's check costs no command of its own when the rest holds: store_new_entry's
+-- HSETNX, the request's first write, makes it.  Only when another check fails is the id
+-- looked up first (fail() does, while checking is set), so that a request failing twice
+-- reports what the memory backend reports (the id first).  Returns the list's entries
+-- before the write when the limit check read them (nil: not read).  (The flags tested
+-- by arithmetic: bit.band is a C call.)
+local function check_new_entry(spec, list, flags, elements, id, c, l, first_lock)
+  if id ~= '' then checking = id end
+  if flags % 8 >= 4 then
+    check_conditions(first_lock, #ARGV, list, (sunpack('>I8', spec, 29)), l[LIST_AUTHORITY])
   elseif #ARGV >= first_lock then
     check_conditions(first_lock, #ARGV, list, nil, nil)
   end
-  local n = check_limit(list, l, band(flags, 2) ~= 0)
+  local n
+  if l[LIST_LIMIT] ~= 0 and flags % 4 < 2 then n = check_limit(list, l, false) end
   if c[ENTRIES] >= c[MAX_ENTRIES] then
     fail(ERR.STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has all '
       .. int(c[MAX_ENTRIES]) .. ' entries in use')
@@ -909,21 +923,9 @@ local function check_new_entry_room(spec, list, flags, elements, c, l, first_loc
       .. ' of ' .. int(c[MAX_ELEMENTS]) .. ' elements in use; ' .. elements
       .. ' more do not fit')
   end
-  return n
-end
-
--- The id's check costs no command of its own when the rest holds: store_new_entry's
--- HSETNX, the request's first write, makes it.  Only when another check fails is the id
--- looked up first (fail() does, while checking is set), so that a request failing twice
--- reports what the memory backend reports (the id first).  Returns the list's entries
--- before the write when the limit check read them (nil: not read).
-function check_new_entry(spec, list, flags, elements, id, c, l, first_lock)
-  if id ~= '' then checking = id end
-  local n = check_new_entry_room(spec, list, flags, elements, c, l, first_lock)
   checking = nil
   return n
 end
-end  -- check_new_entry
 
 -- Store a new entry's record, as the request's first write: HSETNX fails the request,
 -- with nothing written, when the id is in use (a caller's id, or a generated one that
@@ -957,9 +959,12 @@ local function locate(kind, list, arg, how, bound)
     if not r then
       fail(ERR.NO_SUCH_ENTRY, 'no entry ' .. hex(arg) .. ' in structure ' .. structure_name())
     end
-    if list and rec_list(r) ~= list then
-      fail(ERR.LIST_MISMATCH, 'entry ' .. hex(arg) .. ' is on list ' .. rec_list(r) .. ', not '
-        .. list, 'list_number=' .. rec_list(r))
+    if list then
+      local l1, l2 = sbyte(r, 13, 14)  -- rec_list(r), read inline
+      if l1 * 256 + l2 ~= list then
+        fail(ERR.LIST_MISMATCH, 'entry ' .. hex(arg) .. ' is on list ' .. rec_list(r)
+          .. ', not ' .. list, 'list_number=' .. rec_list(r))
+      end
     end
     return r, arg
   end
@@ -1053,10 +1058,39 @@ function option_flags(flags)
   return f
 end
 
+-- Options with no key, version, expected version or secondary key in them (a get's, a
+-- commit's: the same bytes on every call) are parsed once and kept under their bytes,
+-- by where they start in the argument (1 or 3): a table each, never changed.  Bounded:
+-- forgotten all at once past 1,024.  Others fill OPTIONS.
+local PARSED, parsed_count = {{}, false, {}}, 0
+
+-- version: '' keeps the entry's, 'i' increments it, 8 bytes set it (see new_version).
 function options(s, at)
-  local flags = from_be2(s, at)
-  if flags == 0 then return NO_OPTIONS end
+  local parsed = PARSED[at]
+  if parsed then
+    local o = parsed[s]
+    if o then return o end
+  end
+  local a, b = sbyte(s, at, at + 1)
+  local flags = a * 256 + b
   local f = option_flags(flags)
+  local o = OPTIONS
+  if parsed and not (f[1] or f[2] or f[4] or f[6]) then
+    if flags == 0 then
+      o = NO_OPTIONS
+    else
+      o = {}
+    end
+    if parsed_count >= 1024 then
+      PARSED, parsed_count = {{}, false, {}}, 0
+      parsed = PARSED[at]
+    end
+    parsed[s] = o
+    parsed_count = parsed_count + 1
+    if flags == 0 then return o end
+  elseif flags == 0 then
+    return NO_OPTIONS
+  end
   at = at + 2
   local key, version, expect_version, expect_authority, skey = nil, '', nil, nil, nil
   if f[1] then
@@ -1064,7 +1098,7 @@ function options(s, at)
     at = at + 16
   end
   if f[2] then
-    version = 's' .. ssub(s, at, at + 7)
+    version = ssub(s, at, at + 7)
     at = at + 8
   elseif f[3] then
     version = 'i'
@@ -1074,7 +1108,7 @@ function options(s, at)
     at = at + 8
   end
   if f[5] then
-    expect_authority = from_be(ssub(s, at, at + 7))
+    expect_authority = (sunpack('>I8', s, at))
     at = at + 8
   end
   if f[6] then
@@ -1082,9 +1116,9 @@ function options(s, at)
   elseif f[7] then
     skey = false
   end
-  -- One table, reused: a function reads only its own call's options (one options() a
-  -- call), and assigning its fields makes nothing, where a new table is made and freed.
-  local o = OPTIONS
+  -- OPTIONS is one table, reused: a function reads only its own call's options (one
+  -- options() a call), and assigning its fields makes nothing, where a new table is
+  -- made and freed.
   o.version, o.head, o.ignore_limit, o.increment_authority = version, f[8], f[9], f[10]
   o.without_data, o.key, o.expect_version = f[11], key, expect_version
   o.expect_authority, o.skey = expect_authority, skey
