@@ -178,9 +178,9 @@ end  -- from_be
 
 -- A list number as 2 bytes (made once per number and kept: every string a function
 -- makes costs a call some 0.2 us, hashing included), and back.
+local BE2 = {}  -- by number (read as BE2[n] or be2(n) where a call would cost)
 local be2
 do
-local BE2 = {}
 function be2(n)
   local s = BE2[n]
   if not s then
@@ -301,7 +301,7 @@ end  -- lengths
 
 -- inline: the data the record keeps (inline_part).
 local function make_rec(id, list, key, ord, version, elements, adjunct, skey, inline)
-  return id .. be2(list) .. key .. ord .. version
+  return id .. (BE2[list] or be2(list)) .. key .. ord .. version
     .. lengths(elements, #adjunct, #skey) .. adjunct .. skey .. (inline or '')
 end
 
@@ -413,8 +413,9 @@ end  -- keep_old
 local function moved_rec(r, list, key, ord, version, skey, id)
   id = id or ssub(r, 1, 12)
   if skey == true then
-    if version then return id .. be2(list) .. key .. ord .. version .. ssub(r, 47) end
-    return id .. be2(list) .. key .. ord .. ssub(r, 39)
+    local b = BE2[list] or be2(list)
+    if version then return id .. b .. key .. ord .. version .. ssub(r, 47) end
+    return id .. b .. key .. ord .. ssub(r, 39)
   end
   local al, sl = sbyte(r, 48, 49)
   local sk = skey or ''
@@ -426,9 +427,10 @@ end
 -- List n's number as a string, and its controls' field in the meta hash ('L<n>'), made
 -- once and kept: Lua makes 'L' .. n with sprintf (about 0.2 us), and a number passed
 -- to redis.call is printed the same way.
+local LFIELDS = {}  -- by number (read as LFIELDS[n] or lfield(n) where a call would cost)
 local lnum, lfield
 do
-local LNUMS, LFIELDS = {}, {}
+local LNUMS = {}
 
 function lnum(n)
   local s = LNUMS[n]
@@ -777,8 +779,12 @@ local function num(x) return tonumber(x) or 0 end
 local SEQ, ENTRIES, ELEMENTS, MAX_ENTRIES, MAX_ELEMENTS, EMCS, MAX_EMCS = 1, 2, 3, 4, 5, 6, 7
 
 -- 'L<n>': list n's elements, monitors, limit + 1 (0: no limit) and authority.  A list
--- whose controls never changed has no field: all zero (NO_CONTROLS).
+-- whose controls never changed has no field: all zero (NO_CONTROLS).  A controls table
+-- also holds, at LIST_BYTES, the bytes it said when taken or last packed, or nil once a
+-- request changed its monitors, limit or authority (see packed_controls): every line
+-- changing those clears it.
 local LIST_ELEMENTS, LIST_MONITORS, LIST_LIMIT, LIST_AUTHORITY = 1, 2, 3, 4
+local LIST_BYTES = 5
 local NO_CONTROLS
 
 -- Each as a table (counters, controls) and back to its bytes (packed_counters,
@@ -808,6 +814,15 @@ local function stale(what)
     .. ' other bytes now: a request changed them after packing them (see PACKED)'})
 end
 
+-- A list's controls go back and forth between a few values as its entries come and go
+-- (a queue's elements n, n + 1, n, ...), and struct.pack of four fields costs as much
+-- as forty lines: MEMO[b][e] is what bytes b pack to with their elements changed to e,
+-- made once.  Sound while a table's LIST_BYTES are what it said before this request
+-- changed its elements, and nothing else (a change of anything else clears them).  The
+-- checking library packs every table and fails the request when the memo says other
+-- bytes.  Bounded: forgotten all at once past 256 bytes.
+local MEMO, memo_count = {}, 0
+
 function counters(raw)
   local c = PACKED[raw]
   if c then
@@ -836,13 +851,39 @@ function controls(raw)
   if l then
     PACKED[raw] = nil
     if CHECKS and spack(CONTROLS, l[1], l[2], l[3], l[4]) ~= raw then stale('list controls') end
-    return l
+    return l  -- its LIST_BYTES are raw: it was kept under them
   end
-  return {sunpack(CONTROLS, raw)}
+  l = {sunpack(CONTROLS, raw)}
+  l[LIST_BYTES] = raw  -- in place of unpack's fifth result, the position after them
+  return l
 end
 
 function packed_controls(l)
-  local s = spack(CONTROLS, l[1], l[2], l[3], l[4])
+  local from, s = l[LIST_BYTES], nil
+  local memo
+  if from then
+    memo = MEMO[from]
+    if memo then s = memo[l[1]] end
+  end
+  if not s or CHECKS then
+    local packed = spack(CONTROLS, l[1], l[2], l[3], l[4])
+    if s and s ~= packed then
+      error({err = 'ERR sharedq check: the list controls memo says other bytes than the table'
+        .. ' packs to: a request changed their monitors, limit or authority and left their'
+        .. ' LIST_BYTES (see MEMO)'})
+    end
+    s = packed
+    if from then
+      if not memo then
+        if memo_count >= 256 then MEMO, memo_count = {}, 0 end
+        memo = {}
+        MEMO[from] = memo
+        memo_count = memo_count + 1
+      end
+      memo[l[1]] = s
+    end
+  end
+  l[LIST_BYTES] = s
   if packed_count >= 256 then PACKED, packed_count = {}, 0 end
   PACKED[s] = l
   packed_count = packed_count + 1
@@ -908,12 +949,21 @@ end
 local function check_new_entry(spec, list, flags, elements, id, c, l, first_lock)
   if id ~= '' then checking = id end
   if flags % 8 >= 4 then
-    check_conditions(first_lock, #ARGV, list, (sunpack('>I8', spec, 29)), l[LIST_AUTHORITY])
+    local expect = sunpack('>I8', spec, 29)
+    if #ARGV >= first_lock or expect ~= l[LIST_AUTHORITY] then
+      check_conditions(first_lock, #ARGV, list, expect, l[LIST_AUTHORITY])
+    end
   elseif #ARGV >= first_lock then
     check_conditions(first_lock, #ARGV, list, nil, nil)
   end
   local n
-  if l[LIST_LIMIT] ~= 0 and flags % 4 < 2 then n = check_limit(list, l, false) end
+  local limit = l[LIST_LIMIT] - 1  -- check_limit(list, l, flag 2), written out
+  if limit >= 0 and flags % 4 < 2 then
+    n = redis.call('ZCARD', LIST_KEYS[list] or list_key(list))
+    if n >= limit then
+      fail(ERR.LIST_FULL, 'list ' .. list .. ' is at its limit of ' .. int(limit) .. ' entries')
+    end
+  end
   if c[ENTRIES] >= c[MAX_ENTRIES] then
     fail(ERR.STRUCTURE_FULL, 'structure ' .. structure_name() .. ' has all '
       .. int(c[MAX_ENTRIES]) .. ' entries in use')

@@ -15,6 +15,7 @@ elseif ARGV[3] ~= 'u' then
   l[LIST_LIMIT] = tonumber(ARGV[3]) + 1
 end
 if ARGV[4] == '1' then l[LIST_AUTHORITY] = l[LIST_AUTHORITY] + 1 end
+l[LIST_BYTES] = nil  -- its limit or authority changed (see packed_controls)
 redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l),
   kept_seq(c[SEQ]))
 return c[SEQ]

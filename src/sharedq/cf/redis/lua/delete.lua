@@ -12,9 +12,9 @@ local _, a1, a2 = sbyte(a, 1, 3)  -- locator_list(a)
 local at = a1 * 256 + a2
 local lf  -- the list's controls field
 if at == 65535 then
-  at, lf = nil, lfield(0)
+  at, lf = nil, LFIELDS[0] or lfield(0)
 else
-  lf = lfield(at)
+  lf = LFIELDS[at] or lfield(at)
 end
 local raw_c, raw_l = open('c', lf)
 local c = counters(raw_c)
@@ -29,8 +29,9 @@ else
   l = list_controls(list)
 end
 if o.expect_version then check_version(r, o.expect_version) end
-if o.expect_authority or #ARGV >= 4 then
-  check_conditions(4, #ARGV, list, o.expect_authority, l[LIST_AUTHORITY])
+local expect = o.expect_authority
+if #ARGV >= 4 or (expect and expect ~= l[LIST_AUTHORITY]) then
+  check_conditions(4, #ARGV, list, expect, l[LIST_AUTHORITY])
 end
 local seq = c[SEQ] + 1
 local elements, al, sl = sbyte(r, 47, 49)

@@ -20,6 +20,6 @@ m.nonempty = watched_nonempty(list, m)
 redis.call('HSET', P .. 'w:' .. list, id, monitor_raw(m))
 redis.call('HSET', P .. 'um:' .. UID, id, list)
 c[SEQ], c[EMCS] = c[SEQ] + 1, c[EMCS] + 1
-l[LIST_MONITORS] = l[LIST_MONITORS] + 1
+l[LIST_MONITORS], l[LIST_BYTES] = l[LIST_MONITORS] + 1, nil  -- see packed_controls
 redis.call('HSET', M, 'c', packed_counters(c), 'mid', id, lfield(list), packed_controls(l))
 return record({id, m.nonempty and 1 or 0, c[SEQ]})

@@ -20,10 +20,10 @@ local a = ARGV[2]
 local _, a1, a2 = sbyte(a, 1, 3)  -- locator_list(a)
 local at = a1 * 256 + a2
 if at == 65535 then at = nil end
-local to_field, at_field = lfield(to), nil
+local to_field, at_field = LFIELDS[to] or lfield(to), nil
 local raw_c, raw_to, raw_at
 if at and at ~= to then
-  at_field = lfield(at)
+  at_field = LFIELDS[at] or lfield(at)
   raw_c, raw_to, raw_at = open('c', to_field, at_field)  -- one read serves both lists
 else
   raw_c, raw_to = open('c', to_field)
@@ -37,8 +37,9 @@ if from ~= to then
   if at then source = controls(raw_at) else source = list_controls(from) end
 end
 if o.expect_version then check_version(r, o.expect_version) end
-if o.expect_authority or #ARGV >= 4 then
-  check_conditions(4, #ARGV, from, o.expect_authority, source[LIST_AUTHORITY])
+local expect = o.expect_authority
+if #ARGV >= 4 or (expect and expect ~= source[LIST_AUTHORITY]) then
+  check_conditions(4, #ARGV, from, expect, source[LIST_AUTHORITY])
 end
 if to ~= from and target[LIST_LIMIT] ~= 0 and not o.ignore_limit then
   check_limit(to, target, false)

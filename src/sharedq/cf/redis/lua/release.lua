@@ -9,7 +9,7 @@ local function release_user(uid, c)
   end
   for list, count in pairs(per_list) do
     local l = list_controls(list)
-    l[LIST_MONITORS] = l[LIST_MONITORS] - count
+    l[LIST_MONITORS], l[LIST_BYTES] = l[LIST_MONITORS] - count, nil  -- see packed_controls
     redis.call('HSET', M, lfield(list), packed_controls(l))
   end
   c[EMCS] = c[EMCS] - #mine / 2

@@ -67,7 +67,7 @@ if watch then
   redis.call('HSET', NAMES[-1 - list] or named(-1 - list), sid, monitor_raw(m))
   redis.call('HSET', P .. 'um:' .. UID, sid, lnum(list))
   c[SEQ], c[EMCS] = c[SEQ] + 1, c[EMCS] + 1
-  l[LIST_MONITORS] = l[LIST_MONITORS] + 1
+  l[LIST_MONITORS], l[LIST_BYTES] = l[LIST_MONITORS] + 1, nil  -- see packed_controls
   local reply = {events, 0, '', '', 0, id, m.nonempty and 1 or 0, c[SEQ], 0}
   if REQ == '' then
     redis.call('HSET', M, 'c', packed_counters(c), 'mid', sid, lfield(list), packed_controls(l))

@@ -21,7 +21,7 @@ for _, item in ipairs(redis.call('XRANGE', queue, '-', '+')) do
 end
 local l = list_controls(list)
 c[SEQ], c[EMCS] = c[SEQ] + 1, c[EMCS] - 1
-l[LIST_MONITORS] = l[LIST_MONITORS] - 1
+l[LIST_MONITORS], l[LIST_BYTES] = l[LIST_MONITORS] - 1, nil  -- see packed_controls
 redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l),
   kept_seq(c[SEQ]))
 return c[SEQ]

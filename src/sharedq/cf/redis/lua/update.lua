@@ -51,7 +51,9 @@ end
 redis.call('HSET', E, rec_id(r), updated)
 c[SEQ], c[ELEMENTS] = seq, c[ELEMENTS] + elements - old
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements - old
-if o.increment_authority then l[LIST_AUTHORITY] = l[LIST_AUTHORITY] + 1 end
+if o.increment_authority then  -- (see packed_controls)
+  l[LIST_AUTHORITY], l[LIST_BYTES] = l[LIST_AUTHORITY] + 1, nil
+end
 if inline ~= '' then data = false end  -- the reply leaves it in the record
 redis.call('HSET', M, 'c', packed_counters(c), lfield(list), packed_controls(l),
   kept_change(seq, updated, data))
