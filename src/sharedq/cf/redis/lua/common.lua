@@ -1065,7 +1065,18 @@ local LOCATORS, locators_count = {}, 0
 
 function locate_packed(a)
   local p = LOCATORS[a]
-  if p then return locate(p[1], p[2], p[3], p[4], p[5]) end
+  if p then
+    local bound = p[5]
+    if bound then  -- a head at most a key (a get's): locate's lines for it
+      local list = p[2]
+      local found = redis.call('ZRANGEBYLEX', LIST_KEYS[list] or list_key(list), '-', bound,
+        'LIMIT', '0', '1')[1]
+      if not found then return nil end
+      local id = ssub(found, 25, 36)
+      return redis.call('HGET', E, id), id, found
+    end
+    return locate(p[1], p[2], p[3], p[4], bound)
+  end
   local kind, l1, l2, how = sbyte(a, 1, 4)
   local list = l1 * 256 + l2
   if list == 65535 then list = nil end
@@ -1123,7 +1134,7 @@ function options(s, at)
   end
   local a, b = sbyte(s, at, at + 1)
   local flags = a * 256 + b
-  local f = option_flags(flags)
+  local f = OPTION_FLAGS[flags] or option_flags(flags)
   local o = OPTIONS
   if parsed and not (f[1] or f[2] or f[4] or f[6]) then
     if flags == 0 then

@@ -8,7 +8,7 @@ local done = RETRY and recorded()
 if done then return done end
 local o = options(ARGV[3], 1)
 local a = ARGV[2]
-local _, a1, a2 = sbyte(a, 1, 3)  -- locator_list(a)
+local kind, a1, a2 = sbyte(a, 1, 3)  -- locator_list(a)
 local at = a1 * 256 + a2
 local lf  -- the list's controls field
 if at == 65535 then
@@ -18,8 +18,19 @@ else
 end
 local raw_c, raw_l = open('c', lf)
 local c = counters(raw_c)
-local r, id, member = locate_packed(a)
-if not r then return false end
+local r, id, member
+if kind == 105 then  -- by id (a commit's): locate's lines, locate_packed failing for it
+  id = ssub(a, 5)
+  r = redis.call('HGET', E, id)
+  if r and at then
+    local l1, l2 = sbyte(r, 13, 14)
+    if l1 * 256 + l2 ~= at then r = nil end
+  end
+  if not r then r = locate_packed(a) end
+else
+  r, id, member = locate_packed(a)
+  if not r then return false end
+end
 local list, l = at, nil  -- a located entry is on the locator's list
 if at then
   l = controls(raw_l)

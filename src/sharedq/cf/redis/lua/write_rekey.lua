@@ -37,9 +37,11 @@ elseif new_ver == 'i' then
   new_ver = version_plus_one(ssub(spec, 19, 26), id)
 end
 local ord = spack('>BI7', 128, seq + 1)  -- ordinal(seq + 1, false)
-local moved = make_rec(id, list, o.key, ord, new_ver, elements, adjunct, new_skey or '', inline)
+local sk = new_skey or ''
+local moved = id .. (BE2[list] or be2(list)) .. o.key .. ord .. new_ver  -- make_rec's lines
+  .. lengths(elements, #adjunct, #sk) .. adjunct .. sk .. inline
 -- Only the entry as moved is stored: nobody sees the written one but the monitors.
-store_new_entry(id, moved)
+if redis.call('HSETNX', E, id, moved) == 0 then store_new_entry(id, moved) end  -- it fails
 if elements > 0 and #data > INLINE then redis.call('HSET', D, id, data) end  -- store_apart
 c[SEQ], c[ENTRIES], c[ELEMENTS] = seq + 1, c[ENTRIES] + 1, c[ELEMENTS] + elements
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
