@@ -44,6 +44,7 @@ _CHANGER = struct.Struct(">B16scQQ")
 _COUNTERS = struct.Struct(">7Q")
 _NO_LIST = 0xFFFF
 _HOW = {Compare.LE: b"<", Compare.EQ: b"=", Compare.GE: b">"}
+_LE, _EQ = Compare.LE, Compare.EQ
 #: An expected authority no list reaches (stands for any int a Lua number cannot hold).
 _UNREACHABLE_AUTHORITY = 2**53
 
@@ -121,6 +122,8 @@ def authority_number(expect_authority: object) -> int:
 
 
 def authority_bytes(expect_authority: object) -> bytes:
+    if type(expect_authority) is int and 0 <= expect_authority < _UNREACHABLE_AUTHORITY:
+        return _U64.pack(expect_authority)  # authority_number's own, without the call
     return _U64.pack(authority_number(expect_authority))
 
 
@@ -197,20 +200,20 @@ def options(
 
 def pack_locator(locator: Locator, list_count: int) -> bytes:
     """Check a locator and pack it: kind(1) list(2, 65535 none) comparison(1) argument."""
-    kind = type(locator)
-    if kind is Head:
-        assert isinstance(locator, Head)
-        number, key = locator.list_number, locator.key
+    # type() is, not isinstance: a get's and a commit's path (mypy narrows on both).
+    if type(locator) is Head:
+        number, key, compare = locator.list_number, locator.key, locator.compare
         if (
             type(number) is not int
             or not 0 <= number < list_count
             or (key is not None and (type(key) is not bytes or len(key) != 16))
-            or type(locator.compare) is not Compare
+            or type(compare) is not Compare
         ):
             v.check_locator(locator, list_count)
-        return b"h" + number.to_bytes(2, "big") + _HOW[locator.compare] + (key or b"")
-    if kind is ById:
-        assert isinstance(locator, ById)
+        # _HOW[compare], without the enum's hash (a Python call)
+        how = b"<" if compare is _LE else b"=" if compare is _EQ else b">"
+        return b"h" + number.to_bytes(2, "big") + how + (key or b"")
+    if type(locator) is ById:
         entry_id, on_list = locator.entry_id, locator.list_number
         if on_list is None:
             if type(entry_id) is not bytes or len(entry_id) != 12:
@@ -225,6 +228,7 @@ def pack_locator(locator: Locator, list_count: int) -> bytes:
             v.check_locator(locator, list_count)
         return b"i" + on_list.to_bytes(2, "big") + b"=" + entry_id
     v.check_locator(locator, list_count)
+    kind = type(locator)
     if kind is Tail:
         assert isinstance(locator, Tail)
         return b"t" + locator.list_number.to_bytes(2, "big") + b"="
