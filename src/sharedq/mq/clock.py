@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import threading
+from time import time_ns
 
-from sharedq.clock import Clock
+from sharedq.clock import Clock, SystemClock
 
 #: Bits below the microsecond in a stamp (an STCK's bit 51 is the microsecond).
 STAMP_SHIFT = 12
@@ -51,7 +52,9 @@ class Stamps:
 
     def stamp(self) -> int:
         """The next stamp: the clock's reading, or one more than the last if not later."""
-        value = self.clock.now_us() << STAMP_SHIFT
+        clock = self.clock
+        # The system clock's now_us() without its call (every put).
+        value = (time_ns() // 1000 if type(clock) is SystemClock else clock.now_us()) << STAMP_SHIFT
         with self._lock:
             if value <= self._last:
                 value = self._last + 1
@@ -68,6 +71,22 @@ class Stamps:
     def nonce(self) -> bytes:
         """Three random bytes that tell this incarnation's ids from any earlier one's."""
         return self._nonce
+
+    def stamp_and_uow_id(self) -> tuple[int, bytes]:
+        """:meth:`stamp`, then :meth:`uow_id` of it, under one lock (a put out of
+        syncpoint takes both)."""
+        clock = self.clock
+        # The system clock's now_us() without its call (every put).
+        value = (time_ns() // 1000 if type(clock) is SystemClock else clock.now_us()) << STAMP_SHIFT
+        with self._lock:
+            if value <= self._last:
+                value = self._last + 1
+            stamp = self._last = value & _STAMP_MASK
+            value = stamp >> 8
+            if value <= self._last_uow:
+                value = self._last_uow + 1
+            self._last_uow = value
+        return stamp, self._qm_byte + value.to_bytes(7, "big")
 
     def uow_id(self, stamp: int | None = None) -> bytes:
         """A new 8-byte UOW id: the manager id, then the high 7 bytes of a stamp.

@@ -48,8 +48,13 @@ class ManagerCore:
     #: put's stamp, then the manager id and incarnation nonce (unique in the group).
     msg_id_prefix: bytes = field(init=False)
     msg_id_suffix: bytes = field(init=False)
-    #: An entry id is the manager id, the stamp and the nonce.
+    #: An entry id is the manager id, the stamp and the nonce (the stamps').
     entry_id_prefix: bytes = field(init=False)
+    nonce: bytes = field(init=False)
+    #: (put list, priority, persistent) -> what its common puts share (operations.put).
+    put_frames: dict[tuple[int, int, bool], tuple[bytes, bytes, bytes, bytes, bytes]] = field(
+        init=False, default_factory=dict
+    )
     #: The CorrelIds of the depth events it coordinates.
     correl_ids: CorrelIds = field(init=False)
     lock: threading.RLock = field(init=False, default_factory=threading.RLock)
@@ -85,6 +90,7 @@ class ManagerCore:
         self.msg_id_prefix = b"CSQ " + self.name_bytes[:4].ljust(4)
         self.msg_id_suffix = bytes((self.qm_id,)) + self.stamps.nonce + b"\x00" * 4
         self.entry_id_prefix = bytes((self.qm_id,))
+        self.nonce = self.stamps.nonce
         self.correl_ids = CorrelIds(self.qm_id, self.stamps.nonce)
 
     def check_open(self) -> None:

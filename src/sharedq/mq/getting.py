@@ -85,6 +85,10 @@ class GetRequest:
         )
 
 
+#: An enum member as a global (cheaper to read than from its class: every get).
+_GET_OP = TropKind.GET
+
+
 def _selector(value: bytes | None) -> bytes | None:
     """An all-zero id selects nothing, as MQMI_NONE and MQCI_NONE do."""
     return None if value is None or value == m.NO_ID else value
@@ -251,12 +255,20 @@ def took_whole(
     uow = request.uow
     if uow is None or not (message.persistent or not request.if_persistent):
         return _took_live(queue, request, entry, m.Decoded(entry.data))  # deleted now
-    _keep_get(
-        uow.trqs_for(queue) if trqs is None else trqs,
-        entry,
-        message.persistent,
-        message.msg_id,
-        None if expiry is None else message.put_time + expiry,
+    if trqs is None:
+        trqs = uow.trqs_for(queue)
+    # _keep_get(...), without the call (every get in a unit)
+    trqs.add(
+        Trop(
+            _GET_OP,
+            entry.entry_id,
+            entry.key,
+            message.persistent,
+            message.msg_id,
+            None,
+            None if expiry is None else message.put_time + expiry,
+            trqs,
+        )
     )
     return message
 

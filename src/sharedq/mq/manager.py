@@ -59,6 +59,7 @@ from sharedq.security import Access, SecuritySettings
 DEFAULT_RESTART_WAIT = 10.0
 #: Highest manager id: 255 starts every control entry id.
 MAX_QM_ID = 254
+_ENDED = UowState.ENDED  # as a global: read every unit
 
 
 @dataclass(frozen=True)
@@ -363,11 +364,12 @@ class QueueManager:
     def unit_of_work(self) -> UnitOfWork:
         """Begin a unit of work owned by the calling thread (one at a time per thread)."""
         core = self._core
-        core.check_open()
+        if core.closed:  # check_open(), called only when it raises (every unit)
+            core.check_open()
         # Only the calling thread reads or writes its own slot, so no lock is needed.
         ident = threading.get_ident()
         current = core.active.get(ident)
-        if current is not None and current.state is not UowState.ENDED:
+        if current is not None and current.state is not _ENDED:
             raise mq_error(MQReason.UOW_IN_PROGRESS, "this thread has a unit of work in progress")
         uow = UnitOfWork(core, ident)
         core.active[ident] = uow

@@ -34,6 +34,7 @@ moved away (``ListMismatch``) is skipped, as the redriven bulk requests of
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from sharedq.cf import UNCHANGED, BulkMove, BulkResult, ById, ListMismatch
 from sharedq.mq.core import ManagerCore
@@ -159,27 +160,34 @@ def keep_only(uow: UnitState, rest: list[Trop]) -> None:
                 del per_structure[put_list]
 
 
+#: Enum members commit_one names, as globals (cheaper to read than from their class).
+_PUT_OP, _GET_OP = TropKind.PUT, TropKind.GET
+_COMMIT_PUTS, _COMMIT_GETS = ChangeKind.COMMIT_PUTS, ChangeKind.COMMIT_GETS
+#: ``ById(entry_id, list)`` made as a plain tuple is (no Python-level ``__new__``).
+_by_id = partial(tuple.__new__, ById)
+
+
 def commit_one(trop: Trop, uow_id: UowRef) -> None:
     """A one-operation commit: one atomic request."""
     queue = trop.trqs.queue
-    if trop.kind is TropKind.PUT:
+    if trop.kind is _PUT_OP:
         queue.acc.move(
-            ById(trop.entry_id, queue.put_list),
+            _by_id((trop.entry_id, queue.put_list)),
             queue.put_list,
             new_key=trop.ckey,
             new_secondary_key=UNCHANGED if trop.secondary is None else trop.secondary,
             set_version=0,
-            kind=ChangeKind.COMMIT_PUTS,
+            kind=_COMMIT_PUTS,
             queue=queue.name,
             uow=uow_id,
             persistent=trop.persistent,
             msg_id=trop.msg_id,
         )
     else:
-        where = queue.get_list if trop.kind is TropKind.GET else queue.put_list
+        where = queue.get_list if trop.kind is _GET_OP else queue.put_list
         queue.acc.delete(
-            ById(trop.entry_id, where),
-            kind=ChangeKind.COMMIT_GETS,
+            _by_id((trop.entry_id, where)),
+            kind=_COMMIT_GETS,
             queue=queue.name,
             uow=uow_id,
             persistent=trop.persistent,

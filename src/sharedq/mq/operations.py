@@ -49,7 +49,7 @@ from sharedq.cf import (
 )
 from sharedq.mq import arguments, depth_events, getting, keys, undo
 from sharedq.mq import messages as m
-from sharedq.mq.clock import stamp_seconds
+from sharedq.mq.clock import STAMP_SHIFT, stamp_seconds
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import IndexType, QueueDefinition, QueueState
 from sharedq.mq.errors import JournalFailed, MQError, MQReason, from_cf, mq_error
@@ -62,6 +62,18 @@ logger = logging.getLogger("sharedq.mq")
 #: How long a get by both ids sleeps at a time while its sublist holds only other
 #: messages (an event says only that a sublist went non-empty; see ``_wait``).
 AMBIGUOUS_WAIT_SLICE = 0.25
+
+
+#: Enum members the put and get paths name, as globals: an enum member read from its
+#: class costs some 100 ns more than a global (Python 3.11), several times a message.
+_PUT, _SYNC_PUT, _GET, _SYNC_GET = (
+    ChangeKind.PUT,
+    ChangeKind.SYNC_PUT,
+    ChangeKind.GET,
+    ChangeKind.SYNC_GET,
+)
+_BY_MSG_ID, _BY_CORREL_ID = IndexType.MSG_ID, IndexType.CORREL_ID
+_PUT_OP = TropKind.PUT
 
 
 def check_put_allowed(queue: QueueState, length: int) -> None:
@@ -117,7 +129,10 @@ def put(
         else:
             raise mq_error(MQReason.BAD_ARGUMENT, f"a message body is bytes, not {type(body)}")
     definition = queue.definition
-    priority, persistent, tenths = put_options(definition, priority, persistent, expiry)
+    if priority is None and expiry is None and (persistent is True or persistent is False):
+        priority, tenths = definition.default_priority, m.UNLIMITED  # put_options' answer
+    else:
+        priority, persistent, tenths = put_options(definition, priority, persistent, expiry)
     given_msg_id = None if msg_id is None else m.check_id(msg_id, "msg_id", MQReason.MD_ERROR)
     correl = (
         m.NO_ID
@@ -128,37 +143,47 @@ def put(
         check_put_allowed(queue, len(body))
 
     stamps = core.stamps
-    stamp = stamps.stamp()
+    if uow is None:
+        stamp, uow_id = stamps.stamp_and_uow_id()
+    else:
+        stamp, uow_id = stamps.stamp(), uow.uow_id
     stamp_bytes = stamp.to_bytes(8, "big")
     if given_msg_id is None or given_msg_id == m.NO_ID:
         ident = core.msg_id_prefix + stamp_bytes + core.msg_id_suffix
         generated = True
     else:
         ident, generated = given_msg_id, False
-    entry_id = core.entry_id_prefix + stamp_bytes + stamps.nonce
-    ukey = keys.uncommitted_key(priority, stamp, core.qm_id)
-    data = m.encode(
-        body,
-        priority,
-        persistent,
-        ident,
-        correl,
-        stamp,
-        tenths,
-        core.qm_id,
-        core.name_bytes,
-        generated,
-    )
-    adjunct = m.encode_adjunct(queue.put_list, ident, correl, entry_id, generated)
-    uow_id = uow.uow_id if uow is not None else stamps.uow_id(stamp)
+    entry_id = core.entry_id_prefix + stamp_bytes + core.nonce
+    if generated and tenths == m.UNLIMITED and correl == m.NO_ID:
+        # The common put: what encode, encode_adjunct and uncommitted_key would make,
+        # from the frame the queue's puts of this priority and persistence share.
+        frame = core.put_frames.get((queue.put_list, priority, persistent))
+        if frame is None:
+            frame = _put_frame(core, queue.put_list, priority, persistent)
+        head, tail, adjunct, key_head, key_tail = frame
+        data = head + stamp_bytes + tail + body
+        ukey = key_head + stamp_bytes + key_tail
+    else:
+        ukey = keys.uncommitted_key(priority, stamp, core.qm_id)
+        data = m.encode(
+            body,
+            priority,
+            persistent,
+            ident,
+            correl,
+            stamp,
+            tenths,
+            core.qm_id,
+            core.name_bytes,
+            generated,
+        )
+        adjunct = m.encode_adjunct(queue.put_list, ident, correl, entry_id, generated)
     version = int.from_bytes(uow_id, "big")
     acc = queue.acc
     entries: int | None = None  # on the put list after the put: its depth, for events
     while True:
         index = queue.index
-        secondary = (
-            ident if index is IndexType.MSG_ID else correl if index is IndexType.CORREL_ID else None
-        )
+        secondary = ident if index is _BY_MSG_ID else correl if index is _BY_CORREL_ID else None
         try:
             if uow is not None:
                 entries = acc.write(
@@ -169,7 +194,7 @@ def put(
                     entry_id=entry_id,
                     version=version,
                     expect_authority=queue.authority,
-                    kind=ChangeKind.PUT,
+                    kind=_PUT,
                     queue=queue.name,
                     uow=uow_id,
                     persistent=persistent,
@@ -185,8 +210,8 @@ def put(
                     entry_id=entry_id,
                     version=version,
                     expect_authority=queue.authority,
-                    kind=ChangeKind.PUT,
-                    then=ChangeKind.SYNC_PUT,
+                    kind=_PUT,
+                    then=_SYNC_PUT,
                     queue=queue.name,
                     uow=uow_id,
                     persistent=persistent,
@@ -222,7 +247,7 @@ def put(
     if uow is not None:
         expires_at = None if expiry is None else stamp_seconds(stamp) + tenths / 10
         trqs = uow.trqs_for(queue)
-        trqs.add(Trop(TropKind.PUT, entry_id, ukey, persistent, ident, secondary, expires_at, trqs))
+        trqs.add(Trop(_PUT_OP, entry_id, ukey, persistent, ident, secondary, expires_at, trqs))
     return m.Message(
         body,
         priority,
@@ -230,13 +255,30 @@ def put(
         ident,
         correl,
         None if expiry is None else tenths / 10,
-        stamp_seconds(stamp),
+        (stamp >> STAMP_SHIFT) / 1_000_000,  # stamp_seconds(stamp), without the call
         core.name,
         0,
         len(body),
         False,
         entry_id,
     )
+
+
+def _put_frame(
+    core: ManagerCore, put_list: int, priority: int, persistent: bool
+) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """What every put to ``put_list`` with a generated msg id, no correl id and no
+    expiry shares, kept on ``core``: the data's header around the stamp
+    (:func:`messages.generated_frame`), the adjunct, the uncommitted key around the
+    stamp."""
+    head, tail = m.generated_frame(
+        priority, persistent, m.UNLIMITED, core.qm_id, core.name_bytes, core.nonce
+    )
+    # A generated msg id is kept as the entry id's: the adjunct names the manager only.
+    adjunct = m.encode_adjunct(put_list, core.msg_id_prefix, m.NO_ID, bytes(12), True)
+    frame = (head, tail, adjunct, *keys.uncommitted_key_around(priority, core.qm_id))
+    core.put_frames[(put_list, priority, persistent)] = frame
+    return frame
 
 
 def get(
@@ -295,13 +337,10 @@ def _attempt(
             else:
                 if request.index_key is not None:
                     locator: Locator = BySecondaryKey(queue.put_list, request.index_key)
+                elif trqs is None:
+                    locator = _COMMITTED_HEADS.get(queue.put_list) or _committed_head(queue)
                 else:
-                    best = (
-                        trqs.best_key(request.if_persistent)
-                        if trqs is not None
-                        else keys.COMMITTED_COMPARATOR
-                    )
-                    locator = Head(queue.put_list, best)
+                    locator = Head(queue.put_list, trqs.best_key(request.if_persistent))
                 if fused or dispatcher is not None or (watch is not None and registration is None):
                     try:
                         taken = acc.take(
@@ -311,8 +350,8 @@ def _attempt(
                             expect_authority=queue.authority,
                             monitor=watch if registration is None else None,
                             take_events=dispatcher is not None,
-                            kind=ChangeKind.GET,
-                            then=ChangeKind.SYNC_GET,
+                            kind=_GET,
+                            then=_SYNC_GET,
                             queue=queue.name,
                             uow=uow,
                             wait=wait,
@@ -334,7 +373,7 @@ def _attempt(
                         locator,
                         queue.get_list,
                         expect_authority=queue.authority,
-                        kind=ChangeKind.GET,
+                        kind=_GET,
                         queue=queue.name,
                         uow=uow,
                     )
@@ -356,9 +395,23 @@ def _attempt(
             continue
         if entry is None:
             return None, registration
-        message = getting.took(core, queue, request, entry, gone=gone)
+        if request.max_length is None and (gone or (uow is not None and not request.if_persistent)):
+            # took()'s common gets, without its call
+            message = getting.took_whole(core, queue, request, entry, gone, None)
+        else:
+            message = getting.took(core, queue, request, entry, gone=gone)
         if message is not None:
             return message, registration
+
+
+#: ``Head(put list, COMMITTED_COMPARATOR)`` by put list: what a get out of a unit's own
+#: puts takes (made once: a named tuple's ``__new__`` is a Python call).
+_COMMITTED_HEADS: dict[int, Head] = {}
+
+
+def _committed_head(queue: QueueState) -> Head:
+    head = _COMMITTED_HEADS[queue.put_list] = Head(queue.put_list, keys.COMMITTED_COMPARATOR)
+    return head
 
 
 def _take_by_id(

@@ -51,6 +51,7 @@ from sharedq.seam.access import StructureAccess, UowRef, tolerating
 from sharedq.seam.notes import NO_JOURNAL, DecisionUncertain
 
 logger = logging.getLogger("sharedq.mq")
+_ACTIVE, _ENDED = UowState.ACTIVE, UowState.ENDED  # as globals: read every unit
 
 
 def backout_move(trop: Trop) -> BulkMove:
@@ -73,7 +74,7 @@ def commit(core: ManagerCore, uow: UnitState) -> None:
     ``OutcomePending`` (2124) is raised.
     """
     structures = uow.structures
-    if uow.state is UowState.ACTIVE and len(structures) == 1:
+    if uow.state is _ACTIVE and len(structures) == 1:
         # The common case, one operation: no list of operations to build.
         (per_structure,) = structures.values()
         if len(per_structure) == 1:
@@ -573,7 +574,7 @@ def _ended(core: ManagerCore, uow: UnitState, *, journal: bool = True) -> None:
     if told:
         uow_id = uow.uow_id if uow.has_id else None
         names = _structure_names(uow)
-    uow.state = UowState.ENDED
+    uow.state = _ENDED
     uow.structures.clear()
     uow.descriptors = None
     uow.marked = None

@@ -106,7 +106,7 @@ class Trqs:
 
     def add(self, trop: Trop) -> None:
         self.trops.append(trop)
-        if trop.kind is TropKind.PUT:
+        if trop.kind is _PUT_OP:
             self._pending.append(trop)
 
     def add_puts(self, trops: list[Trop]) -> None:
@@ -209,6 +209,10 @@ class UowState(Enum):
     ENDED = "ended"
 
 
+#: Enum members read on every message, as globals (cheaper than from their class).
+_ACTIVE, _ENDED, _PUT_OP = UowState.ACTIVE, UowState.ENDED, TropKind.PUT
+
+
 class UnitState:
     """A unit of work's state: its operations per structure and queue, its status, its
     descriptors.  What syncpoint works on; the application holds a ``UnitOfWork``."""
@@ -218,7 +222,7 @@ class UnitState:
         self.stamps = stamps
         #: The thread id of the owner; ``None`` for a unit recovered at restart.
         self.owner = owner
-        self.state = UowState.ACTIVE
+        self.state = _ACTIVE
         self._uow_id: bytes | None = None
         #: structure number -> put list -> TRQS, in order of first access.
         self.structures: dict[int, dict[int, Trqs]] = {}
@@ -293,9 +297,9 @@ class UnitState:
             raise mq_error(MQReason.UOW_NOT_OWNER, "this unit of work belongs to another thread")
         if self.lost is not None:
             raise mq_error(MQReason.BACKED_OUT, self.lost)
-        if self.state is UowState.ENDED:
+        if self.state is _ENDED:
             raise mq_error(MQReason.UOW_STATE_ERROR, "this unit of work has ended")
-        if for_operation and self.state is not UowState.ACTIVE:
+        if for_operation and self.state is not _ACTIVE:
             raise mq_error(
                 MQReason.UOW_STATE_ERROR,
                 f"no puts or gets in a unit of work that is {self.state.value}",
