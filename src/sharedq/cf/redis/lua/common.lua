@@ -16,6 +16,7 @@
 -- Per-call state: set by begin() at the start of every function.  Redis runs one
 -- function at a time, so these shared upvalues belong to the call in progress.
 local M, P, E, D, S, K               -- meta hash, key prefix, entries, data, skey index, locks
+local KS                             -- the structure's key set (see keyset)
 local ARGV, UID, TOKEN, REQ, RETRY  -- REQ: the request number ('': none)
 local UNUM                           -- the caller's user id as a number (UID a string)
 local CHANNEL                        -- the request's channel (with a request number)
@@ -84,7 +85,7 @@ local function keyset(m)
     KEYSETS, keyset_count = {}, 0
   end
   local p = ssub(m, 1, -2)
-  ks = {p, p .. 'e', p .. 'd', p .. 's', p .. 'k', {}, {}, {}}
+  ks = {p, p .. 'e', p .. 'd', p .. 's', p .. 'k', {}, {}, {}, false, false}  -- see counters
   KEYSETS[m] = ks
   keyset_count = keyset_count + 1
   return ks
@@ -106,7 +107,7 @@ function begin(keys, args)
     M = m
     local ks = KEYSETS[m] or keyset(m)
     P, E, D, S, K, TOKEN_KEYS, LIST_KEYS = ks[1], ks[2], ks[3], ks[4], ks[5], ks[6], ks[7]
-    NAMES = ks[8]
+    NAMES, KS = ks[8], ks
   end
   ARGV = args
   local header = args[1]
@@ -823,10 +824,14 @@ end
 -- bytes.  Bounded: forgotten all at once past 256 bytes.
 local MEMO, memo_count = {}, 0
 
+-- The counters are one field per structure: the table last packed is kept in the
+-- structure's key set (KS[9] its bytes, KS[10] the table) rather than in PACKED, where
+-- each new seq would be a new key.
 function counters(raw)
-  local c = PACKED[raw]
-  if c then
-    PACKED[raw] = nil
+  local ks = KS
+  if ks[9] == raw then
+    local c = ks[10]
+    ks[9] = false
     if CHECKS and spack(COUNTERS, c[1], c[2], c[3], c[4], c[5], c[6], c[7]) ~= raw then
       stale('counters')
     end
@@ -835,13 +840,12 @@ function counters(raw)
   return {sunpack(COUNTERS, raw)}
 end
 
--- Each keeps its table under the bytes it returns (in PACKED, written out in both: a Lua
--- call costs as much as these lines).
+-- Each keeps its table under the bytes it returns (packed_controls in PACKED, its lines
+-- written out: a Lua call costs as much).
 function packed_counters(c)
   local s = spack(COUNTERS, c[1], c[2], c[3], c[4], c[5], c[6], c[7])
-  if packed_count >= 256 then PACKED, packed_count = {}, 0 end
-  PACKED[s] = c
-  packed_count = packed_count + 1
+  local ks = KS
+  ks[9], ks[10] = s, c
   return s
 end
 
@@ -1105,9 +1109,6 @@ local NO_OPTIONS = {version = '', head = false, ignore_limit = false,
 
 -- The flags' meanings, worked out once per flags value: bit.band is a C call each time.
 local OPTION_FLAGS = {}
-local OPTIONS = {version = '', head = false, ignore_limit = false, increment_authority = false,
-                 without_data = false, key = false, expect_version = false,
-                 expect_authority = false, skey = false}
 
 function option_flags(flags)
   local f = OPTION_FLAGS[flags]
@@ -1122,8 +1123,14 @@ end
 -- Options with no key, version, expected version or secondary key in them (a get's, a
 -- commit's: the same bytes on every call) are parsed once and kept under their bytes,
 -- by where they start in the argument (1 or 3): a table each, never changed.  Bounded:
--- forgotten all at once past 1,024.  Others fill OPTIONS.
+-- forgotten all at once past 1,024.
 local PARSED, parsed_count = {{}, false, {}}, 0
+
+-- Others (a put's, with its message's key and version) fill their flags value's table
+-- (OPTION_SETS, made once per value with the fields the flags give): every field a
+-- message gives is assigned on every call, and a function reads only its own call's
+-- options (one options() a call), so one table serves them all.
+local OPTION_SETS = {}
 
 -- version: '' keeps the entry's, 'i' increments it, 8 bytes set it (see new_version).
 function options(s, at)
@@ -1135,12 +1142,20 @@ function options(s, at)
   local a, b = sbyte(s, at, at + 1)
   local flags = a * 256 + b
   local f = OPTION_FLAGS[flags] or option_flags(flags)
-  local o = OPTIONS
-  if parsed and not (f[1] or f[2] or f[4] or f[6]) then
+  local o
+  if f[1] or f[2] or f[4] or f[6] or not parsed then
+    o = OPTION_SETS[flags]
+    if not o then
+      o = {version = f[3] and 'i' or '', head = f[8], ignore_limit = f[9],
+           increment_authority = f[10], without_data = f[11]}
+      OPTION_SETS[flags] = o
+    end
+  else
     if flags == 0 then
       o = NO_OPTIONS
     else
-      o = {}
+      o = {version = f[3] and 'i' or '', head = f[8], ignore_limit = f[9],
+           increment_authority = f[10], without_data = f[11]}
     end
     if parsed_count >= 1024 then
       PARSED, parsed_count = {{}, false, {}}, 0
@@ -1149,20 +1164,16 @@ function options(s, at)
     parsed[s] = o
     parsed_count = parsed_count + 1
     if flags == 0 then return o end
-  elseif flags == 0 then
-    return NO_OPTIONS
   end
   at = at + 2
-  local key, version, expect_version, expect_authority, skey = nil, '', nil, nil, nil
+  local key, expect_version, expect_authority, skey = nil, nil, nil, nil
   if f[1] then
     key = ssub(s, at, at + 15)
     at = at + 16
   end
   if f[2] then
-    version = ssub(s, at, at + 7)
+    o.version = ssub(s, at, at + 7)
     at = at + 8
-  elseif f[3] then
-    version = 'i'
   end
   if f[4] then
     expect_version = ssub(s, at, at + 7)
@@ -1177,12 +1188,7 @@ function options(s, at)
   elseif f[7] then
     skey = false
   end
-  -- OPTIONS is one table, reused: a function reads only its own call's options (one
-  -- options() a call), and assigning its fields makes nothing, where a new table is
-  -- made and freed.
-  o.version, o.head, o.ignore_limit, o.increment_authority = version, f[8], f[9], f[10]
-  o.without_data, o.key, o.expect_version = f[11], key, expect_version
-  o.expect_authority, o.skey = expect_authority, skey
+  o.key, o.expect_version, o.expect_authority, o.skey = key, expect_version, expect_authority, skey
   return o
 end
 end  -- option_flags, options

@@ -51,7 +51,17 @@ if o.version ~= '' then version = new_version(r, o.version, false) end
 local seq = c[SEQ] + 1
 local key, ord = o.key or ssub(r, 15, 30), nil  -- rec_key(r)
 if o.head then ord = ordinal(seq, true) else ord = spack('>BI7', 128, seq) end
-local moved = moved_rec(r, to, key, ord, version, skey, id)
+local moved
+if skey == true then  -- moved_rec's lines for it
+  local b = BE2[to] or be2(to)
+  if version then
+    moved = id .. b .. key .. ord .. version .. ssub(r, 47)
+  else
+    moved = id .. b .. key .. ord .. ssub(r, 39)
+  end
+else
+  moved = moved_rec(r, to, key, ord, version, skey, id)
+end
 if cow ~= false then keep_old(r, false) end
 local elements, al, sl = sbyte(r, 47, 49)
 member = member or ssub(r, 15, 38) .. id  -- rec_member(r, id)
