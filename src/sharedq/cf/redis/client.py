@@ -227,13 +227,20 @@ def exchange(connection: Any, packed: bytes) -> Any:
     *lane*, :func:`_lane`): a request then writes and reads them directly, without
     looking up redis-py's private attributes each time.  The lane holds while the
     connection's socket is the one it was made with (a reconnect makes a new socket,
-    and with it a new reader).
+    and with it a new reader) and redis-py's ``send_packed_command`` is its own (one
+    replaced, as ``bench.harness.RoundTrips`` replaces it, is called instead).
     """
     try:
         sock, reader, buffer = connection.sharedq_lane
     except AttributeError:
         sock = None
-    if sock is None or sock is not connection._sock:
+    if (
+        sock is None
+        or sock is not connection._sock
+        or type(connection).send_packed_command is not _SEND_PACKED
+    ):
+        # Not connected, reconnected, or redis-py's write replaced (as a benchmark
+        # counting round trips replaces it): the lane is made again, or not used.
         lane = _lane(connection)
         if lane is None:
             connection.send_packed_command([packed], False)
