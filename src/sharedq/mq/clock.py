@@ -73,20 +73,9 @@ class Stamps:
         return self._nonce
 
     def stamp_and_uow_id(self) -> tuple[int, bytes]:
-        """:meth:`stamp`, then :meth:`uow_id` of it, under one lock (a put out of
-        syncpoint takes both)."""
-        clock = self.clock
-        # The system clock's now_us() without its call (every put).
-        value = (time_ns() // 1000 if type(clock) is SystemClock else clock.now_us()) << STAMP_SHIFT
-        with self._lock:
-            if value <= self._last:
-                value = self._last + 1
-            stamp = self._last = value & _STAMP_MASK
-            value = stamp >> 8
-            if value <= self._last_uow:
-                value = self._last_uow + 1
-            self._last_uow = value
-        return stamp, self._qm_byte + value.to_bytes(7, "big")
+        """:meth:`stamp`, then :meth:`uow_id` of it (a put out of syncpoint takes both)."""
+        stamp = self.stamp()
+        return stamp, self.uow_id(stamp)
 
     def uow_id(self, stamp: int | None = None) -> bytes:
         """A new 8-byte UOW id: the manager id, then the high 7 bytes of a stamp.
