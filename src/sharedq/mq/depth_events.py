@@ -73,14 +73,8 @@ def crosses(events: DepthEvents, kind: str, depth: int, max_depth: int) -> bool:
 def after_put(core: ManagerCore, queue: QueueState, entries: int | None) -> None:
     """A put by this manager succeeded; its put list holds ``entries`` (``None``: the
     structure did not say, and a count is read only if a High event is enabled)."""
-    stats = queue.stats  # stats.put(depth), without the call (every put)
-    stats.enqueues += 1
-    if entries is None:
-        depth = None
-    else:
-        depth = entries - 1
-        if depth > stats.high_depth:
-            stats.high_depth = depth
+    depth = None if entries is None else entries - 1
+    queue.stats.put(depth)
     if queue.definition.depth_events.high_enabled:
         _check(core, queue, HIGH, depth)
 
@@ -88,14 +82,8 @@ def after_put(core: ManagerCore, queue: QueueState, entries: int | None) -> None
 def after_get(core: ManagerCore, queue: QueueState, entries: int | None) -> None:
     """A get by this manager moved a message off the put list (gotten or found
     expired); the list holds ``entries`` after it."""
-    stats = queue.stats  # stats.got(depth), without the call (every get)
-    stats.dequeues += 1
-    if entries is None:
-        depth = None
-    else:
-        depth = entries - 1
-        if depth > stats.high_depth:
-            stats.high_depth = depth
+    depth = None if entries is None else entries - 1
+    queue.stats.got(depth)
     if queue.definition.depth_events.low_enabled:
         _check(core, queue, LOW, depth)
 

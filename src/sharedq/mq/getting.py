@@ -257,18 +257,12 @@ def took_whole(
         return _took_live(queue, request, entry, m.Decoded(entry.data))  # deleted now
     if trqs is None:
         trqs = uow.trqs_for(queue)
-    # _keep_get(...), without the call (every get in a unit)
-    trqs.add(
-        Trop(
-            _GET_OP,
-            entry.entry_id,
-            entry.key,
-            message.persistent,
-            message.msg_id,
-            None,
-            None if expiry is None else message.put_time + expiry,
-            trqs,
-        )
+    _keep_get(
+        trqs,
+        entry,
+        message.persistent,
+        message.msg_id,
+        None if expiry is None else message.put_time + expiry,
     )
     return message
 
@@ -277,9 +271,7 @@ def _keep_get(
     trqs: Trqs, entry: ListEntry, persistent: bool, msg_id: bytes, expires_at: float | None
 ) -> None:
     """A get the unit of work keeps: its TROP, to delete the message at commit."""
-    trqs.add(
-        Trop(TropKind.GET, entry.entry_id, entry.key, persistent, msg_id, None, expires_at, trqs)
-    )
+    trqs.add(Trop(_GET_OP, entry.entry_id, entry.key, persistent, msg_id, None, expires_at, trqs))
 
 
 def own_get(
