@@ -395,11 +395,7 @@ def _attempt(
             continue
         if entry is None:
             return None, registration
-        if request.max_length is None and (gone or (uow is not None and not request.if_persistent)):
-            # took()'s common gets, without its call
-            message = getting.took_whole(core, queue, request, entry, gone, None)
-        else:
-            message = getting.took(core, queue, request, entry, gone=gone)
+        message = getting.took(core, queue, request, entry, gone=gone)
         if message is not None:
             return message, registration
 
