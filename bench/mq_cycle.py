@@ -71,7 +71,14 @@ Get-wait: a getter thread already waiting in ``Queue.get(wait=...)`` (out of
 syncpoint), a putter putting one message at a time once the getter sleeps in its
 wait; ``wait_p50_ratio_vs_brpop`` is the median put-to-delivery latency against
 ``LPUSH`` to a thread blocked in ``BRPOP``, and ``wait_round_trips_per_message`` the
-getter's round trips per message delivered.
+getter's round trips per message delivered (counted in a pass of its own before the
+timed ones: counting slows the client).  ``lua_floor_wait_p50_ms`` is the same latency
+of the bare Lua wait (``lua_floor.waiter``: a put function that queues an event for the
+getter, a getter sending ``XREAD BLOCK`` and a bare take function in one write), the
+least a waiting get made of Redis functions can reach; ``lua_floor_wait_p50_ratio_vs_brpop``
+says whether the target is within its reach, ``wait_p50_ratio_vs_lua_floor`` how far
+sharedq is from it.  The three are timed in turns of ``WAIT_TURN`` messages each, the
+same harness for all (``_deliveries``), so that a busy moment hits all three alike.
 
 Then aggregate cycles per second with 1, 2 and 4 managers in separate processes
 (``--processes``), all on one shared queue, each process with its own facility and
@@ -146,8 +153,11 @@ BATCH_ROUNDS = (1, 4)
 #: Cycles of the accounting pass; messages left queued to measure memory.
 ACCOUNTED_CYCLES = 1_000
 BYTES_MESSAGES = 10_000
-#: Messages delivered to a waiting getter (quick, full).
-WAIT_MESSAGES = (200, 1_500)
+#: Messages delivered to a waiting getter (quick, full), in turns of this many for each
+#: of sharedq, the bare Lua wait and BRPOP; messages of the pass counting round trips.
+WAIT_MESSAGES = (300, 1_500)
+WAIT_TURN = 100
+WAIT_COUNTED = 100
 #: Seconds the manager processes run together (quick, full).
 AGGREGATE_SECONDS = (1.0, 5.0)
 ADMIN = "BENCHADM"
@@ -780,11 +790,15 @@ def _deliveries(
 
 
 def wait_figures(report: Report, facility: RedisFacility, count: int) -> None:
-    """A getter already waiting, a putter putting one message at a time."""
+    """A getter already waiting, a putter putting one message at a time: sharedq, the
+    bare Lua wait (``lua_floor.waiter``) and ``BRPOP``, in turns of ``WAIT_TURN``."""
     public: Any = facility.client.redis
     body = b"x" * 100
     qm = fresh_manager(facility, len(body))
     queue = qm.open(QUEUE)
+    lane = facility.client.command
+    key = "sharedq:bench:brpop"
+    public.delete(key)
 
     def sharedq_getter(arrivals: list[float], n: int) -> None:
         for _ in range(n):
@@ -794,14 +808,6 @@ def wait_figures(report: Report, facility: RedisFacility, count: int) -> None:
     def sharedq_put() -> None:
         queue.put(body, persistent=True)
 
-    with RoundTrips() as trips:
-        ours, thread = _deliveries(sharedq_put, sharedq_getter, asleep_in_wait_events, count)
-        getter_trips = trips.of(thread)
-    qm.close()
-    key = "sharedq:bench:brpop"
-    public.delete(key)
-    lane = facility.client.command
-
     def brpop_getter(arrivals: list[float], n: int) -> None:
         for _ in range(n):
             public.brpop([key], timeout=30)
@@ -810,17 +816,46 @@ def wait_figures(report: Report, facility: RedisFacility, count: int) -> None:
     def lpush() -> None:
         lane("LPUSH", key, body)
 
-    theirs, _ = _deliveries(lpush, brpop_getter, _blocked_in_read, count)
-    ours_p50, theirs_p50 = statistics.median(ours), statistics.median(theirs)
+    floor_put, floor_getter = lua_floor.waiter(
+        public, body, lane, lambda: facility.client.nodes.connection(lua_floor.KEYS[0])
+    )
+    # Round trips counted in a pass of their own: counting slows the client.
+    counted = min(count, WAIT_COUNTED)
+    with RoundTrips() as trips:
+        _, thread = _deliveries(sharedq_put, sharedq_getter, asleep_in_wait_events, counted)
+        getter_trips = trips.of(thread)
+    runs: dict[str, list[float]] = {"ours": [], "floor": [], "brpop": []}
+    for at in range(0, count, WAIT_TURN):
+        n = min(WAIT_TURN, count - at)
+        runs["ours"] += _deliveries(sharedq_put, sharedq_getter, asleep_in_wait_events, n)[0]
+        runs["floor"] += _deliveries(floor_put, floor_getter, _blocked_in_read, n)[0]
+        runs["brpop"] += _deliveries(lpush, brpop_getter, _blocked_in_read, n)[0]
+    qm.close()
+    lua_floor.drop(public)
+    public.delete(key)
+    ours_p50, floor_p50, theirs_p50 = (statistics.median(runs[k]) for k in runs)
     report.add(
         "wait_round_trips_per_message",
-        getter_trips / count,
+        getter_trips / counted,
         "",
         "target <= 3: the waiting getter's requests per message delivered",
     )
     report.add("wait_p50_ms", ours_p50 * 1000, "ms", "put -> a waiting get returns it")
     report.add("wait_brpop_p50_ms", theirs_p50 * 1000, "ms", "LPUSH -> a waiting BRPOP returns")
     report.add("wait_p50_ratio_vs_brpop", ours_p50 / theirs_p50, "", "target <= 1.3")
+    report.add(
+        "lua_floor_wait_p50_ms",
+        floor_p50 * 1000,
+        "ms",
+        "bare put with notify -> XREAD BLOCK + bare take in one write (lua_floor.py)",
+    )
+    report.add(
+        "lua_floor_wait_p50_ratio_vs_brpop",
+        floor_p50 / theirs_p50,
+        "",
+        "the least any Lua layout's waiting get can reach against BRPOP",
+    )
+    report.add("wait_p50_ratio_vs_lua_floor", ours_p50 / floor_p50)
     report.add("wait_messages", count)
 
 
