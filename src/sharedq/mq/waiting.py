@@ -52,6 +52,10 @@ class EventDispatcher:
         self._generation = acc.generation
         #: Counts the times every waiter was told to look again (events lost in flight).
         self._rounds = 0
+        #: Threads asleep on the condition now: with none, nobody is notified (a lone
+        #: waiter's pump hands out and ends without the condition's Python-level
+        #: notify, on the path of every message it delivers).
+        self._sleepers = 0
 
     def wait(
         self, monitor_id: int, timeout: float, pump: Callable[[float], None] | None = None
@@ -80,7 +84,11 @@ class EventDispatcher:
                 if remaining <= 0:
                     return False
                 if self._pumping:
-                    self._cond.wait(remaining)
+                    self._sleepers += 1
+                    try:
+                        self._cond.wait(remaining)
+                    finally:
+                        self._sleepers -= 1
                     continue
                 self._pumping = True
                 self._cond.release()
@@ -92,16 +100,19 @@ class EventDispatcher:
                 finally:
                     self._cond.acquire()
                     self._pumping = False
-                    self._cond.notify_all()
+                    if self._sleepers:
+                        self._cond.notify_all()
                 return pump is not None or time.monotonic() < deadline
 
     def deliver(self, events: list[MonitorEvent]) -> None:
         """Events a request took: wake the threads waiting for them."""
         if events:
             with self._cond:
+                fired = self._fired
                 for event in events:
-                    self._fired.add(event.monitor_id)
-                self._cond.notify_all()
+                    fired.add(event.monitor_id)
+                if self._sleepers:
+                    self._cond.notify_all()
 
     def wake_all(self) -> None:
         """A request that took events failed before handing them out: every waiter

@@ -91,6 +91,7 @@ def _counted(reply: Any) -> tuple[int, int | None]:
 
 
 _entry = partial(tuple.__new__, ListEntry)
+_taken = partial(tuple.__new__, Taken)
 
 
 class LeaseOwner(Protocol):
@@ -522,7 +523,8 @@ class RedisListStructure(ListStructure):
         else:
             reply = self._run(scripts.TAKE, self._key, args)
         raw, seq, record, data, deleted_seq, monitor_id, nonempty, monitor_seq, left = reply
-        events = [codec.event_of(event) for event in raw]
+        # No comprehension (a call) when there are no events: most takes.
+        events = [codec.event_of(event) for event in raw] if raw else []
         if not seq:
             registration = (
                 None
@@ -531,10 +533,10 @@ class RedisListStructure(ListStructure):
                     monitor_id, monitor.list_number if monitor else 0, bool(nonempty), monitor_seq
                 )
             )
-            return Taken(events, None, None, registration)
+            return _taken((events, None, None, registration))
         entry = entry_of(record, data)
         deleted = _change((deleted_seq, entry, None)) if deleted_seq else None
-        return Taken(events, _change((seq, entry, left)), deleted, None)
+        return _taken((events, _change((seq, entry, left)), deleted, None))
 
     def take_many(
         self,
