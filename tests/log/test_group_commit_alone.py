@@ -87,5 +87,6 @@ def test_a_committer_alone_stays_marked_active_for_the_others(make_stream: MakeS
             # the next sync, which another committer arriving takes for active (other
             # processes of this user may have numbered a sync or two since: a ticket
             # for one of the last two is active)
-            started, _done, *slots = struct.unpack("<66Q", counters.read_bytes())
+            # (the counters are the file's first bytes; its futex words follow them)
+            started, _done, *slots = struct.unpack_from("<66Q", counters.read_bytes())
             assert started - 1 <= slots[mine] <= started + 1

@@ -13,7 +13,7 @@ that *started after they were written* has completed.  Syncs of a file system ar
 numbered host-wide, in a small counter file (``started``, ``done``, the slots below)
 kept in host-local storage (``/dev/shm``, else the temporary directory; never on a
 shared or network file system, whose other hosts' page caches no ``syncfs`` here
-reaches).  A committer, its records
+reaches), mapped into every process that uses it.  A committer, its records
 written, reads ``started`` (its *ticket*); it is done when ``done`` reaches
 ``ticket + 1``.  If not, it takes the *leader* lock (an ``flock``, one leader per
 file system on the host; threads of a process queue on a lock of their own first),
@@ -42,6 +42,26 @@ that file system: every later sync through it fails too.  Linux reports a write-
 error once per open file; a later ``syncfs`` that succeeds says nothing of the pages
 that failed, so nothing after a failure may be called durable.
 
+Waiting.  A committer queued behind another process's sync, and a leader gathering
+committers, sleep on a futex (``FUTEX_WAIT``) in a page of the counter file
+(:data:`_WORDS_AT`) rather than in a blocking ``flock`` or a polling sleep: every
+release of the leader lock bumps the *released* word and wakes its sleepers at once
+(one wake-up each, all together, where a chain of ``flock`` waiters is woken one after
+another), and every arrival bumps the *arrived* word, waking a gathering leader as
+soon as the last committer comes in rather than at its next poll.  The words only say
+when to look again: what a committer decides, it decides from the counters; a
+wake-up lost (a race the words do not close, or a
+process killed between its release and its wake) costs at most a sleep's timeout
+(:data:`_WAIT_S`, or the gathering window).  Where the futex call is not known
+(another architecture) the waits are the blocking ``flock`` and the polling sleep.
+The counters themselves are read and written in place, without a lock where the
+machine keeps stores in order (:meth:`HostSync._counters`): a commit queued behind
+another process's sync makes three system calls (two lock attempts, one sleep), a
+leader four besides its ``syncfs`` (lock, release, wake, and a sleep if it gathers).
+The file's name carries the layout's version (``v5``): a process of an older
+version, which rewrote the whole file under the counters' lock, keeps to its own
+files and syncs for itself.
+
 Where ``syncfs`` is missing (not Linux) a writer syncs its own files as before.
 """
 
@@ -51,8 +71,9 @@ import ctypes
 import ctypes.util
 import fcntl
 import logging
+import mmap
 import os
-import struct
+import platform
 import tempfile
 import threading
 import time
@@ -68,10 +89,10 @@ HOST_DIR = Path("/dev/shm")
 #: Committer slots (a process and thread hashed to one): how many committers a leader
 #: can tell apart when it gathers them.
 _SLOTS = 64
-#: The host's counters: syncs started and done, and per committer slot the number of
-#: the sync its last commit waited for.
-_COUNTERS = struct.Struct(f"<{2 + _SLOTS}Q")
-_ZEROS = (0,) * (2 + _SLOTS)
+#: The host's counters, little-endian 8-byte numbers at the counter file's start:
+#: syncs started and done, and per committer slot the number of the sync its last
+#: commit waited for.
+_COUNTER = ctypes.c_uint64.__ctype_le__
 
 
 class Member(Protocol):
@@ -89,8 +110,29 @@ class _Counters(NamedTuple):
     slots: tuple[int, ...]
 
 
-#: How often a leader gathering commits looks whether they have all come in.
+#: How often a leader gathering commits looks whether they have all come in (where
+#: it cannot sleep on the futex until one does).
 GATHER_PAUSE_S = 0.0001
+#: Where the futex words lie in the counter file (past the counters, which older
+#: versions read alone), and the file's size with them.
+_WORDS_AT = 1024
+_WORDS_FILE_BYTES = 4096
+#: The words: bumped at each release of the leader lock; bumped at each arrival; set
+#: while a leader gathers.
+_RELEASED, _ARRIVED, _GATHERING = range(3)
+#: The longest a queued committer sleeps before it looks again without a wake-up (a
+#: leader killed between releasing the lock and waking it, a lock held by an older
+#: version): a sync that covers it, or the lock free to lead, is found by then.
+_WAIT_S = 0.01
+_FUTEX_WAIT = 0
+_FUTEX_WAKE = 1
+_WAKE_ALL = 0x7FFFFFFF
+#: Whether this machine's stores are seen by other processors in the order they were
+#: made (x86-64's total store order): the counters are then read and written in place
+#: without their lock (:meth:`HostSync._counters`).
+_ORDERED = platform.machine().lower() in ("x86_64", "amd64")
+#: ``SYS_futex`` by machine (the architectures whose number is known here).
+_FUTEX_SYSCALLS = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98}
 
 
 class SyncStatistics(NamedTuple):
@@ -149,6 +191,84 @@ def _load_syncfs() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 _SYNCFS = _load_syncfs()
 
 
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _load_futex() -> tuple[ctypes._CFuncPtr, int] | None:  # type: ignore[name-defined]
+    """libc's ``syscall`` and ``SYS_futex`` of this machine, or ``None``."""
+    number = _FUTEX_SYSCALLS.get(platform.machine().lower())
+    if number is None or ctypes.sizeof(ctypes.c_long) != 8:
+        return None
+    try:
+        syscall = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).syscall
+    except (OSError, AttributeError):
+        return None
+    syscall.argtypes = [
+        ctypes.c_long,
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_uint,
+    ]
+    syscall.restype = ctypes.c_long
+    return syscall, number
+
+
+_FUTEX = _load_futex()
+
+
+def _timespec(seconds: float) -> _Timespec:
+    whole = int(seconds)
+    return _Timespec(whole, int((seconds - whole) * 1e9))
+
+
+#: The queued committer's sleep, made once.
+_WAIT_TIMESPEC = _timespec(_WAIT_S)
+_WAIT_REF = ctypes.byref(_WAIT_TIMESPEC)
+
+
+class _Shared:
+    """The host's counter file mapped into this process: the counters (``cells``, read
+    and written in place, under the counters' lock as the file's bytes were) and the
+    futex words after them (``words``)."""
+
+    def __init__(self, fd: int) -> None:
+        if os.fstat(fd).st_size < _WORDS_FILE_BYTES:
+            os.ftruncate(fd, _WORDS_FILE_BYTES)  # zeros; every process grows it alike
+        self._map = mmap.mmap(fd, _WORDS_FILE_BYTES)
+        self.cells = (_COUNTER * (2 + _SLOTS)).from_buffer(self._map, 0)
+        self.words = (ctypes.c_uint32 * 3).from_buffer(self._map, _WORDS_AT)
+        base = ctypes.addressof(self.words)
+        self.released_at = base + 4 * _RELEASED
+        self.arrived_at = base + 4 * _ARRIVED
+        #: libc's ``syscall`` and ``SYS_futex``, or ``None`` (no sleeping on the words).
+        self.futex = _FUTEX
+
+    def bump(self, index: int) -> None:
+        """Raise a word by one (not atomic: two bumps at once may count as one, and the
+        word changed either way, which is all a sleeper compares)."""
+        words = self.words
+        words[index] = (words[index] + 1) & 0xFFFFFFFF
+
+    def wait(self, address: int, seen: int, timeout: _Timespec) -> None:
+        """Sleep while the word at ``address`` is ``seen``, until woken or ``timeout``."""
+        assert self.futex is not None
+        call, number = self.futex
+        call(number, address, _FUTEX_WAIT, seen, ctypes.byref(timeout), None, 0)
+
+    def wake(self, address: int, count: int = _WAKE_ALL) -> None:
+        if self.futex is not None:
+            call, number = self.futex
+            call(number, address, _FUTEX_WAKE, count, None, None, 0)
+
+    def close(self) -> None:
+        del self.cells, self.words  # the map cannot close while exported
+        self._map.close()
+
+
 def _host_dir() -> Path:
     if HOST_DIR.is_dir() and os.access(HOST_DIR, os.W_OK | os.X_OK):
         return HOST_DIR
@@ -165,7 +285,7 @@ class HostSync:
     def __init__(self, directory: Path, device: int) -> None:
         self.device = device
         self._fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        base = _host_dir() / f"sharedq-sync-v4-{os.getuid()}-{device:x}"
+        base = _host_dir() / f"sharedq-sync-v5-{os.getuid()}-{device:x}"
         #: The host's leader lock for this file system (``flock``): held while a sync runs.
         self.lock_path = Path(f"{base}.lock")
         fds: list[int] = []
@@ -177,6 +297,16 @@ class HostSync:
                 os.close(fd)
             raise
         self._leader_fd, self._counters_fd = fds
+        try:
+            self._shared = _Shared(self._counters_fd)
+        except (OSError, ValueError) as exc:
+            for fd in (self._fd, *fds):
+                os.close(fd)
+            raise OSError(f"cannot map {base}.counters: {exc}") from exc
+        #: Whether waits sleep on the futex words (else a blocking ``flock`` and polls).
+        self._sleeps = self._shared.futex is not None
+        #: This process's id, for the committer slots (a child makes its own groups).
+        self._pid = os.getpid()
         self._leader = threading.Lock()  # one thread of the process at the flock
         self._counters_mutex = threading.Lock()  # flock is per open file, not per thread
         #: Why the group broke (a failed sync), or ``None``.
@@ -212,7 +342,7 @@ class HostSync:
         earlier one of this group did.
         """
         self._check()
-        slot = hash((os.getpid(), threading.get_ident())) % _SLOTS if committer else None
+        slot = hash((self._pid, threading.get_ident())) % _SLOTS if committer else None
         led = self._lead_at_once(slot, window_s, alone)
         if led is not None:
             if led:
@@ -241,13 +371,9 @@ class HostSync:
         self, slot: int | None, window_s: float, alone: Callable[[], None] | None
     ) -> bool | None:
         """The common case in few system calls: no sync under way on the host (the
-        leader lock is free), so this committer leads at once.  Its arrival and the
-        look at the others are one update of the counters, under the leader lock (six
-        calls where the general path makes seven: that path's second look exists for
-        committers that queued behind a running sync, which this one did not).  When
-        its slot already holds its arrival (the same sync awaited as at its last commit:
-        a committer alone, whose own syncs number none), the counters are only looked
-        at, without their lock (:meth:`_peek`): three calls.
+        leader lock is free), so this committer leads at once: the lock taken, the
+        counters looked at and its arrival marked in place, the lock let go and its
+        sleepers woken (three calls besides the sync).
 
         Returns ``None`` when the leader lock is taken (the caller queues as usual),
         ``True`` when no other committer is active and the caller syncs its own files
@@ -274,7 +400,7 @@ class HostSync:
                 written = [(member, member.last_lsn) for member in list(self._members)]
                 self._sync_all(window_s, _Counters(before.started, before.done, slots))
             finally:
-                fcntl.flock(self._leader_fd, fcntl.LOCK_UN)
+                self._release()
         finally:
             self._leader.release()
         for member, lsn in written:
@@ -287,7 +413,32 @@ class HostSync:
         """Sync unless another leader's sync covered ``ticket`` meanwhile; or leave the
         sync to the caller (``self._alone``) when no other committer is active."""
         self._check()
-        fcntl.flock(self._leader_fd, fcntl.LOCK_EX)
+        shared = self._shared
+        if shared.futex is None:
+            fcntl.flock(self._leader_fd, fcntl.LOCK_EX)
+        else:
+            # Until the leader lock is ours or a sync covered the ticket: asleep on the
+            # released word between looks (its value read before each look, so that a
+            # release after the look ends the sleep at once).  ``done`` is read in
+            # place: it only goes up, and only after its sync completed.
+            call, number = shared.futex
+            words, cells = shared.words, shared.cells
+            seen = words[_RELEASED]
+            while True:
+                try:
+                    fcntl.flock(self._leader_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    pass
+                # (the futex called here, not through a method: a thread asleep in
+                # _lead is what a test looks for)
+                call(number, shared.released_at, _FUTEX_WAIT, seen, _WAIT_REF, None, 0)
+                seen = words[_RELEASED]
+                done = cells[1]
+                if done > ticket:
+                    self._done_seen = max(self._done_seen, done)
+                    return
+                self._check()
         try:
             now = self._peek(None)  # the leader lock is held: read right without a lock
             self._done_seen = max(self._done_seen, now.done)
@@ -298,7 +449,15 @@ class HostSync:
                 return
             self._sync_all(window_s, now)
         finally:
-            fcntl.flock(self._leader_fd, fcntl.LOCK_UN)
+            self._release()
+
+    def _release(self) -> None:
+        """Let go of the host's leader lock, and wake the committers queued for it."""
+        fcntl.flock(self._leader_fd, fcntl.LOCK_UN)
+        if self._sleeps:
+            shared = self._shared
+            shared.bump(_RELEASED)
+            shared.wake(shared.released_at)
 
     def join(self, member: Member) -> None:
         """``member``'s records count as synced by every ``syncfs`` of this group that
@@ -328,28 +487,40 @@ class HostSync:
 
         Looks at the counters without their lock (:meth:`_peek`): this leader holds
         the leader lock, so ``started`` and ``done`` do not change meanwhile, and a
-        slot read while a committer writes it only decides whether to wait on.
+        slot read while a committer writes it only decides whether to wait on.  Between
+        looks it sleeps on the arrived word (each arrival wakes it), or polls.
         """
         deadline = time.monotonic() + window_s
-        while True:
-            # Active: a ticket for one of the last two syncs; waiting: for this one.
-            # (``started + 1`` is at least 1, so empty slots count as neither.)
-            low = max(now.started - 1, 1)
-            if all(seen < low or seen > now.started for seen in now.slots):
-                return now
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return now
-            time.sleep(min(left, GATHER_PAUSE_S))
-            now = self._peek(now)
+        shared = self._shared if self._sleeps else None
+        if shared is not None:
+            shared.words[_GATHERING] = 1
+        try:
+            while True:
+                if shared is not None:  # read before the look: an arrival after it wakes
+                    seen = shared.words[_ARRIVED]
+                    now = self._peek(now)
+                # Active: a ticket for one of the last two syncs; waiting: for this one.
+                # (``started + 1`` is at least 1, so empty slots count as neither.)
+                low = max(now.started - 1, 1)
+                if all(mark < low or mark > now.started for mark in now.slots):
+                    return now
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return now
+                if shared is not None:
+                    shared.wait(shared.arrived_at, seen, _timespec(left))
+                else:
+                    time.sleep(min(left, GATHER_PAUSE_S))
+                    now = self._peek(now)
+        finally:
+            if shared is not None:
+                shared.words[_GATHERING] = 0
 
     def _peek(self, now: _Counters | None) -> _Counters:
         """The counters read without their lock, by the holder of the leader lock.
 
-        Only a leader changes ``started`` and ``done``, and a committer's arrival
-        writes them back as it read them (under the counters' lock, which a leader
-        needs to change them): so while the leader lock is held they read right even
-        amid another's write.  A slot read amid its committer's write may be read
+        Only a leader changes ``started`` and ``done``: so while the leader lock is
+        held they read right.  A slot read amid its committer's write may be read
         wrong, and that only decides how long to gather, whether another committer is
         active (``syncfs`` or the caller's own sync: either makes the caller's records
         durable, and a committer waiting for the group leads a sync of its own when
@@ -358,11 +529,10 @@ class HostSync:
         looks for).  ``now``: the leader's ``started`` and ``done``
         already read, kept as they are.
         """
-        raw = os.pread(self._counters_fd, _COUNTERS.size, 0)
-        values = _COUNTERS.unpack(raw) if len(raw) == _COUNTERS.size else _ZEROS
+        values = self._shared.cells[:]
         if now is None:
-            return _Counters(values[0], values[1], values[2:])
-        return _Counters(now.started, now.done, values[2:])
+            return _Counters(values[0], values[1], tuple(values[2:]))
+        return _Counters(now.started, now.done, tuple(values[2:]))
 
     def _check(self) -> None:
         if self.failure is not None:
@@ -370,29 +540,47 @@ class HostSync:
 
     def _counters(self, *, arrive: int | None = None, started: int = 0, done: int = 0) -> _Counters:
         """Read the host's counters; ``arrive`` marks a committer's slot as waiting for
-        the next sync, ``started`` and ``done`` raise those (never lowered, whoever else
-        wrote meanwhile).  Returns the counters as they were before any change."""
-        change = arrive is not None or started or done
+        the next sync, ``started`` and ``done`` raise those (never lowered; only a
+        leader, holding the leader lock, raises them).  Returns the counters as they
+        were before any change.
+
+        Each is an aligned 8-byte number of the mapped file, read and written in place,
+        and each has one writer at a time (a slot its committer, ``started`` and
+        ``done`` the leader), so no lock is needed where stores are seen in the order
+        they were made (:data:`_ORDERED`): a committer's arrival is read after its
+        records were written, and a leader's ``started`` is stored before its
+        ``syncfs`` begins.  Elsewhere the counters' ``flock`` orders them.
+        """
+        if _ORDERED:
+            return self._update(arrive, started, done)
         with self._counters_mutex:
-            fcntl.flock(self._counters_fd, fcntl.LOCK_EX if change else fcntl.LOCK_SH)
+            fcntl.flock(self._counters_fd, fcntl.LOCK_EX)
             try:
-                raw = os.pread(self._counters_fd, _COUNTERS.size, 0)
-                values = list(_COUNTERS.unpack(raw) if len(raw) == _COUNTERS.size else _ZEROS)
-                if change:
-                    new = list(values)
-                    new[0] = max(values[0], started)
-                    new[1] = max(values[1], done)
-                    if arrive is not None:
-                        new[2 + arrive] = values[0] + 1  # the sync that will cover it
-                    os.pwrite(self._counters_fd, _COUNTERS.pack(*new), 0)
-                    self._done_seen = max(self._done_seen, new[1])
-                else:
-                    self._done_seen = max(self._done_seen, values[1])
+                return self._update(arrive, started, done)
             finally:
                 fcntl.flock(self._counters_fd, fcntl.LOCK_UN)
+
+    def _update(self, arrive: int | None, started: int, done: int) -> _Counters:
+        shared = self._shared
+        cells = shared.cells
+        values = cells[:]  # in place: the file's bytes, mapped
+        if started > values[0]:
+            cells[0] = started
+        if done > values[1]:
+            cells[1] = done
+        self._done_seen = max(self._done_seen, values[1], done)
+        if arrive is not None:
+            cells[2 + arrive] = values[0] + 1  # the sync that will cover it
+            if self._sleeps:
+                shared.bump(_ARRIVED)
+                # A leader gathering is woken by the last committer it waits for (none
+                # left active and not in), not by each.
+                if shared.words[_GATHERING] and not _pending(cells[:]):
+                    shared.wake(shared.arrived_at, 1)
         return _Counters(values[0], values[1], tuple(values[2:]))
 
     def close(self) -> None:
+        self._shared.close()
         for fd in (self._fd, self._leader_fd, self._counters_fd):
             os.close(fd)
 
@@ -405,6 +593,14 @@ def _open_own(path: Path) -> int:
         os.close(fd)
         raise PermissionError(f"{path} is not this user's own file (mode 0600)")
     return fd
+
+
+def _pending(values: list[int]) -> bool:
+    """Whether a committer active in one of the last two syncs (as the counters
+    ``values`` say) has not come in for the next: what a leader gathering waits for."""
+    started = values[0]
+    low = max(started - 1, 1)
+    return any(low <= mark <= started for mark in values[2:])
 
 
 def _others_active(now: _Counters, slot: int | None) -> bool:
