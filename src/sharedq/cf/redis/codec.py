@@ -37,6 +37,10 @@ _RECORD = struct.Struct(">12sH16s8xQBBB")
 _HEADER = _RECORD.size
 _U64 = struct.Struct(">Q")
 _MOVE = struct.Struct(">12sHHB")
+#: A get's move: target list, options' flags, expected authority.
+_GET_SPEC = struct.Struct(">HHQ")
+#: A locator's fixed part: kind, list, comparison.
+_LOCATOR = struct.Struct(">cHc")
 _WRITE = struct.Struct(">H16sQBB8sBBB")
 _NO_AUTHORITY = _ZERO8 = b"\0" * 8
 _READER = struct.Struct(">B16sc")
@@ -127,6 +131,14 @@ def authority_bytes(expect_authority: object) -> bytes:
     return _U64.pack(authority_number(expect_authority))
 
 
+def get_spec(to_list: int, expect_authority: object) -> bytes:
+    """A move's target list and options when it only expects a list authority (a get):
+    ``to_list`` (2 bytes) + ``options(expect_authority=...)``, packed at once."""
+    if type(expect_authority) is int and 0 <= expect_authority < _UNREACHABLE_AUTHORITY:
+        return _GET_SPEC.pack(to_list, EXPECT_AUTHORITY, expect_authority)
+    return _GET_SPEC.pack(to_list, EXPECT_AUTHORITY, authority_number(expect_authority))
+
+
 def write_spec(
     list_number: int,
     key: bytes,
@@ -201,8 +213,9 @@ def options(
 def pack_locator(locator: Locator, list_count: int) -> bytes:
     """Check a locator and pack it: kind(1) list(2, 65535 none) comparison(1) argument."""
     # type() is, not isinstance: a get's and a commit's path (mypy narrows on both).
+    # The fields unpacked, not read by name; the fixed part packed at once.
     if type(locator) is Head:
-        number, key, compare = locator.list_number, locator.key, locator.compare
+        number, key, compare = locator
         if (
             type(number) is not int
             or not 0 <= number < list_count
@@ -212,9 +225,11 @@ def pack_locator(locator: Locator, list_count: int) -> bytes:
             v.check_locator(locator, list_count)
         # _HOW[compare], without the enum's hash (a Python call)
         how = b"<" if compare is _LE else b"=" if compare is _EQ else b">"
-        return b"h" + number.to_bytes(2, "big") + how + (key or b"")
+        if key is None:
+            return _LOCATOR.pack(b"h", number, how)
+        return _LOCATOR.pack(b"h", number, how) + key
     if type(locator) is ById:
-        entry_id, on_list = locator.entry_id, locator.list_number
+        entry_id, on_list = locator
         if on_list is None:
             if type(entry_id) is not bytes or len(entry_id) != 12:
                 v.check_locator(locator, list_count)
@@ -226,7 +241,7 @@ def pack_locator(locator: Locator, list_count: int) -> bytes:
             or not 0 <= on_list < list_count
         ):
             v.check_locator(locator, list_count)
-        return b"i" + on_list.to_bytes(2, "big") + b"=" + entry_id
+        return _LOCATOR.pack(b"i", on_list, b"=") + entry_id
     v.check_locator(locator, list_count)
     kind = type(locator)
     if kind is Tail:

@@ -75,8 +75,6 @@ _TAIL = Position.TAIL
 #: options() of a move to a new key with version 0, secondary key unchanged.
 _REKEY_TO_VERSION_0 = (codec.NEW_KEY | codec.SET_VERSION).to_bytes(2, "big")
 _ZERO_VERSION = bytes(8)
-#: options() of a move that only expects a list authority (a get), before the authority.
-_EXPECT_AUTHORITY = codec.EXPECT_AUTHORITY.to_bytes(2, "big")
 #: options() of a delete whose caller does not want the data back.
 _WITHOUT_DATA = codec.WITHOUT_DATA.to_bytes(2, "big")
 _change = partial(tuple.__new__, Change)
@@ -433,8 +431,7 @@ class RedisListStructure(ListStructure):
             if expect_authority is None:
                 spec = to_list.to_bytes(2, "big") + NO_OPTIONS
             else:
-                authority = codec.authority_bytes(expect_authority)
-                spec = to_list.to_bytes(2, "big") + _EXPECT_AUTHORITY + authority
+                spec = codec.get_spec(to_list, expect_authority)
         else:
             spec = to_list.to_bytes(2, "big") + options(
                 new_key=new_key,
