@@ -120,6 +120,12 @@ _WORDS_FILE_BYTES = 4096
 #: The words: bumped at each release of the leader lock; bumped at each arrival; set
 #: while a leader gathers.
 _RELEASED, _ARRIVED, _GATHERING = range(3)
+#: A byte per committer slot (and one for the others) after the words: set while a
+#: committer sleeps queued for the leader lock.  A leader letting go of it wakes the
+#: sleepers only if one is marked (a wake-up is a system call; alone, none is needed).
+_SLEEPERS_AT = _WORDS_AT + 64
+_SLEEPERS_END = _SLEEPERS_AT + _SLOTS + 1
+_NO_SLEEPERS = bytes(_SLOTS + 1)
 #: The longest a queued committer sleeps before it looks again without a wake-up (a
 #: leader killed between releasing the lock and waking it, a lock held by an older
 #: version): a sync that covers it, or the lock free to lead, is found by then.
@@ -238,9 +244,9 @@ class _Shared:
     def __init__(self, fd: int) -> None:
         if os.fstat(fd).st_size < _WORDS_FILE_BYTES:
             os.ftruncate(fd, _WORDS_FILE_BYTES)  # zeros; every process grows it alike
-        self._map = mmap.mmap(fd, _WORDS_FILE_BYTES)
-        self.cells = (_COUNTER * (2 + _SLOTS)).from_buffer(self._map, 0)
-        self.words = (ctypes.c_uint32 * 3).from_buffer(self._map, _WORDS_AT)
+        self.map = mmap.mmap(fd, _WORDS_FILE_BYTES)
+        self.cells = (_COUNTER * (2 + _SLOTS)).from_buffer(self.map, 0)
+        self.words = (ctypes.c_uint32 * 3).from_buffer(self.map, _WORDS_AT)
         base = ctypes.addressof(self.words)
         self.released_at = base + 4 * _RELEASED
         self.arrived_at = base + 4 * _ARRIVED
@@ -266,7 +272,7 @@ class _Shared:
 
     def close(self) -> None:
         del self.cells, self.words  # the map cannot close while exported
-        self._map.close()
+        self.map.close()
 
 
 def _host_dir() -> Path:
@@ -423,22 +429,29 @@ class HostSync:
             # place: it only goes up, and only after its sync completed.
             call, number = shared.futex
             words, cells = shared.words, shared.cells
-            seen = words[_RELEASED]
-            while True:
-                try:
-                    fcntl.flock(self._leader_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    pass
-                # (the futex called here, not through a method: a thread asleep in
-                # _lead is what a test looks for)
-                call(number, shared.released_at, _FUTEX_WAIT, seen, _WAIT_REF, None, 0)
+            # Marked asleep before the first try for the lock: a leader that held it
+            # then sees the mark once it lets go, and wakes this committer.
+            sleeper = _SLEEPERS_AT + (_SLOTS if slot is None else slot)
+            shared.map[sleeper] = 1
+            try:
                 seen = words[_RELEASED]
-                done = cells[1]
-                if done > ticket:
-                    self._done_seen = max(self._done_seen, done)
-                    return
-                self._check()
+                while True:
+                    try:
+                        fcntl.flock(self._leader_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        pass
+                    # (the futex called here, not through a method: a thread asleep in
+                    # _lead is what a test looks for)
+                    call(number, shared.released_at, _FUTEX_WAIT, seen, _WAIT_REF, None, 0)
+                    seen = words[_RELEASED]
+                    done = cells[1]
+                    if done > ticket:
+                        self._done_seen = max(self._done_seen, done)
+                        return
+                    self._check()
+            finally:
+                shared.map[sleeper] = 0
         try:
             now = self._peek(None)  # the leader lock is held: read right without a lock
             self._done_seen = max(self._done_seen, now.done)
@@ -452,12 +465,14 @@ class HostSync:
             self._release()
 
     def _release(self) -> None:
-        """Let go of the host's leader lock, and wake the committers queued for it."""
+        """Let go of the host's leader lock, and wake the committers queued for it (when
+        one is marked asleep, where stores are seen in order; always elsewhere)."""
         fcntl.flock(self._leader_fd, fcntl.LOCK_UN)
         if self._sleeps:
             shared = self._shared
             shared.bump(_RELEASED)
-            shared.wake(shared.released_at)
+            if not _ORDERED or shared.map[_SLEEPERS_AT:_SLEEPERS_END] != _NO_SLEEPERS:
+                shared.wake(shared.released_at)
 
     def join(self, member: Member) -> None:
         """``member``'s records count as synced by every ``syncfs`` of this group that
