@@ -319,6 +319,9 @@ class HostSync:
         self.failure: str | None = None
         #: This process's writers on the file system (with no other file system).
         self._members: weakref.WeakSet[Member] = weakref.WeakSet()
+        #: The same as weak references in a tuple, remade at each join and leave: what a
+        #: commit reads (a ``WeakSet``'s iteration costs a guard and a copy each time).
+        self._member_refs: tuple[weakref.ref[Member], ...] = ()
         #: Set by the leader that found itself alone (``_leader`` held until read).
         self._alone = False
         #: The highest ``done`` this process has read from the counters or written:
@@ -357,7 +360,7 @@ class HostSync:
             return
         # What every member of this process has written so far: covered as well by a
         # syncfs that starts after the ticket below.
-        written = [(member, member.last_lsn) for member in list(self._members)]
+        written = self._written()
         ticket = self._counters(arrive=slot).started
         by_itself = False
         with self._leader:
@@ -403,7 +406,7 @@ class HostSync:
                 if slot is not None:  # as the counters are now, with this arrival
                     slots = (*slots[:slot], before.started + 1, *slots[slot + 1 :])
                 # Written before the syncfs below starts: covered by it.
-                written = [(member, member.last_lsn) for member in list(self._members)]
+                written = self._written()
                 self._sync_all(window_s, _Counters(before.started, before.done, slots))
             finally:
                 self._release()
@@ -478,9 +481,20 @@ class HostSync:
         """``member``'s records count as synced by every ``syncfs`` of this group that
         starts after they were written, whoever asked for it."""
         self._members.add(member)
+        self._member_refs = tuple(weakref.ref(m) for m in self._members)
 
     def leave(self, member: Member) -> None:
         self._members.discard(member)
+        self._member_refs = tuple(weakref.ref(m) for m in self._members)
+
+    def _written(self) -> list[tuple[Member, int]]:
+        """Each member of this process and the last lsn it has written so far."""
+        written = []
+        for ref in self._member_refs:
+            member = ref()
+            if member is not None:
+                written.append((member, member.last_lsn))
+        return written
 
     def _sync_all(self, window_s: float, now: _Counters) -> None:
         """Number a sync, run ``syncfs``, record it done (the leader lock is held)."""
