@@ -183,13 +183,28 @@ def generated_frame(
     return head[:4], head[12:] + expires + qm_name + nonce
 
 
-def _generated_id_in(data: bytes, name: bytes, nonce_at: int) -> bytes:
+def _generated_id_in(data: bytes, id_head: bytes, nonce_at: int) -> bytes:
     """``generated_msg_id(name, stamp, qm_id, nonce)`` of format-2 ``data``, from the
-    header's own bytes (qm id at 3, stamp at 4..12, the nonce at ``nonce_at``): no
-    integer to convert back."""
-    return b"".join(
-        (b"CSQ ", name[:4].ljust(4), data[4:12], data[3:4], data[nonce_at : nonce_at + 3], _ZERO4)
-    )
+    header's own bytes (qm id at 3, stamp at 4..12, the nonce at ``nonce_at``) and the
+    name's ``id_head`` (:func:`_name_facts`): no integer to convert back."""
+    return b"".join((id_head, data[4:12], data[3:4], data[nonce_at : nonce_at + 3], _ZERO4))
+
+
+#: A manager name as a header holds it -> the name, and the first 8 bytes of the msg
+#: ids that manager generates: worked out once a name (every get decodes one).
+_NAMES: dict[bytes, tuple[str, bytes]] = {}
+#: Names kept at most (a group has few managers; the table starts afresh past this).
+_NAMES_KEPT = 1024
+
+
+def _name_facts(name: bytes) -> tuple[str, bytes]:
+    facts = _NAMES.get(name)
+    if facts is None:
+        facts = (name.decode(), b"CSQ " + name[:4].ljust(4))
+        if len(_NAMES) >= _NAMES_KEPT:
+            _NAMES.clear()
+        _NAMES[name] = facts
+    return facts
 
 
 class Decoded:
@@ -245,10 +260,10 @@ class Decoded:
         else:
             self.expiry_tenths = _UNLIMITED
         name = data[at : at + name_length]
-        self.qm_name = name.decode()
+        self.qm_name, id_head = _NAMES.get(name) or _name_facts(name)
         at += name_length
         if flags & _GENERATED:
-            self.msg_id = _generated_id_in(data, name, at)
+            self.msg_id = _generated_id_in(data, id_head, at)
             at += 3
         else:
             self.msg_id = data[at : at + ID_LENGTH]
@@ -313,8 +328,9 @@ def whole_message(data: bytes, version: int, token: bytes) -> Message:
         at = 17
     end = at + name_length
     name = data[at:end]
+    qm_name, id_head = _NAMES.get(name) or _name_facts(name)
     if flags & _GENERATED:
-        msg_id = _generated_id_in(data, name, end)
+        msg_id = _generated_id_in(data, id_head, end)
         at = end + 3
     else:
         at = end + ID_LENGTH
@@ -333,7 +349,7 @@ def whole_message(data: bytes, version: int, token: bytes) -> Message:
         correl_id,
         expiry,
         (stamp >> STAMP_SHIFT) / 1_000_000,  # stamp_seconds(stamp), without the call
-        name.decode(),
+        qm_name,
         version if version < MAX_BACKOUT_COUNT else MAX_BACKOUT_COUNT,
         len(body),
         False,

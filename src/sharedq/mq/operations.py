@@ -161,7 +161,7 @@ def put(
         if frame is None:
             frame = _put_frame(core, queue.put_list, priority, persistent)
         head, tail, adjunct, key_head, key_tail = frame
-        data = head + stamp_bytes + tail + body
+        data = b"".join((head, stamp_bytes, tail, body))
         ukey = key_head + stamp_bytes + key_tail
     else:
         ukey = keys.uncommitted_key(priority, stamp, core.qm_id)
@@ -329,7 +329,8 @@ def _attempt(
     registration: Registration | None = None
     fused = uow is None and request.max_length is None and not acc.journaling
     while True:
-        trqs = uow.existing_trqs(queue) if uow is not None else None
+        # A unit that has done nothing yet has no TRQS to look up (every get's first).
+        trqs = uow.existing_trqs(queue) if uow is not None and uow.structures else None
         gone = False
         try:
             if request.both:

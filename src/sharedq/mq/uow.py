@@ -34,7 +34,7 @@ class UnitOfWork(UnitState):
     """
 
     def __init__(self, core: ManagerCore, owner: int | None) -> None:
-        super().__init__(core.stamps, owner)
+        UnitState.__init__(self, core.stamps, owner)  # not super(): one object less a unit
         self._core = core
 
     @property
