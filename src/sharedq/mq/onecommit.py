@@ -33,8 +33,10 @@ moved away (``ListMismatch``) is skipped, as the redriven bulk requests of
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
+from types import MethodType
+from typing import Any
 
 from sharedq.cf import UNCHANGED, BulkMove, BulkResult, ById, ListMismatch
 from sharedq.mq.core import ManagerCore
@@ -164,7 +166,7 @@ def keep_only(uow: UnitState, rest: list[Trop]) -> None:
 _PUT_OP, _GET_OP = TropKind.PUT, TropKind.GET
 _COMMIT_PUTS, _COMMIT_GETS = ChangeKind.COMMIT_PUTS, ChangeKind.COMMIT_GETS
 #: ``ById(entry_id, list)`` made as a plain tuple is (no Python-level ``__new__``).
-_by_id = partial(tuple.__new__, ById)
+_by_id: Callable[[tuple[Any, ...]], ById] = MethodType(tuple.__new__, ById)
 
 
 def commit_one(trop: Trop, uow_id: UowRef) -> None:

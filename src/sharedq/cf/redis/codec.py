@@ -8,8 +8,9 @@ builds one named tuple per entry, as the memory backend does.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
-from functools import partial
+from collections.abc import Callable, Sequence
+from types import MethodType
+from typing import Any
 
 from sharedq.cf import validation as v
 from sharedq.cf.errors import CFReason, cf_error
@@ -41,8 +42,8 @@ _MOVE = struct.Struct(">12sHHB")
 _GET_SPEC = struct.Struct(">HHQ")
 #: A locator's fixed part: kind, list, comparison.
 _LOCATOR = struct.Struct(">cHc")
-_WRITE = struct.Struct(">H16sQBB8sBBB")
-_NO_AUTHORITY = _ZERO8 = b"\0" * 8
+_WRITE = struct.Struct(">H16sQBBQBBB")
+_ZERO8 = b"\0" * 8
 _READER = struct.Struct(">B16sc")
 _CHANGER = struct.Struct(">B16scQQ")
 _COUNTERS = struct.Struct(">7Q")
@@ -52,7 +53,10 @@ _LE, _EQ = Compare.LE, Compare.EQ
 #: An expected authority no list reaches (stands for any int a Lua number cannot hold).
 _UNREACHABLE_AUTHORITY = 2**53
 
-_entry = partial(tuple.__new__, ListEntry)
+#: ``ListEntry`` made from a tuple: ``tuple.__new__`` bound to the class (a bound method
+#: calls it with less ado than ``functools.partial``, and without the named tuple's
+#: Python-level ``__new__``).
+_entry: Callable[[tuple[Any, ...]], ListEntry] = MethodType(tuple.__new__, ListEntry)
 
 #: The flags of options() in the Lua prelude.
 NEW_KEY, SET_VERSION, INCREMENT_VERSION, EXPECT_VERSION = 1, 2, 4, 8
@@ -154,10 +158,13 @@ def write_spec(
     """ARGV[2] of ``write.lua``: the fixed fields, then adjunct, secondary key and id."""
     flags = head | ignore_limit << 1
     if expect_authority is None:
-        authority = _NO_AUTHORITY
+        authority = 0
+    elif type(expect_authority) is int and 0 <= expect_authority < _UNREACHABLE_AUTHORITY:
+        flags |= 4
+        authority = expect_authority  # authority_number's own, without the call
     else:
         flags |= 4
-        authority = authority_bytes(expect_authority)
+        authority = authority_number(expect_authority)
     skey = secondary_key or b""
     eid = entry_id or b""
     fixed = _WRITE.pack(

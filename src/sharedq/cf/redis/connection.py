@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
+from types import MethodType
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from sharedq.cf import validation as v
@@ -77,7 +78,8 @@ _REKEY_TO_VERSION_0 = (codec.NEW_KEY | codec.SET_VERSION).to_bytes(2, "big")
 _ZERO_VERSION = bytes(8)
 #: options() of a delete whose caller does not want the data back.
 _WITHOUT_DATA = codec.WITHOUT_DATA.to_bytes(2, "big")
-_change = partial(tuple.__new__, Change)
+#: Named tuples made from a tuple as ``codec._entry`` makes them.
+_change: Callable[[tuple[Any, ...]], Change] = MethodType(tuple.__new__, Change)
 
 
 def _counted(reply: Any) -> tuple[int, int | None]:
@@ -88,7 +90,7 @@ def _counted(reply: Any) -> tuple[int, int | None]:
     return reply, None
 
 
-_entry = partial(tuple.__new__, ListEntry)
+_entry: Callable[[tuple[Any, ...]], ListEntry] = MethodType(tuple.__new__, ListEntry)
 _taken = partial(tuple.__new__, Taken)
 
 
