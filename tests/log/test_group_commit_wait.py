@@ -2,14 +2,18 @@
 it only if it took its ticket before that sync was numbered; otherwise it leads the
 next one itself.
 
-Two ``HostSync`` objects on the same host files stand for two processes (each opens
-the files on its own, so their ``flock``s conflict as two processes' do).  A device
-number no file system here has keeps the files this test's own.
+The other process is this test: it holds the host's leader lock (an ``flock`` of its
+own open file, which conflicts with the group's as another process's does) and
+numbers and completes its sync in the host's counter file (little-endian 8-byte
+``started`` and ``done`` at the file's start), as a leader does.  A device number no
+file system here has keeps the files this test's own.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import struct
 import sys
 import threading
 from collections.abc import Iterator
@@ -21,22 +25,48 @@ from sharedq.clock import retry_until
 from sharedq.log import sync_statistics
 from sharedq.log.groupsync import HostSync
 
+_STARTED_DONE = struct.Struct("<2Q")
+
+
+class _OtherProcess:
+    """The host files of a group, used as another process's leader would."""
+
+    def __init__(self, group: HostSync) -> None:
+        self.lock = open(group.lock_path, "rb")  # noqa: SIM115 - closed by the fixture
+        self.counters = group.lock_path.with_suffix(".counters")
+
+    def take_lock(self) -> None:
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
+
+    def let_go(self) -> None:
+        fcntl.flock(self.lock, fcntl.LOCK_UN)
+
+    def started_done(self) -> tuple[int, int]:
+        started, done = _STARTED_DONE.unpack_from(self.counters.read_bytes())
+        return started, done
+
+    def record(self, *, started: int | None = None, done: int | None = None) -> None:
+        now_started, now_done = self.started_done()
+        with open(self.counters, "r+b") as f:
+            f.write(_STARTED_DONE.pack(started or now_started, done or now_done))
+
 
 @pytest.fixture
-def two_processes(tmp_path: Path) -> Iterator[tuple[HostSync, HostSync]]:
+def group(tmp_path: Path) -> Iterator[tuple[HostSync, _OtherProcess]]:
     device = 0x5F000000 + os.getpid()
-    first, second = HostSync(tmp_path, device), HostSync(tmp_path, device)
+    group = HostSync(tmp_path, device)
+    other = _OtherProcess(group)
     try:
-        yield first, second
+        yield group, other
     finally:
-        first.close()
-        second.close()
-        first.lock_path.unlink()
-        first.lock_path.with_suffix(".counters").unlink()
+        other.lock.close()
+        group.close()
+        group.lock_path.unlink()
+        other.counters.unlink()
 
 
-def _asleep_in_lead(thread: threading.Thread) -> bool:
-    """Whether ``thread`` is queued for the leader lock (in ``HostSync._lead``)."""
+def _queued(thread: threading.Thread) -> bool:
+    """Whether ``thread`` waits for the leader lock (in ``HostSync._lead``)."""
     frame = sys._current_frames().get(thread.ident or 0)
     return frame is not None and frame.f_code.co_name == "_lead"
 
@@ -55,63 +85,54 @@ def _commit_in_thread(group: HostSync) -> tuple[threading.Thread, list[BaseExcep
     return thread, errors
 
 
-def _lead_by_hand(leader: HostSync) -> int:
-    """Take the leader lock as ``leader``'s process would; the counters' ``started``."""
-    import fcntl
-
-    fcntl.flock(leader._leader_fd, fcntl.LOCK_EX)
-    return leader._peek(None).started
-
-
 @pytest.mark.parametrize("arrives", ["before the sync is numbered", "after"])
 def test_a_queued_commit_is_covered_only_by_a_sync_numbered_after_its_ticket(
-    two_processes: tuple[HostSync, HostSync], arrives: str
+    group: tuple[HostSync, _OtherProcess], arrives: str
 ) -> None:
-    leader, committer = two_processes
+    ours, other = group
     # Given another process holding the leader lock
-    started = _lead_by_hand(leader)
+    other.take_lock()
+    started, _ = other.started_done()
     if arrives == "after":  # and, in one case, having numbered its sync already
-        leader._counters(started=started + 1)
+        other.record(started=started + 1)
     before = sync_statistics()
     # When a commit comes in and queues
-    thread, errors = _commit_in_thread(committer)
-    assert retry_until(lambda: _asleep_in_lead(thread), timeout_s=30, first_pause_s=0.001)
+    thread, errors = _commit_in_thread(ours)
+    assert retry_until(lambda: _queued(thread), timeout_s=30, first_pause_s=0.001)
     if arrives != "after":
-        leader._counters(started=started + 1)
+        other.record(started=started + 1)
     # Then it waits while that sync runs
     assert thread.is_alive()
-    # and when the sync is done and the lock let go (its sleepers woken)
-    leader._counters(done=started + 1)
-    leader._release()
+    # and once the sync is done and the lock let go
+    other.record(done=started + 1)
+    other.let_go()
     thread.join()
     assert errors == []
     syncs = sync_statistics().syncs - before.syncs
     if arrives == "after":
         # a commit that took its ticket after the sync was numbered ran one of its own
         assert syncs == 1
-        assert committer._peek(None).done == started + 2
+        assert other.started_done() == (started + 2, started + 2)
     else:
         # one that took it before was covered, without a sync of its own
         assert syncs == 0
-        assert committer._peek(None).done == started + 1
+        assert other.started_done() == (started + 1, started + 1)
 
 
-def test_a_queued_commit_leads_once_the_lock_is_let_go_without_a_wake_up(
-    two_processes: tuple[HostSync, HostSync],
+def test_a_queued_commit_leads_once_the_lock_is_let_go_with_nothing_synced(
+    group: tuple[HostSync, _OtherProcess],
 ) -> None:
-    # Given the leader lock held by a process that will let it go without waking
-    # anyone (killed, or of an older version)
-    leader, committer = two_processes
-    import fcntl
-
-    started = _lead_by_hand(leader)
+    # Given the leader lock held by another process (that will sync nothing: killed)
+    ours, other = group
+    other.take_lock()
+    started, _ = other.started_done()
     before = sync_statistics()
-    thread, errors = _commit_in_thread(committer)
-    assert retry_until(lambda: _asleep_in_lead(thread), timeout_s=30, first_pause_s=0.001)
-    # When the lock is let go, nothing synced
-    fcntl.flock(leader._leader_fd, fcntl.LOCK_UN)
+    thread, errors = _commit_in_thread(ours)
+    assert retry_until(lambda: _queued(thread), timeout_s=30, first_pause_s=0.001)
+    # When the lock is let go
+    other.let_go()
     thread.join()
     # Then the commit found the lock free at its next look and synced itself
     assert errors == []
     assert sync_statistics().syncs - before.syncs == 1
-    assert committer._peek(None).done == started + 1
+    assert other.started_done() == (started + 1, started + 1)
