@@ -338,7 +338,6 @@ _HIREDIS: Any = getattr(hiredis_parser, "_HiredisParser", None)
 
 #: ``$<length>\r\n`` of a bulk string, made once for the lengths most arguments have.
 _BULK_HEADS = [b"$%d\r\n" % size for size in range(512)]
-_BULK_CACHED = len(_BULK_HEADS)
 #: What :func:`pack_fcall` puts before a call's own arguments, by (function, key, count).
 _FCALL_HEADS: dict[tuple[str, str, int], bytes] = {}
 #: Kept heads before the table starts afresh (structures come and go; few at a time).
@@ -358,11 +357,15 @@ def pack_fcall(fcall: str, key: str, args: list[Any]) -> bytes:
     if head is None:
         head = _fcall_head(fcall, key, len(args))
     parts = [head]
-    for arg in args:
-        if type(arg) is not bytes:
+    try:
+        for arg in args:
+            if type(arg) is not bytes:
+                return pack_command(("FCALL", fcall, 1, key, *args))
+            parts += (_BULK_HEADS[len(arg)], arg, b"\r\n")
+    except IndexError:  # an argument of 512 bytes or more: its length formatted
+        if any(type(arg) is not bytes for arg in args):
             return pack_command(("FCALL", fcall, 1, key, *args))
-        size = len(arg)
-        parts += (_BULK_HEADS[size] if size < _BULK_CACHED else b"$%d\r\n" % size, arg, b"\r\n")
+        return b"".join((head, *[b"$%d\r\n%b\r\n" % (len(arg), arg) for arg in args]))
     return b"".join(parts)
 
 

@@ -139,9 +139,9 @@ class RedisListStructure(ListStructure):
         self._lock_count = lock_count
         self._max_entry_elements = min(MAX_ELEMENTS_PER_ENTRY, MAX_ENTRY_BYTES // element_size)
         self._requests = itertools.count(1)
-        #: Each thread's changer header up to the request number (its channel is the
-        #: thread), packed once: a request adds its number.
-        self._channels: dict[int, bytes] = {}
+        #: Each thread's changer headers (its channel is the thread), each with the next
+        #: number of the connection's one count (``codec.changer_headers``).
+        self._channels: dict[int, Iterator[bytes]] = {}
         self._reader = codec.reader_header(user_id, token)
         self._closed = False
 
@@ -154,11 +154,11 @@ class RedisListStructure(ListStructure):
     def _changer(self) -> bytes:
         """The header of a request that changes something: with a request id."""
         channel = threading.get_ident()
-        prefix = self._channels.get(channel)
-        if prefix is None:
-            prefix = codec.changer_header(self._user_id, self._token, channel, 0)[:-8]
-            self._channels[channel] = prefix
-        return prefix + next(self._requests).to_bytes(8, "big")
+        headers = self._channels.get(channel)
+        if headers is None:
+            headers = codec.changer_headers(self._user_id, self._token, channel, self._requests)
+            self._channels[channel] = headers
+        return next(headers)
 
     @property
     def structure_name(self) -> str:
