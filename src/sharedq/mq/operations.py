@@ -112,7 +112,6 @@ def put(
     core: ManagerCore,
     queue: QueueState,
     body: bytes,
-    *,
     priority: int | None,
     persistent: bool | None,
     msg_id: bytes | None,
@@ -120,7 +119,10 @@ def put(
     expiry: float | None,
     uow: UnitState | None,
 ) -> m.Message:
-    """Put a message; every argument is checked before anything is written."""
+    """Put a message; every argument is checked before anything is written.
+
+    ``Queue.put`` passes the options by position (each keyword costs a put about 0.1
+    microseconds); the other callers name them."""
     if uow is not None:
         core.check_unit(uow)
     if type(body) is not bytes:

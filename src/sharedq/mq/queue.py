@@ -80,16 +80,9 @@ class Queue:
             self._core.check_open()
         if not self._may_put:
             raise self._not_open_for(OpenFor.PUT, MQReason.NOT_OPEN_FOR_OUTPUT)
+        # By position, in operations.put's order.
         return operations.put(
-            self._core,
-            self._state,
-            body,
-            priority=priority,
-            persistent=persistent,
-            msg_id=msg_id,
-            correl_id=correl_id,
-            expiry=expiry,
-            uow=uow,
+            self._core, self._state, body, priority, persistent, msg_id, correl_id, expiry, uow
         )
 
     def put_many(
