@@ -250,7 +250,7 @@ def exchange(connection: Any, packed: bytes) -> Any:
         sock.sendall(packed)
     except BaseException as exc:
         _send_failed(connection, exc)
-    return _read(connection, sock, reader, buffer)
+    return _read(connection, sock, reader, buffer, True)
 
 
 def _lane(connection: Any) -> tuple[Any, Any, Any] | None:
@@ -302,10 +302,14 @@ def read_reply(connection: Any) -> Any:
     return _read(connection, sock, reader, buffer)
 
 
-def _read(connection: Any, sock: Any, reader: Any, buffer: Any) -> Any:
-    """The next reply, read from ``sock`` through hiredis' ``reader``."""
+def _read(connection: Any, sock: Any, reader: Any, buffer: Any, sent: bool = False) -> Any:
+    """The next reply, read from ``sock`` through hiredis' ``reader``.
+
+    ``sent``: the caller has just sent its one request, so the reader holds no whole
+    reply yet (every reply before was read as it came): read the socket first.
+    """
     try:
-        reply = reader.gets()
+        reply = _NOT_ENOUGH_DATA if sent else reader.gets()
         while reply is _NOT_ENOUGH_DATA:
             read = sock.recv_into(buffer)
             if not read:
