@@ -21,7 +21,6 @@ import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import partial
 from types import MethodType
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
@@ -91,7 +90,7 @@ def _counted(reply: Any) -> tuple[int, int | None]:
 
 
 _entry: Callable[[tuple[Any, ...]], ListEntry] = MethodType(tuple.__new__, ListEntry)
-_taken = partial(tuple.__new__, Taken)
+_taken: Callable[[tuple[Any, ...]], Taken] = MethodType(tuple.__new__, Taken)
 
 
 class LeaseOwner(Protocol):
