@@ -16,11 +16,19 @@ therefore pass every message through the same call.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from sharedq.cf.types import UNCHANGED, BulkMove, BulkResult, Change, Position, Unchanged
-from sharedq.log.records import FIELD_NAMES, LIMIT_NONE, ChangeOp, LogPosition, RecordType
+from sharedq.log.records import (
+    FIELD_NAMES,
+    LIMIT_NONE,
+    ChangeOp,
+    Checker,
+    LogPosition,
+    RecordType,
+    checker,
+)
 
 _I = {name: index for index, name in enumerate(FIELD_NAMES)}
 SEQ, OP, TYPE = _I["seq"], _I["op"], _I["type"]
@@ -78,30 +86,23 @@ def blank(record_type: RecordType | int, op: ChangeOp, message: MessageInfo | No
     return values
 
 
+#: The message fields of a record about no message.
+_NO_MESSAGE = MessageInfo(None, None, None, None, None, None)
+_HEAD = Position.HEAD
+_WRITE, _MOVE, _DELETE, _UPDATE = (
+    int(ChangeOp.WRITE),
+    int(ChangeOp.MOVE),
+    int(ChangeOp.DELETE),
+    int(ChangeOp.UPDATE),
+)
+#: Each record type's code (a plain int, what the record holds), by the type.
+_CODES: dict[Any, int] = {t: int(t) for t in RecordType}
+#: The unrolled check of the fields a helper's caller gave (``check_values``).
+_CALLER_CHECK = checker(CALLER_FIELDS)
+
+
 def _skipped(message: MessageInfo | None) -> bool:
     return message is not None and message.persistent is False
-
-
-def _of_entry(
-    record_type: RecordType, op: ChangeOp, change: Change, message: MessageInfo | None
-) -> list[Any]:
-    """Values of a record about one entry, as the change left it (or found it: delete)."""
-    entry = change.entry
-    values = blank(record_type, op, message)
-    values[SEQ] = change.seq
-    values[ENTRY_ID] = entry.entry_id
-    values[LIST] = entry.list_number
-    values[KEY] = entry.key
-    values[VERSION] = entry.version
-    return values
-
-
-def _placed(values: list[Any], change: Change, position: Position, ignore_limit: bool) -> None:
-    """Values of a write or move: where the entry went and its secondary key there."""
-    values[SET_SKEY] = True
-    values[SKEY] = change.entry.secondary_key
-    values[AT_HEAD] = position is Position.HEAD
-    values[IGNORE_LIMIT] = ignore_limit
 
 
 class ChangeLogging(ABC):
@@ -111,17 +112,26 @@ class ChangeLogging(ABC):
     def _emit(
         self,
         values: list[Any],
-        *,
         structure: str | None,
         payload: Any,
         commit: bool,
-        check: Iterable[int],
+        check: tuple[int, ...] | range,
+        passes: Checker | None = None,
     ) -> LogPosition:
-        """Fill in writer, lsn, time, structure and default seq; write; sync per policy."""
+        """Fill in writer, lsn, time, structure and default seq; write; sync per policy.
+
+        ``check``: the indexes of the fields to check (``check_values``); ``passes``
+        their unrolled check, when the caller has it at hand."""
 
     @abstractmethod
     def commit(self) -> None:
         """Make every record appended so far durable."""
+
+    # The helpers below build a record's values in one list display, in FIELDS order
+    # (seq, op, writer, lsn, type, structure, time_us, entry_id, list_number, from_list,
+    # key, secondary_key, set_secondary_key, version, increment_version, data, adjunct,
+    # at_head, limit, increment_authority, ignore_limit, the six message fields,
+    # payload); tests/log/test_change_records.py holds them to the fields one by one.
 
     def log_write(
         self,
@@ -136,14 +146,42 @@ class ChangeLogging(ABC):
         commit: bool = False,
     ) -> LogPosition | None:
         """Log a ``write``: the whole new entry, so replay recreates it byte for byte."""
-        if _skipped(message):
+        if message is None:
+            message = _NO_MESSAGE
+        elif message[5] is False:  # nonpersistent: not logged
             return None
-        values = _of_entry(record_type, ChangeOp.WRITE, change, message)
-        _placed(values, change, position, ignore_limit)
-        values[DATA] = change.entry.data
-        values[ADJUNCT] = change.entry.adjunct
+        entry = change.entry
         return self._emit(
-            values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
+            [
+                change.seq,
+                _WRITE,
+                None,
+                None,
+                _CODES.get(record_type, record_type),
+                None,
+                None,
+                entry.entry_id,
+                entry.list_number,
+                None,
+                entry.key,
+                entry.secondary_key,
+                True,
+                entry.version,
+                None,
+                entry.data,
+                entry.adjunct,
+                position is _HEAD,
+                None,
+                None,
+                ignore_limit,
+                *message,
+                None,
+            ],
+            structure,
+            payload,
+            commit,
+            CALLER_FIELDS,
+            _CALLER_CHECK,
         )
 
     def log_move(
@@ -163,13 +201,42 @@ class ChangeLogging(ABC):
 
         Records the entry's list, key, secondary key and version after the move.
         """
-        if _skipped(message):
+        if message is None:
+            message = _NO_MESSAGE
+        elif message[5] is False:
             return None
-        values = _of_entry(record_type, ChangeOp.MOVE, change, message)
-        _placed(values, change, position, ignore_limit)
-        values[FROM_LIST] = from_list
+        entry = change.entry
         return self._emit(
-            values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
+            [
+                change.seq,
+                _MOVE,
+                None,
+                None,
+                _CODES.get(record_type, record_type),
+                None,
+                None,
+                entry.entry_id,
+                entry.list_number,
+                from_list,
+                entry.key,
+                entry.secondary_key,
+                True,
+                entry.version,
+                None,
+                None,
+                None,
+                position is _HEAD,
+                None,
+                None,
+                ignore_limit,
+                *message,
+                None,
+            ],
+            structure,
+            payload,
+            commit,
+            CALLER_FIELDS,
+            _CALLER_CHECK,
         )
 
     def log_delete(
@@ -183,11 +250,42 @@ class ChangeLogging(ABC):
         commit: bool = False,
     ) -> LogPosition | None:
         """Log a ``delete``; the entry's list, key and version are kept for tracking."""
-        if _skipped(message):
+        if message is None:
+            message = _NO_MESSAGE
+        elif message[5] is False:
             return None
-        values = _of_entry(record_type, ChangeOp.DELETE, change, message)
+        entry = change.entry
         return self._emit(
-            values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
+            [
+                change.seq,
+                _DELETE,
+                None,
+                None,
+                _CODES.get(record_type, record_type),
+                None,
+                None,
+                entry.entry_id,
+                entry.list_number,
+                None,
+                entry.key,
+                None,
+                None,
+                entry.version,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                *message,
+                None,
+            ],
+            structure,
+            payload,
+            commit,
+            CALLER_FIELDS,
+            _CALLER_CHECK,
         )
 
     def log_update(
@@ -204,16 +302,42 @@ class ChangeLogging(ABC):
         commit: bool = False,
     ) -> LogPosition | None:
         """Log an ``update``: new data and/or adjunct (as changed), version after it."""
-        if _skipped(message):
+        if message is None:
+            message = _NO_MESSAGE
+        elif message[5] is False:
             return None
-        values = _of_entry(record_type, ChangeOp.UPDATE, change, message)
-        if data_changed:
-            values[DATA] = change.entry.data
-        if adjunct_changed:
-            values[ADJUNCT] = change.entry.adjunct
-        values[INC_AUTHORITY] = increment_authority
+        entry = change.entry
         return self._emit(
-            values, structure=structure, payload=payload, commit=commit, check=CALLER_FIELDS
+            [
+                change.seq,
+                _UPDATE,
+                None,
+                None,
+                _CODES.get(record_type, record_type),
+                None,
+                None,
+                entry.entry_id,
+                entry.list_number,
+                None,
+                entry.key,
+                None,
+                None,
+                entry.version,
+                None,
+                entry.data if data_changed else None,
+                entry.adjunct if adjunct_changed else None,
+                None,
+                None,
+                increment_authority,
+                None,
+                *message,
+                None,
+            ],
+            structure,
+            payload,
+            commit,
+            CALLER_FIELDS,
+            _CALLER_CHECK,
         )
 
     def log_list_controls(
@@ -235,9 +359,7 @@ class ChangeLogging(ABC):
         if not isinstance(limit, Unchanged):
             values[LIMIT] = LIMIT_NONE if limit is None else limit
         values[INC_AUTHORITY] = increment_authority
-        return self._emit(
-            values, structure=structure, payload=payload, commit=commit, check=_CONTROL_FIELDS
-        )
+        return self._emit(values, structure, payload, commit, _CONTROL_FIELDS)
 
     def log_bulk_move(
         self,
@@ -321,9 +443,7 @@ class ChangeLogging(ABC):
             if fill is not None:
                 fill(values, item)
             positions.append(
-                self._emit(
-                    values, structure=structure, payload=payload, commit=False, check=CALLER_FIELDS
-                )
+                self._emit(values, structure, payload, False, CALLER_FIELDS, _CALLER_CHECK)
             )
         if commit:
             self.commit()
@@ -347,9 +467,7 @@ class ChangeLogging(ABC):
         """
         values = blank(record_type, ChangeOp.NONE, message)
         values[SEQ] = seq
-        return self._emit(
-            values, structure=structure, payload=payload, commit=commit, check=_EVENT_FIELDS
-        )
+        return self._emit(values, structure, payload, commit, _EVENT_FIELDS)
 
 
 def _handled(items: Sequence[Any], result: BulkResult) -> list[tuple[int, Any, int]]:

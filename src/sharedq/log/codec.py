@@ -64,7 +64,9 @@ FRAME_HEADER_BYTES = 8
 #: The largest body accepted; a length above it is damage, not a record.
 MAX_BODY_BYTES = 16 * 1024 * 1024
 
-_FRAME = struct.Struct("<II")
+#: A frame header: the body's length and its CRC-32C.
+FRAME = struct.Struct("<II")
+_FRAME = FRAME
 _NONZERO = re.compile(rb"[^\x00]")
 _crc = google_crc32c.value
 #: The first bytes of every frame body: the msgpack header of an array of

@@ -464,6 +464,15 @@ _checkers: dict[int, tuple[object, Checker | None]] = {}
 _CHECKERS_KEPT = 64
 
 
+def checker(indexes: tuple[int, ...] | range) -> Checker:
+    """The unrolled check of the fields at ``indexes``: true when :func:`check_values`
+    would pass them (call that to learn what failed).  For a caller that checks the
+    same fields of every record it writes, without :func:`check_values`' look-up."""
+    made = _remember_checker(indexes)[1]
+    assert made is not None
+    return made
+
+
 def _remember_checker(indexes: Iterable[int]) -> tuple[object, Checker | None]:
     # Only sets that cannot change (a list could, under the same id) get a checker.
     made = _checker(indexes) if isinstance(indexes, (tuple, range)) else None

@@ -274,6 +274,11 @@ class LogSpace:
             self._size = total
         return total
 
+    @property
+    def max_bytes(self) -> int | None:
+        """The stream's maximum size (``None``: none), as configured."""
+        return self._max_bytes
+
     def fits(self, nbytes: int) -> bool:
         """Whether ``nbytes`` more may be appended now (always, in the handler's thread)."""
         limit = self._max_bytes

@@ -55,6 +55,7 @@ from sharedq.log.layout import fsync_dir, parse_segment_name
 from sharedq.log.records import LogRecord
 
 _sync = getattr(os, "fdatasync", os.fsync)
+_pwrite = os.pwrite
 _allocate = getattr(os, "posix_fallocate", None)
 
 #: How much room a writer allocates ahead of its open segment's last frame at a time.
@@ -324,7 +325,8 @@ class SegmentFile:
             self._allocate(end)
         try:
             for fd in self._fds:
-                _pwrite_all(fd, frame, at)
+                if _pwrite(fd, frame, at) != len(frame):
+                    _pwrite_all(fd, frame, at)  # rare: the rest (the same bytes again)
         except OSError:
             for fd in self._fds:
                 try:

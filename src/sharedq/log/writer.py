@@ -35,17 +35,20 @@ import fcntl
 import logging
 import os
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from types import MethodType
 from typing import Any, TextIO
 
+import google_crc32c
 import msgpack
 import pyarrow as pa
 
-from sharedq.clock import SYSTEM_CLOCK, Clock
+from sharedq.clock import SYSTEM_CLOCK, Clock, SystemClock
 from sharedq.log.changes import ChangeLogging, blank
-from sharedq.log.codec import FRAME_HEADER_BYTES, MAX_BODY_BYTES, Damage, encode_frame
+from sharedq.log.codec import FRAME, FRAME_HEADER_BYTES, MAX_BODY_BYTES, Damage
 from sharedq.log.config import DurabilityMode, GroupCommit, LogConfig
 from sharedq.log.datasets import read_dataset_meta
 from sharedq.log.errors import LogError, LogReason, log_error
@@ -69,6 +72,7 @@ from sharedq.log.records import (
     ALL_FIELDS,
     FIELD_NAMES,
     ChangeOp,
+    Checker,
     LogPosition,
     PackedPayload,
     RecordType,
@@ -92,6 +96,11 @@ logger = logging.getLogger("sharedq.log")
 LSN_JUMP = 2**40
 
 _SEQ, _OP, _WRITER, _LSN, _TYPE, _STRUCTURE, _TIME = range(7)
+_time_ns = time.time_ns
+_frame_header = FRAME.pack
+_crc = google_crc32c.value
+#: A record's position made by C (a named tuple's ``__new__`` is a Python call).
+_position: Callable[[tuple[Any, ...]], LogPosition] = MethodType(tuple.__new__, LogPosition)
 _PAYLOAD = FIELD_NAMES.index("payload")
 _NONE = int(ChangeOp.NONE)
 #: ``os.access`` checks with the effective ids (as ``stat`` would) where it can.
@@ -120,6 +129,8 @@ class LogWriter(ChangeLogging):
         self._config = config
         self._space = space
         self._clock = clock
+        #: The host's clock: a record's time read without a call to it.
+        self._system_clock = type(clock) is SystemClock
         self._dir = layout.writer_dir(name)
         make_dirs(self._dir)
         self._lock_file: TextIO | None = take_ownership(self._dir, name, clock)
@@ -151,6 +162,8 @@ class LogWriter(ChangeLogging):
         self._durable_lsn = self._written_lsn
         self._staging = self._measure_staging()
         space.count_room(name, self._unused_room)
+        #: The stream has no maximum size: no record waits for room.
+        self._unlimited = space.max_bytes is None
         # Settings read on every append, kept at hand.
         self._segment_bytes = config.segment_bytes
         self._high_bytes = config.high_offload_bytes
@@ -420,20 +433,20 @@ class LogWriter(ChangeLogging):
             persistent,
             None,
         )
-        return self._emit(
-            values, structure=structure, payload=payload, commit=commit, check=ALL_FIELDS
-        )
+        return self._emit(values, structure, payload, commit, ALL_FIELDS)
 
     def _emit(
         self,
         values: list[Any],
-        *,
         structure: str | None,
         payload: Any,
         commit: bool,
-        check: Iterable[int],
+        check: tuple[int, ...] | range,
+        passes: Checker | None = None,
     ) -> LogPosition:
-        name = structure if structure is not None else self.structure
+        # The path of every record: kept to a few calls (each costs more in a server's
+        # cycle, where little of this code stays in the CPU's caches, than here alone).
+        name = self.structure if structure is None else structure
         values[_WRITER] = self.name
         values[_STRUCTURE] = name
         if payload is not None:
@@ -442,64 +455,65 @@ class LogWriter(ChangeLogging):
             )
         op = values[_OP]
         defaulted_seq = values[_SEQ] is None
-        if defaulted_seq and op != _NONE:
-            raise log_error(LogReason.BAD_RECORD, "a structure change must give its seq")
+        if defaulted_seq:
+            if op != _NONE:
+                raise log_error(LogReason.BAD_RECORD, "a structure change must give its seq")
+            values[_SEQ] = 0
         values[_LSN] = 1
         values[_TIME] = 0
-        if defaulted_seq:
-            values[_SEQ] = 0
-        check_values(values, check)
+        if passes is None or not passes(values):
+            check_values(values, check)
         while True:
             with self._lock:
                 if self._closed:
                     raise log_error(LogReason.WRITER_CLOSED, f"writer {self.name} is closed")
                 lsn = self._next_lsn
                 values[_LSN] = lsn
-                values[_TIME] = self._clock.now_us()
+                values[_TIME] = _time_ns() // 1000 if self._system_clock else self._clock.now_us()
                 if defaulted_seq:
                     values[_SEQ] = self._observed.get(name, 0)
-                frame = encode_frame(values, self._packer)
-                size = len(frame)
-                if size - FRAME_HEADER_BYTES > MAX_BODY_BYTES:
-                    raise log_error(LogReason.BAD_RECORD, f"record of {size} bytes is too large")
-                if self._space.fits(size):
-                    offload = self._write_locked(frame, lsn, name, values[_SEQ], op)
+                body = self._packer.pack(values)
+                length = len(body)
+                if length > MAX_BODY_BYTES:
+                    raise log_error(
+                        LogReason.BAD_RECORD,
+                        f"record of {length + FRAME_HEADER_BYTES} bytes is too large",
+                    )
+                size = length + FRAME_HEADER_BYTES
+                if self._unlimited or self._space.fits(size):
+                    active = self._active
+                    if active.size + size > self._segment_bytes:
+                        self._roll_locked()  # unless empty: a larger record goes alone
+                        active = self._active
+                    try:
+                        active.write(_frame_header(length, _crc(body)) + body)
+                    except OSError as exc:
+                        if active.broken:
+                            self._closed = True
+                        raise log_error(
+                            LogReason.IO_FAILED,
+                            f"writer {self.name} could not write {active.path}: {exc}",
+                        ) from exc
+                    self._next_lsn = lsn + 1
+                    self._written_lsn = lsn
+                    active.last_lsn = lsn
+                    seq = values[_SEQ]
+                    if op != _NONE and seq > self._observed.get(name, 0):
+                        self._observed[name] = seq
+                    self._space.add(size)
+                    self._staging += size
+                    offload = self._staging >= self._high_bytes and not self._offload_pending
+                    if offload:
+                        self._offload_pending = True
+                        self._roll_locked()
                     break
             self._space.make_room(self.name, size)
-        position = LogPosition(values[_SEQ], op, self.name, lsn)
+        position = _position((seq, op, self.name, lsn))
         if commit or self._sync_each:
             self._sync_through(lsn, waiting=True)
         if offload:
             self._start_offload()
         return position
-
-    def _write_locked(self, frame: bytes, lsn: int, structure: str, seq: int, op: int) -> bool:
-        """Write a frame to the open segment; return whether an offload should start."""
-        active = self._active
-        size = len(frame)
-        if active.size + size > self._segment_bytes:
-            self._roll_locked()  # unless empty: a record larger than a segment goes alone
-            active = self._active
-        try:
-            active.write(frame)
-        except OSError as exc:
-            if active.broken:
-                self._closed = True
-            raise log_error(
-                LogReason.IO_FAILED, f"writer {self.name} could not write {active.path}: {exc}"
-            ) from exc
-        self._next_lsn = lsn + 1
-        self._written_lsn = lsn
-        active.last_lsn = lsn
-        if op != _NONE and seq > self._observed.get(structure, 0):
-            self._observed[structure] = seq
-        self._space.add(size)
-        self._staging += size
-        if self._staging >= self._high_bytes and not self._offload_pending:
-            self._offload_pending = True
-            self._roll_locked()
-            return True
-        return False
 
     def _roll_locked(self) -> None:
         """Close the open segment (synced) and start the next; the writer lock is held."""
