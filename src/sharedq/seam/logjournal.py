@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MethodType
 from typing import Any
 
 from sharedq.log import (
@@ -63,6 +64,10 @@ _MEANINGS_KEPT = 64
 _FACTS_COMPARED = 4096
 
 
+#: A message's info made by C (a named tuple's ``__new__`` is a Python call).
+_message_info: Callable[[tuple[Any, ...]], MessageInfo] = MethodType(tuple.__new__, MessageInfo)
+
+
 class NoStream(Exception):
     """A change to a structure the journal has no log stream for (never left unlogged)."""
 
@@ -98,9 +103,14 @@ class LogJournal(Journal):
         #: meaning itself (kept alive, so that its id is not another's), the record
         #: type, the payload packed once, and whether the record is synced.
         self._meanings: dict[int, tuple[object, RecordType, PackedPayload, bool]] = {}
-        #: The last message data read for its facts, and them: a message's records
-        #: (its put, its move, its get, its delete) mostly follow one another.
-        self._last_facts: tuple[bytes | None, tuple[Any, ...]] = (None, ())
+        #: The last message data read for its facts, the unit and queue of the record
+        #: about it, the facts and the record's message info: a message's records (its
+        #: put, its move, its get, its delete) mostly follow one another.
+        self._last_message: tuple[
+            bytes | None, bytes | None, str | None, tuple[Any, ...], MessageInfo
+        ] = (None, None, None, (), MessageInfo())
+        #: The writer of each structure this server has logged a change to.
+        self._by_structure: dict[str, LogWriter] = {}
         #: Called after each change logged to a structure's stream (checkpoint triggers).
         self.listeners: dict[str, Callable[[], None]] = {}
         #: Units whose commit this server decided and has not finished (restart state).
@@ -118,35 +128,107 @@ class LogJournal(Journal):
         ``stream`` (a structure of its own it creates as it runs)."""
         with self._lock:  # a new dict: readers iterate the old one undisturbed
             self._streams = {**self._streams, structure: stream}
+            self._by_structure = {k: w for k, w in self._by_structure.items() if k != structure}
 
     def writer_for(self, structure: str) -> LogWriter:
         """This server's writer on the stream of ``structure``, opened on first use."""
+        writer = self._by_structure.get(structure)
+        if writer is not None:
+            return writer
         stream = self._streams.get(structure)
         if stream is None:
             raise NoStream(f"structure {structure} has no log stream: its changes cannot be logged")
-        writer = self._writers.get(id(stream))
-        if writer is None:
-            with self._lock:
-                writer = self._writers.get(id(stream))
-                if writer is None:
-                    writer = self._writers[id(stream)] = stream.writer(self._name)
+        with self._lock:
+            writer = self._writers.get(id(stream))
+            if writer is None:
+                writer = self._writers[id(stream)] = stream.writer(self._name)
+            if self._streams.get(structure) is stream:
+                self._by_structure = {**self._by_structure, structure: writer}
         return writer
 
     def close(self) -> None:
         """Sync and close every writer."""
         with self._lock:
             writers, self._writers = list(self._writers.values()), {}
+            self._by_structure = {}
         for writer in writers:
             writer.close()
 
     # -- the seam -------------------------------------------------------------------------
 
     def changed(self, note: ChangeNote) -> None:
+        # Every logged change of a server comes this way: its calls are kept few.
         about = note.about
         if about.persistent is False:
             return
-        self._log_change(note, about)
-        listener = self.listeners.get(note.structure)
+        structure = note.structure
+        writer = self._by_structure.get(structure)
+        if writer is None:
+            writer = self.writer_for(structure)
+        known = self._meanings.get(id(note.meaning))
+        if known is None or known[0] is not note.meaning:
+            known = self._meaning(note.meaning)
+        _, record_type, payload, commit = known
+        if isinstance(note, ControlsNote):
+            writer.log_list_controls(
+                note.seq,
+                note.list_number,
+                limit=note.limit,
+                increment_authority=note.increment_authority,
+                payload=payload,
+                structure=structure,
+                commit=commit,
+            )
+        else:
+            change = note.change
+            message = self._message(about, change.entry.data, record_type)
+            if isinstance(note, MoveNote):
+                writer.log_move(
+                    change,
+                    record_type=record_type,
+                    from_list=note.from_list,
+                    position=note.position,
+                    ignore_limit=note.ignore_limit,
+                    message=message,
+                    payload=payload,
+                    structure=structure,
+                    commit=commit,
+                )
+            elif isinstance(note, WriteNote):
+                writer.log_write(
+                    change,
+                    record_type=RecordType.PUT
+                    if record_type is RecordType.PUT
+                    else RecordType.CHANGE,
+                    position=note.position,
+                    ignore_limit=note.ignore_limit,
+                    message=message,
+                    payload=payload,
+                    structure=structure,
+                    commit=commit,
+                )
+            elif isinstance(note, DeleteNote):
+                writer.log_delete(
+                    change,
+                    record_type=record_type,
+                    message=message,
+                    payload=payload,
+                    structure=structure,
+                    commit=commit,
+                )
+            else:
+                assert isinstance(note, UpdateNote)
+                writer.log_update(
+                    change,
+                    data_changed=note.data_changed,
+                    adjunct_changed=note.adjunct_changed,
+                    increment_authority=note.increment_authority,
+                    message=message,
+                    payload=payload,
+                    structure=structure,
+                    commit=commit,
+                )
+        listener = self.listeners.get(structure)
         if listener is not None:
             listener()
 
@@ -166,66 +248,6 @@ class LogJournal(Journal):
             meanings[id(meaning)] = known
             self._meanings = meanings
         return known
-
-    def _log_change(self, note: ChangeNote, about: About) -> None:
-        writer = self.writer_for(note.structure)
-        _, record_type, payload, commit = self._meaning(note.meaning)
-        if isinstance(note, ControlsNote):
-            writer.log_list_controls(
-                note.seq,
-                note.list_number,
-                limit=note.limit,
-                increment_authority=note.increment_authority,
-                payload=payload,
-                structure=note.structure,
-                commit=commit,
-            )
-            return
-        message = self._message(about, note.change.entry.data, record_type)
-        if isinstance(note, WriteNote):
-            writer.log_write(
-                note.change,
-                record_type=RecordType.PUT if record_type is RecordType.PUT else RecordType.CHANGE,
-                position=note.position,
-                ignore_limit=note.ignore_limit,
-                message=message,
-                payload=payload,
-                structure=note.structure,
-                commit=commit,
-            )
-        elif isinstance(note, MoveNote):
-            writer.log_move(
-                note.change,
-                record_type=record_type,
-                from_list=note.from_list,
-                position=note.position,
-                ignore_limit=note.ignore_limit,
-                message=message,
-                payload=payload,
-                structure=note.structure,
-                commit=commit,
-            )
-        elif isinstance(note, DeleteNote):
-            writer.log_delete(
-                note.change,
-                record_type=record_type,
-                message=message,
-                payload=payload,
-                structure=note.structure,
-                commit=commit,
-            )
-        else:
-            assert isinstance(note, UpdateNote)
-            writer.log_update(
-                note.change,
-                data_changed=note.data_changed,
-                adjunct_changed=note.adjunct_changed,
-                increment_authority=note.increment_authority,
-                message=message,
-                payload=payload,
-                structure=note.structure,
-                commit=commit,
-            )
 
     def bulk_changed(self, note: BulkNote) -> None:
         self._log_bulk(note)
@@ -327,15 +349,21 @@ class LogJournal(Journal):
         return list(seen.values())
 
     def _message(self, about: About, data: bytes, record_type: RecordType) -> MessageInfo:
-        queue = None if about.queue is None else about.queue.encode()
         if record_type is RecordType.CHANGE or about.persistent is None:
+            queue = None if about.queue is None else about.queue.encode()
             return MessageInfo(uow=about.uow_id, queue=queue, persistent=None)
-        last, facts = self._last_facts
-        if len(data) > _FACTS_COMPARED or data != last:
+        # A message's records mostly follow one another: its last one's info again, if
+        # the data, unit and queue are the same (the rest is read from the data).
+        last_data, uow_id, queue_name, facts, message = self._last_message
+        if data is not last_data and (len(data) > _FACTS_COMPARED or data != last_data):
             facts = self._facts(data)
-            self._last_facts = (data, facts)
+        elif about.uow_id == uow_id and about.queue == queue_name:
+            return message
         persistent, priority, msg_id, correl_id = facts
-        return MessageInfo(about.uow_id, queue, msg_id, correl_id, priority, persistent)
+        queue = None if about.queue is None else about.queue.encode()
+        message = _message_info((about.uow_id, queue, msg_id, correl_id, priority, persistent))
+        self._last_message = (data, about.uow_id, about.queue, facts, message)
+        return message
 
     @staticmethod
     def _bulk_message(uow_id: bytes | None, entry: EntryMeaning) -> MessageInfo:
