@@ -14,6 +14,10 @@ what the :class:`Meaning` protocol says, the Appendix B record type, the name a 
 writes in the record's payload, whether the change ends an operation (the log syncs
 after it), and whether the message's facts are to be read from the entry it moved.
 
+Notes and :class:`About` are named tuples: immutable, and cheap to make (a server
+makes one of each for every change): one call that builds the tuple, where a frozen
+dataclass's ``__init__`` sets each field through ``object.__setattr__``.
+
 A journal that raises fails the request: the access raises the server's own error (a
 :class:`~sharedq.seam.access.JournalFailure`) carrying the note, after the change was
 made, so that the server can undo it before its caller hears of it.
@@ -22,7 +26,6 @@ made, so that the server can undo it before its caller hears of it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from sharedq.cf import BulkMove, BulkResult, Change, Position
@@ -54,8 +57,7 @@ class Meaning(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class About:
+class About(NamedTuple):
     """What a change concerns: its queue, unit of work and message (each if known)."""
 
     queue: str | None = None
@@ -77,8 +79,7 @@ class EntryMeaning(NamedTuple):
     msg_id: bytes | None
 
 
-@dataclass(frozen=True, slots=True)
-class WriteNote:
+class WriteNote(NamedTuple):
     """A ``write`` (or the write half of ``write_and_rekey``)."""
 
     meaning: Meaning
@@ -89,8 +90,7 @@ class WriteNote:
     about: About
 
 
-@dataclass(frozen=True, slots=True)
-class MoveNote:
+class MoveNote(NamedTuple):
     """A ``move`` (or the rekey half of ``write_and_rekey``).
 
     ``from_list``: the list the entry was taken from, when the request named it.
@@ -105,8 +105,7 @@ class MoveNote:
     about: About
 
 
-@dataclass(frozen=True, slots=True)
-class DeleteNote:
+class DeleteNote(NamedTuple):
     """A ``delete``."""
 
     meaning: Meaning
@@ -115,8 +114,7 @@ class DeleteNote:
     about: About
 
 
-@dataclass(frozen=True, slots=True)
-class UpdateNote:
+class UpdateNote(NamedTuple):
     """An ``update``: which of the data and adjunct it replaced."""
 
     meaning: Meaning
@@ -128,8 +126,7 @@ class UpdateNote:
     about: About
 
 
-@dataclass(frozen=True, slots=True)
-class ControlsNote:
+class ControlsNote(NamedTuple):
     """A ``set_list_controls``: the change's sequence number and what it set."""
 
     meaning: Meaning
@@ -141,8 +138,7 @@ class ControlsNote:
     about: About
 
 
-@dataclass(frozen=True, slots=True)
-class BulkMoveNote:
+class BulkMoveNote(NamedTuple):
     """A ``move_entries``: the moves as sent, how far it got, what each entry is."""
 
     meaning: Meaning
@@ -154,8 +150,7 @@ class BulkMoveNote:
     entries: Sequence[EntryMeaning]
 
 
-@dataclass(frozen=True, slots=True)
-class BulkDeleteNote:
+class BulkDeleteNote(NamedTuple):
     """A ``delete_entries``: the ids as sent, how far it got, what each entry is."""
 
     meaning: Meaning
