@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import platform
 import struct
 import sys
 import threading
@@ -136,3 +137,58 @@ def test_a_queued_commit_leads_once_the_lock_is_let_go_with_nothing_synced(
     assert errors == []
     assert sync_statistics().syncs - before.syncs == 1
     assert other.started_done() == (started + 1, started + 1)
+
+
+#: Where the counter file keeps its committers' asleep marks, a byte each (after the
+#: futex words at 1024): the file's layout, version 5.
+_SLEEPER_MARKS = slice(1024 + 64, 1024 + 64 + 65)
+
+
+@pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64", "aarch64", "arm64", "riscv64"),
+    reason="committers sleep on futex words (and mark themselves asleep) only where "
+    "the futex system call's number is known",
+)
+def test_a_mark_left_by_a_committer_killed_in_its_sleep_is_cleared_by_the_next_release(
+    group: tuple[HostSync, _OtherProcess],
+) -> None:
+    ours, other = group
+    # Given the mark of a committer killed while it slept queued for the leader lock
+    with open(other.counters, "r+b") as f:
+        f.seek(_SLEEPER_MARKS.start + 28)
+        f.write(b"\x01")
+    # When a commit leads a sync and lets go of the lock
+    ours.sync(0.0)
+    # Then no mark is left to make every later release on the host a wake-up call
+    assert other.counters.read_bytes()[_SLEEPER_MARKS] == bytes(65)
+
+
+def test_a_committer_queued_twice_marks_itself_again_and_is_woken(
+    group: tuple[HostSync, _OtherProcess],
+) -> None:
+    ours, other = group
+    # Given a commit queued behind another process's leader lock
+    other.take_lock()
+    thread, errors = _commit_in_thread(ours)
+    assert retry_until(lambda: _queued(thread), timeout_s=30, first_pause_s=0.001)
+    # (marked asleep while it waits)
+    assert retry_until(
+        lambda: other.counters.read_bytes()[_SLEEPER_MARKS] != bytes(65),
+        timeout_s=30,
+        first_pause_s=0.001,
+    )
+    # When the marks are cleared, as a release that woke the sleepers clears them
+    with open(other.counters, "r+b") as f:
+        f.seek(_SLEEPER_MARKS.start)
+        f.write(bytes(65))
+    # Then the committer, still queued, marks itself again at its next look
+    assert retry_until(
+        lambda: other.counters.read_bytes()[_SLEEPER_MARKS] != bytes(65),
+        timeout_s=30,
+        first_pause_s=0.001,
+    )
+    # and once the lock is let go it leads and finishes, leaving no mark
+    other.let_go()
+    thread.join()
+    assert errors == []
+    assert other.counters.read_bytes()[_SLEEPER_MARKS] == bytes(65)

@@ -432,13 +432,15 @@ class HostSync:
             # place: it only goes up, and only after its sync completed.
             call, number = shared.futex
             words, cells = shared.words, shared.cells
-            # Marked asleep before the first try for the lock: a leader that held it
-            # then sees the mark once it lets go, and wakes this committer.
+            # Marked asleep before each try for the lock: a leader that held it then
+            # sees the mark once it lets go, and wakes this committer.  (Marked again
+            # each time: a leader that wakes the sleepers clears every mark.)
             sleeper = _SLEEPERS_AT + (_SLOTS if slot is None else slot)
-            shared.map[sleeper] = 1
+            mapped = shared.map
             try:
                 seen = words[_RELEASED]
                 while True:
+                    mapped[sleeper] = 1
                     try:
                         fcntl.flock(self._leader_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                         break
@@ -454,7 +456,7 @@ class HostSync:
                         return
                     self._check()
             finally:
-                shared.map[sleeper] = 0
+                mapped[sleeper] = 0
         try:
             now = self._peek(None)  # the leader lock is held: read right without a lock
             self._done_seen = max(self._done_seen, now.done)
@@ -469,13 +471,23 @@ class HostSync:
 
     def _release(self) -> None:
         """Let go of the host's leader lock, and wake the committers queued for it (when
-        one is marked asleep, where stores are seen in order; always elsewhere)."""
+        one is marked asleep, where stores are seen in order; always elsewhere).
+
+        Waking them clears every mark: a sleeper marks itself again before each try,
+        and a mark left by a process killed in its sleep would otherwise cost every
+        later release on the host a wake-up call.  A committer that marked itself
+        between the wake and the clearing sleeps unmarked until its timeout
+        (:data:`_WAIT_S`) at worst, a wake-up lost as the module's docstring allows.
+        """
         fcntl.flock(self._leader_fd, fcntl.LOCK_UN)
         if self._sleeps:
             shared = self._shared
             shared.bump(_RELEASED)
-            if not _ORDERED or shared.map[_SLEEPERS_AT:_SLEEPERS_END] != _NO_SLEEPERS:
+            marked = shared.map[_SLEEPERS_AT:_SLEEPERS_END] != _NO_SLEEPERS
+            if marked or not _ORDERED:
                 shared.wake(shared.released_at)
+            if marked:
+                shared.map[_SLEEPERS_AT:_SLEEPERS_END] = _NO_SLEEPERS
 
     def join(self, member: Member) -> None:
         """``member``'s records count as synced by every ``syncfs`` of this group that
