@@ -52,14 +52,36 @@ class Stamps:
 
     def stamp(self) -> int:
         """The next stamp: the clock's reading, or one more than the last if not later."""
-        clock = self.clock
-        # The system clock's now_us() without its call (every put).
-        value = (time_ns() // 1000 if type(clock) is SystemClock else clock.now_us()) << STAMP_SHIFT
+        return self._issue(None, False)[0]
+
+    def _issue(self, given: int | None, uow: bool) -> tuple[int, int]:
+        """The one place stamps and UOW values are handed out, under one lock.
+
+        With ``given`` None a new stamp is taken (the clock's reading, or one more
+        than the last if not later), else ``given`` is the stamp; with ``uow`` a new
+        UOW value (the stamp's high 7 bytes, or one more than the last if not later) is
+        taken too, else it is 0.  Returns the stamp and the UOW value.
+        """
+        if given is None:
+            clock = self.clock
+            # The system clock's now_us() without its call (every put).
+            value = (
+                time_ns() // 1000 if type(clock) is SystemClock else clock.now_us()
+            ) << STAMP_SHIFT
         with self._lock:
-            if value <= self._last:
-                value = self._last + 1
-            self._last = value & _STAMP_MASK
-            return self._last
+            if given is None:
+                if value <= self._last:
+                    value = self._last + 1
+                stamp = self._last = value & _STAMP_MASK
+            else:
+                stamp = given
+            if not uow:
+                return stamp, 0
+            unit = stamp >> 8
+            if unit <= self._last_uow:
+                unit = self._last_uow + 1
+            self._last_uow = unit
+            return stamp, unit
 
     def entry_id(self, stamp: int | None = None) -> bytes:
         """A new 12-byte entry id; pass the put's stamp to save a clock reading."""
@@ -73,18 +95,14 @@ class Stamps:
         return self._nonce
 
     def stamp_and_uow_id(self) -> tuple[int, bytes]:
-        """:meth:`stamp`, then :meth:`uow_id` of it (a put out of syncpoint takes both)."""
-        stamp = self.stamp()
-        return stamp, self.uow_id(stamp)
+        """:meth:`stamp`, then :meth:`uow_id` of it (a put out of syncpoint takes both),
+        under one lock."""
+        stamp, unit = self._issue(None, True)
+        return stamp, self._qm_byte + unit.to_bytes(7, "big")
 
     def uow_id(self, stamp: int | None = None) -> bytes:
         """A new 8-byte UOW id: the manager id, then the high 7 bytes of a stamp.
 
         Pass a stamp just taken (a put's) to save a clock reading.
         """
-        value = (self.stamp() if stamp is None else stamp) >> 8
-        with self._lock:
-            if value <= self._last_uow:
-                value = self._last_uow + 1
-            self._last_uow = value
-        return self._qm_byte + value.to_bytes(7, "big")
+        return self._qm_byte + self._issue(stamp, True)[1].to_bytes(7, "big")
