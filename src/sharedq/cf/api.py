@@ -230,6 +230,41 @@ class ListStructure(ABC):
         the write's errors are :meth:`write`'s, and then the move cannot fail.
         """
 
+    def write_and_rekey_entries(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes,
+        adjunct: bytes,
+        entry_id: bytes | None,
+        version: int,
+        expect_authority: int | None,
+        new_key: bytes,
+        new_secondary_key: bytes | Unchanged | None,
+        set_version: int | None,
+    ) -> int | None:
+        """:meth:`write_and_rekey` for a caller that wants only the entry count after it.
+
+        The same request, with the same checks, errors and changes, as
+        ``write_and_rekey(list_number, key, data, adjunct=..., entry_id=...,
+        version=..., expect_authority=..., new_key=..., new_secondary_key=...,
+        set_version=...)`` (every argument given, by position); it returns that
+        request's ``[1].entries``.  A backend may answer it without making the two
+        changes (the queue manager's put out of syncpoint reads only the count).
+        """
+        return self.write_and_rekey(
+            list_number,
+            key,
+            data,
+            adjunct=adjunct,
+            entry_id=entry_id,
+            version=version,
+            expect_authority=expect_authority,
+            new_key=new_key,
+            new_secondary_key=new_secondary_key,
+            set_version=set_version,
+        )[1].entries
+
     @abstractmethod
     def take(
         self,

@@ -204,24 +204,25 @@ def put(
                 ).entries
             else:
                 # Out of syncpoint: the write and sync last message in one request.
-                entries = acc.write_and_rekey(
+                # (By position: write_and_rekey's arguments, in its order.)
+                entries = acc.write_and_rekey_entries(
                     queue.put_list,
                     ukey,
                     data,
-                    adjunct=adjunct,
-                    entry_id=entry_id,
-                    version=version,
-                    expect_authority=queue.authority,
-                    kind=_PUT,
-                    then=_SYNC_PUT,
-                    queue=queue.name,
-                    uow=uow_id,
-                    persistent=persistent,
-                    msg_id=ident,
-                    new_key=keys.committed_form(ukey),
-                    new_secondary_key=UNCHANGED if secondary is None else secondary,
-                    set_version=0,
-                )[1].entries
+                    adjunct,
+                    entry_id,
+                    version,
+                    queue.authority,
+                    keys.committed_form(ukey),
+                    UNCHANGED if secondary is None else secondary,
+                    0,
+                    _PUT,
+                    _SYNC_PUT,
+                    queue.name,
+                    uow_id,
+                    persistent,
+                    ident,
+                )
             break
         except JournalFailed as failure:
             if not undo.unrecorded_put(queue, failure, entry_id, ukey, ident, secondary, uow):

@@ -479,6 +479,60 @@ class StructureAccess:
             set_version,
         )
 
+    def write_and_rekey_entries(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes,
+        adjunct: bytes,
+        entry_id: bytes | None,
+        version: int,
+        expect_authority: int | None,
+        new_key: bytes,
+        new_secondary_key: bytes | Unchanged | None,
+        set_version: int | None,
+        kind: Meaning,
+        then: Meaning,
+        queue: str | None,
+        uow: UowRef,
+        persistent: bool | None,
+        msg_id: bytes | None,
+    ) -> int | None:
+        """:meth:`write_and_rekey` (every argument given, by position) for a caller
+        that wants only the entry count after it (its ``[1].entries``): a plain request
+        is the connection's ``write_and_rekey_entries``, which makes no changes."""
+        if self._plain:
+            return self.conn.write_and_rekey_entries(
+                list_number,
+                key,
+                data,
+                adjunct,
+                entry_id,
+                version,
+                expect_authority,
+                new_key,
+                new_secondary_key,
+                set_version,
+            )
+        return self.write_and_rekey(
+            list_number,
+            key,
+            data,
+            adjunct=adjunct,
+            entry_id=entry_id,
+            version=version,
+            expect_authority=expect_authority,
+            new_key=new_key,
+            new_secondary_key=new_secondary_key,
+            set_version=set_version,
+            kind=kind,
+            then=then,
+            queue=queue,
+            uow=uow,
+            persistent=persistent,
+            msg_id=msg_id,
+        )[1].entries
+
     def _write_and_rekey(
         self,
         list_number: int,

@@ -329,6 +329,97 @@ class RedisListStructure(ListStructure):
         new_secondary_key: bytes | Unchanged | None = UNCHANGED,
         set_version: int | None = None,
     ) -> tuple[Change, Change]:
+        seq, entries, elements = self._write_rekey(
+            list_number,
+            key,
+            data,
+            adjunct,
+            secondary_key,
+            entry_id,
+            version,
+            position,
+            expect_authority,
+            not_locked,
+            ignore_limit,
+            new_key,
+            new_secondary_key,
+            set_version,
+        )
+        written: ListEntry = _entry(
+            (
+                seq.to_bytes(12, "big") if entry_id is None else entry_id,
+                list_number,
+                key,
+                data,
+                adjunct,
+                secondary_key,
+                version,
+                elements,
+            )
+        )
+        moved: ListEntry = _entry(
+            (
+                written[0],
+                list_number,
+                new_key,
+                data,
+                adjunct,
+                secondary_key if new_secondary_key is UNCHANGED else new_secondary_key,
+                version if set_version is None else set_version,
+                elements,
+            )
+        )
+        return _change((seq, written, entries)), _change((seq + 1, moved, entries))
+
+    def write_and_rekey_entries(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes,
+        adjunct: bytes,
+        entry_id: bytes | None,
+        version: int,
+        expect_authority: int | None,
+        new_key: bytes,
+        new_secondary_key: bytes | Unchanged | None,
+        set_version: int | None,
+    ) -> int | None:
+        # The put out of syncpoint: the request alone, no changes made (the base's doc).
+        return self._write_rekey(
+            list_number,
+            key,
+            data,
+            adjunct,
+            None,
+            entry_id,
+            version,
+            _TAIL,
+            expect_authority,
+            (),
+            False,
+            new_key,
+            new_secondary_key,
+            set_version,
+        )[1]
+
+    def _write_rekey(
+        self,
+        list_number: int,
+        key: bytes,
+        data: bytes,
+        adjunct: bytes,
+        secondary_key: bytes | None,
+        entry_id: bytes | None,
+        version: int,
+        position: Position,
+        expect_authority: int | None,
+        not_locked: Iterable[int],
+        ignore_limit: bool,
+        new_key: bytes,
+        new_secondary_key: bytes | Unchanged | None,
+        set_version: int | None,
+    ) -> tuple[int, int | None, int]:
+        """``write_and_rekey``'s checks and request: its seq, entry count and elements."""
         if type(new_key) is not bytes or len(new_key) != 16:
             v.check_key(new_key, "new key")
         if new_secondary_key is not UNCHANGED:
@@ -361,31 +452,7 @@ class RedisListStructure(ListStructure):
         else:
             args = [self._changer(), spec, data, rekey]
         seq, entries = _counted(self._run(scripts.WRITE_REKEY, self._key, args))
-        written: ListEntry = _entry(
-            (
-                seq.to_bytes(12, "big") if entry_id is None else entry_id,
-                list_number,
-                key,
-                data,
-                adjunct,
-                secondary_key,
-                version,
-                elements,
-            )
-        )
-        moved: ListEntry = _entry(
-            (
-                written[0],
-                list_number,
-                new_key,
-                data,
-                adjunct,
-                secondary_key if new_secondary_key is UNCHANGED else new_secondary_key,
-                version if set_version is None else set_version,
-                elements,
-            )
-        )
-        return _change((seq, written, entries)), _change((seq + 1, moved, entries))
+        return seq, entries, elements
 
     def read(self, locator: Locator) -> ListEntry | None:
         reply = self._run(
