@@ -1,4 +1,4 @@
-"""``write_and_rekey_entries``: ``write_and_rekey`` answering only its entry count.
+"""``write_and_rekey_entries`` and ``delete_seq``: requests answering only a count or a seq.
 
 Every backend: the same request as ``write_and_rekey`` (the same structure after it,
 the same seqs, the same errors changing nothing), returning ``[1].entries``.
@@ -14,8 +14,11 @@ from sharedq.cf import (
     BySecondaryKey,
     CouplingFacility,
     EntryExists,
+    Head,
     ListFull,
+    ListMismatch,
     ListStructure,
+    NoSuchEntry,
 )
 from sharedq.cf.errors import AuthorityMismatch, InvalidRequest
 from sharedq.testing.conformance import MakeStructure
@@ -84,3 +87,27 @@ def test_its_errors_are_write_and_rekeys_and_change_nothing(struct: ListStructur
         before.elements,
         before.seq,
     )
+
+
+def test_delete_seq_is_delete_without_data_answering_its_seq(
+    facility: CouplingFacility, make_structure: MakeStructure
+) -> None:
+    one = facility.connect(make_structure(), "U1")
+    two = facility.connect(make_structure(), "U1")
+    for conn in (one, two):
+        conn.write(2, COMMITTED, b"a", entry_id=eid(1))
+        conn.write(2, COMMITTED, b"b", entry_id=eid(2))
+    seq = one.delete_seq(ById(eid(1), 2))
+    change = two.delete(ById(eid(1), 2), with_data=False)
+    assert change is not None and seq == change.seq == one.statistics().seq
+    assert list(one.scan(2)) == list(two.scan(2))
+    head = two.delete(Head(2), with_data=False)
+    assert head is not None and one.delete_seq(Head(2)) == head.seq
+    assert one.delete_seq(Head(2)) is None is two.delete(Head(2))
+    before = one.statistics()
+    with pytest.raises(NoSuchEntry):
+        one.delete_seq(ById(eid(9), 2))
+    with pytest.raises(ListMismatch):
+        one.write(3, COMMITTED, entry_id=eid(3))
+        one.delete_seq(ById(eid(3), 2))
+    assert one.statistics().seq == before.seq + 1  # the write alone

@@ -348,6 +348,17 @@ class ListStructure(ABC):
         need not read the data back to return it.
         """
 
+    def delete_seq(self, locator: Locator) -> int | None:
+        """``delete(locator, with_data=False)`` for a caller that wants only its seq.
+
+        The same request, checks, errors and change; it returns the change's ``seq``,
+        or ``None`` where :meth:`delete` returns ``None``.  A backend may answer it
+        without making the change (a queue manager's commit of a get reads nothing
+        of it).
+        """
+        change = self.delete(locator, with_data=False)
+        return None if change is None else change.seq
+
     @abstractmethod
     def update(
         self,

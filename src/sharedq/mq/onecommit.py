@@ -187,12 +187,11 @@ def commit_one(trop: Trop, uow_id: UowRef) -> None:
         )
     else:
         where = queue.get_list if trop.kind is _GET_OP else queue.put_list
-        queue.acc.delete(
+        queue.acc.delete_seq(
             _by_id((trop.entry_id, where)),
-            kind=_COMMIT_GETS,
-            queue=queue.name,
-            uow=uow_id,
-            persistent=trop.persistent,
-            msg_id=trop.msg_id,
-            data_wanted=False,
+            _COMMIT_GETS,
+            queue.name,
+            uow_id,
+            trop.persistent,
+            trop.msg_id,
         )

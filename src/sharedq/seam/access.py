@@ -822,6 +822,25 @@ class StructureAccess:
             msg_id,
         )
 
+    def delete_seq(
+        self,
+        locator: Locator,
+        kind: Meaning,
+        queue: str | None,
+        uow: UowRef,
+        persistent: bool | None,
+        msg_id: bytes | None,
+    ) -> int | None:
+        """``delete(locator, data_wanted=False, kind=..., ...)`` (the rest by position)
+        for a caller that wants only its seq: a plain request is the connection's
+        ``delete_seq``, which makes no change."""
+        if self._plain:
+            return self.conn.delete_seq(locator)
+        change = self._delete(
+            locator, None, None, self._journaling, kind, queue, uow, persistent, msg_id
+        )
+        return None if change is None else change.seq
+
     def _delete(
         self,
         locator: Locator,

@@ -544,6 +544,15 @@ class RedisListStructure(ListStructure):
         reply = self._run(scripts.DELETE, self._key, args)
         return None if reply is None else _change((reply[0], entry_of(reply[1], reply[2]), None))
 
+    def delete_seq(self, locator: Locator) -> int | None:
+        # delete(locator, with_data=False)'s request; of its reply, the seq alone.
+        reply = self._run(
+            scripts.DELETE,
+            self._key,
+            [self._changer(), pack_locator(locator, self._list_count), _WITHOUT_DATA],
+        )
+        return None if reply is None else reply[0]
+
     def take(
         self,
         locator: Locator,
