@@ -412,6 +412,10 @@ class IMS(Commands, Failures, ETO):
             return
         for output in outputs:
             uow = held.uow.spawn(self.imsid, self.cqs.tokens) if held else self.cqs.new_uow()
+            with self._lock:  # behind output already waiting for room: keep the order
+                if self._pending:
+                    self._pending.append((held, output, uow))
+                    continue
             if not self._put_output(held, output, uow):
                 with self._lock:
                     self._pending.append((held, output, uow))
@@ -510,15 +514,25 @@ class IMS(Commands, Failures, ETO):
                     return
                 jobs = self._schedulable()
                 lterms = self._outputs.due()
-                pending, self._pending = self._pending, []
             for region, job in jobs:
                 region.assign(job)
             for lterm in lterms:
                 self._outputs.deliver(lterm)
-            for held, output, uow in pending:
-                if not self._put_output(held, output, uow):
-                    with self._lock:
-                        self._pending.append((held, output, uow))
+            self._retry_pending()
+
+    def _retry_pending(self) -> None:
+        """Put the output kept for want of room, oldest first, until one is refused
+        again.  Each stays at the head of the list until it is put, so a sync point
+        meanwhile queues its output behind it: output keeps the order it was made in."""
+        while True:
+            with self._lock:
+                if not self._pending:
+                    return
+                held, output, uow = self._pending[0]
+            if not self._put_output(held, output, uow):
+                return
+            with self._lock:
+                self._pending.pop(0)
 
     def _has_business(self) -> bool:
         if self._stopping:
