@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
 
+import pytest
+
 from sharedq.cf import CouplingFacility
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
-from sharedq.cqs import LIST_COUNT, Private
+from sharedq.cqs import CQS, LIST_COUNT, CQSError, CQSReason, Private, make_name
 from sharedq.cqs.messages import unpack
 from sharedq.ims import DLI, Lterm, Program, Region, SystemDefinition, Terminal, Transaction
 from sharedq.ims.messages import decode
@@ -150,6 +152,31 @@ def until(condition: Callable[[], bool]) -> bool:
     from sharedq.clock import retry_until
 
     return bool(retry_until(condition, timeout_s=WAIT_S, first_pause_s=0.002, longest_pause_s=0.05))
+
+
+#: The filler's queues: on every header, since a header's list limit is not enough.
+FILL = [make_name(1, f"FILL{n}") for n in range(40)]
+
+
+def fill(facility: CouplingFacility, msgq: str = "MSGQ01") -> CQS:
+    """Fill the structure from a CQS of its own, until a put is refused."""
+    filler = CQS(facility, "FILLER", system="FILL", msgq=msgq).connect()
+    for size in (400, 1):  # big messages, then small ones into what room is left
+        for queue in FILL:
+            with pytest.raises(CQSError) as full:
+                while True:
+                    filler.put(queue, b"f" * size)
+            assert full.value.reason is CQSReason.STRUCTURE_FULL
+    return filler
+
+
+def drain(filler: CQS) -> None:
+    """Room again: the filler's messages deleted, its CQS disconnected."""
+    for queue in FILL:
+        while (message := filler.read(queue)) is not None:
+            assert message.token is not None
+            filler.delete(message.token)
+    filler.disconnect()
 
 
 def take(terminal: Terminal, count: int) -> list[str]:

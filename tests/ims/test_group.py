@@ -11,19 +11,18 @@ from typing import Any
 import pytest
 
 from sharedq.cf import CouplingFacility
-from sharedq.cqs import CQS, CQSError, CQSReason, Uow, make_name
+from sharedq.cqs import Uow, make_name
 from sharedq.ims import A1, A7, DLI, IMSError, IMSReason, Lterm, Region, Transaction
 from sharedq.log import LogStream, RecordType
 from sharedq.recovery import PairLayout, RecoverySettings
 
 from .conftest import MSGQ, MakeIMS
-from .helpers import Gate, Runs, define, echo, take, until, where
+from .helpers import Gate, Runs, define, drain, echo, fill, take, until, where
 
 TRANA = Transaction("TRANA", 1, "PGMA")
 TRANB = Transaction("TRANB", 2, "PGMB")
 LTERMA = Lterm("LTERMA", "NODE1")
 LTERMB = Lterm("LTERMB", "NODE2")
-FILL = [make_name(1, f"FILL{n}") for n in range(40)]
 
 
 def test_first_reader_wins_across_three_systems_and_the_others_get_QC(
@@ -218,26 +217,6 @@ def test_the_cqs_log_follows_figure_72_across_two_systems(
     }
 
 
-def _fill(facility: CouplingFacility) -> CQS:
-    """Fill the structure from a CQS of its own, until a put is refused."""
-    filler = CQS(facility, "FILLER", system="FILL", msgq=MSGQ).connect()
-    for size in (400, 1):  # big messages, then small ones into what room is left
-        for queue in FILL:  # queues on every header: a header's list limit is not enough
-            with pytest.raises(CQSError) as full:
-                while True:
-                    filler.put(queue, b"f" * size)
-            assert full.value.reason is CQSReason.STRUCTURE_FULL
-    return filler
-
-
-def _drain(filler: CQS) -> None:
-    for queue in FILL:
-        while (message := filler.read(queue)) is not None:
-            assert message.token is not None
-            filler.delete(message.token)
-    filler.disconnect()
-
-
 def test_a_full_structure_gives_A7_to_inserts_and_DFS070_to_input(
     facility: CouplingFacility, make_ims: MakeIMS
 ) -> None:
@@ -256,14 +235,14 @@ def test_a_full_structure_gives_A7_to_inserts_and_DFS070_to_input(
     node1 = imsa.logon("NODE1")
     assert node1.enter("TRANA before").routing == "local"
     gate.wait_reached("full")
-    filler = _fill(facility)
+    filler = fill(facility)
     with pytest.raises(IMSError) as refused:
         node1.enter("TRANA after")
     assert refused.value.reason is IMSReason.STRUCTURE_FULL and "DFS070" in str(refused.value)
     gate.open("full")
     assert until(lambda: len(statuses) == 2)
     assert statuses == [A7, A1]
-    _drain(filler)
+    drain(filler)
 
 
 def test_committed_output_the_structure_has_no_room_for_waits_in_the_ims(
@@ -284,12 +263,12 @@ def test_committed_output_the_structure_has_no_room_for_waits_in_the_ims(
     node1 = imsa.logon("NODE1")
     node1.enter("TRANA kept")
     gate.wait_reached("inserted")
-    filler = _fill(facility)
+    filler = fill(facility)
     # the sync point: both puts refused and kept, the input deleted; its entry, freed,
     # takes one of the two when the IMS retries; the other stays in the IMS
     gate.open("inserted")
     assert until(lambda: imsa.counts["processed"] == 1 and imsa.counts["outputs"] == 1)
-    _drain(filler)  # room again: the IMS puts the reply it kept
+    drain(filler)  # room again: the IMS puts the reply it kept
     assert take(node1, 2) == ["OUT 1", "OUT 2"]
     assert imsa.counts["outputs"] == 2
 
