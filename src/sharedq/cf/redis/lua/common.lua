@@ -1197,7 +1197,8 @@ end  -- option_flags, options
 -- A monitor record: user id(1) nonempty(1) notify_empty(1) token length(1) token, then
 -- 'r' low(16) high(16) for a key range or 's' secondary key.
 
--- touched: {list, key, secondary key} of entries that came or went in this call;
+-- touched: {list, key, secondary key, true if it came} of entries that came or went in
+-- this call;
 -- monitors: list -> its monitors, parsed, in registration order.
 
 -- sid: the id as a string, when the caller has it (a hash field it read): a number
@@ -1217,7 +1218,7 @@ end
 
 -- Whether the set a monitor watches on a list holds an entry now; a monitor's record
 -- with its nonempty flag as it is now; and notify (below).
-local watched_nonempty, monitor_raw, notify
+local watched_nonempty, monitor_raw, notify, seen_by_monitors
 do
 local function monitors_of(list)
   local found = monitors[list]
@@ -1257,9 +1258,16 @@ local function queue_event(uid, text)
   redis.call('XADD', NAMES[uid] or named(uid), '*', 'e', text)
 end
 
-local function evaluate(m, list, seq)
-  local nonempty = watched_nonempty(list, m)
-  if nonempty == m.nonempty then return end
+-- arrived: the call's changes only brought entries into the monitor's set, so the set
+-- holds one now, and no command need ask (a set known non-empty stays as it is).
+local function evaluate(m, list, seq, arrived)
+  local nonempty = arrived
+  if nonempty then
+    if m.nonempty then return end
+  else
+    nonempty = watched_nonempty(list, m)
+    if nonempty == m.nonempty then return end
+  end
   m.nonempty = nonempty
   m.raw = monitor_raw(m)
   local sid = m.sid
@@ -1278,30 +1286,56 @@ local function evaluate(m, list, seq)
   queue_event(uid, sid .. ',' .. lnum(list) .. ',' .. state .. ',' .. int(seq) .. ',' .. m.token)
 end
 
+local function hits(m, key, skey)
+  if m.skey then return m.skey == skey end
+  return cmp(m.low, key) <= 0 and cmp(key, m.high) <= 0
+end
+
 -- Evaluate the monitors the change just made touched, on its final state: a move within
--- a watched range is no transition at all.  Events carry the change's seq.
+-- a watched range is no transition at all.  Events carry the change's seq.  A monitor
+-- every touch of which was an arrival (t[4], see place) has a non-empty set now without
+-- a command asking; one touched by a departure too is asked (watched_nonempty).  Each
+-- is evaluated once, in the order of its first touch.
 function notify(seq)
   if #touched == 0 then return end
-  local seen = {}
+  -- hit: monitor -> true while only arrivals touched it; order: monitor, list, ...
+  local hit, order = {}, nil
   for _, t in ipairs(touched) do
     for _, m in ipairs(monitors_of(t[1])) do
-      if not seen[m.id] then
-        local hit
-        if m.skey then
-          hit = m.skey == t[3]
-        else
-          hit = cmp(m.low, t[2]) <= 0 and cmp(t[2], m.high) <= 0
-        end
-        if hit then
-          seen[m.id] = true
-          evaluate(m, t[1], seq)
+      if hits(m, t[2], t[3]) then
+        local h = hit[m]
+        if h == nil then
+          if order then
+            order[#order + 1], order[#order + 2] = m, t[1]
+          else
+            order = {m, t[1]}
+          end
+          hit[m] = t[4] == true
+        elseif h and not t[4] then
+          hit[m] = false
         end
       end
     end
   end
+  if order then
+    for i = 1, #order, 2 do
+      local m = order[i]
+      evaluate(m, order[i + 1], seq, hit[m])
+    end
+  end
   touched = {}
 end
-end  -- watched_nonempty, monitor_raw, notify
+
+-- Whether a monitor of `list` watches a set that an entry of this key (and secondary
+-- key: nil for none) would be in: if none does, the entry coming and going in one call
+-- is seen by nobody (write_rekey's written entry).
+function seen_by_monitors(list, key, skey)
+  for _, m in ipairs(monitors_of(list)) do
+    if hits(m, key, skey) then return true end
+  end
+  return false
+end
+end  -- watched_nonempty, monitor_raw, notify, seen_by_monitors
 
 -- Events taken (take.lua, events.lua): every event queued for the caller, oldest
 -- first, each "monitor,list,state,seq,token"; wake-up markers (mark_failed) dropped.
@@ -1340,7 +1374,7 @@ local function place(r, watched, member)
     skey = ssub(r, 50 + al, 49 + al + sl)
     redis.call('ZADD', S, '0', skey_prefix(list, skey) .. member)
   end
-  if watched then touched[#touched + 1] = {list, rec_key(r), skey} end
+  if watched then touched[#touched + 1] = {list, rec_key(r), skey, true} end
 end
 
 -- One command for many members or fields: cmd key args... in chunks of at

@@ -47,12 +47,16 @@ c[SEQ], c[ENTRIES], c[ELEMENTS] = seq + 1, c[ENTRIES] + 1, c[ELEMENTS] + element
 l[LIST_ELEMENTS] = l[LIST_ELEMENTS] + elements
 redis.call('HSET', M, 'c', packed_counters(c), lf, packed_controls(l), kept_seq(seq))
 if l[LIST_MONITORS] > 0 then
-  -- Watched: the written entry comes and goes, as with two requests.
-  local r = make_rec(id, list, ssub(spec, 3, 18), ordinal(seq, flags % 2 == 1),
-    ssub(spec, 19, 26), elements, adjunct, skey, inline)
-  place(r, true)
-  notify(seq)
-  unplace(r, true)
+  -- Watched: the written entry comes and goes, as with two requests, where a monitor
+  -- would see it; where none would, only the entry as moved is placed.
+  local written_key = ssub(spec, 3, 18)
+  if seen_by_monitors(list, written_key, sl > 0 and skey or nil) then
+    local r = make_rec(id, list, written_key, ordinal(seq, flags % 2 == 1),
+      ssub(spec, 19, 26), elements, adjunct, skey, inline)
+    place(r, true)
+    notify(seq)
+    unplace(r, true)
+  end
   place(moved, true)
   notify(seq + 1)
 elseif (new_skey or '') == '' then  -- place(moved, false, ...)
