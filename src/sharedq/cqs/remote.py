@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 from sharedq.cf import StructureStats
 from sharedq.clock import SYSTEM_CLOCK, Clock
@@ -394,30 +394,6 @@ class RemoteCQS:
 
     def new_uow(self) -> Uow:
         return Uow.new(self.system, self.tokens)
-
-    @overload
-    def put(
-        self,
-        queue: object,
-        body: bytes | Sequence[bytes],
-        *,
-        kind: Kind = ...,
-        uow: Uow | bytes | None = ...,
-        recoverable: bool = ...,
-        local: Literal[False] = ...,
-    ) -> bytes: ...
-
-    @overload
-    def put(
-        self,
-        queue: object,
-        body: bytes | Sequence[bytes],
-        *,
-        kind: Kind = ...,
-        uow: Uow | bytes | None = ...,
-        recoverable: bool = ...,
-        local: Literal[True],
-    ) -> LockToken: ...
 
     def put(
         self,

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal, overload
+from typing import Literal
 
 from sharedq import names
 from sharedq.cf import CFError, CouplingFacility, MonitorSpec, StructureStats
@@ -456,30 +456,6 @@ class CQS:
     def new_uow(self) -> Uow:
         """A unit of work for a message entering the system at this client now."""
         return Uow.new(self.system, self.tokens)
-
-    @overload
-    def put(
-        self,
-        queue: object,
-        body: bytes | Sequence[bytes],
-        *,
-        kind: Kind = ...,
-        uow: Uow | bytes | None = ...,
-        recoverable: bool = ...,
-        local: Literal[False] = ...,
-    ) -> bytes: ...
-
-    @overload
-    def put(
-        self,
-        queue: object,
-        body: bytes | Sequence[bytes],
-        *,
-        kind: Kind = ...,
-        uow: Uow | bytes | None = ...,
-        recoverable: bool = ...,
-        local: Literal[True],
-    ) -> LockToken: ...
 
     def put(
         self,

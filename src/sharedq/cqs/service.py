@@ -10,7 +10,7 @@ When the server is gone, each request is refused with ``NOT_CONNECTED`` by both.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Literal, Protocol, overload, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from sharedq.cf import StructureStats
 from sharedq.clock import Clock
@@ -54,30 +54,6 @@ class CQSService(Protocol):
 
     def new_uow(self) -> Uow: ...
 
-    @overload
-    def put(
-        self,
-        queue: object,
-        body: bytes | Sequence[bytes],
-        *,
-        kind: Kind = ...,
-        uow: Uow | bytes | None = ...,
-        recoverable: bool = ...,
-        local: Literal[False] = ...,
-    ) -> bytes: ...
-
-    @overload
-    def put(
-        self,
-        queue: object,
-        body: bytes | Sequence[bytes],
-        *,
-        kind: Kind = ...,
-        uow: Uow | bytes | None = ...,
-        recoverable: bool = ...,
-        local: Literal[True],
-    ) -> LockToken: ...
-
     def put(
         self,
         queue: object,
@@ -87,9 +63,7 @@ class CQSService(Protocol):
         uow: Uow | bytes | None = None,
         recoverable: bool = True,
         local: bool = False,
-    ) -> LockToken | bytes:
-        """CQSPUT: with ``local``, the message's lock token; otherwise its entry id."""
-        ...
+    ) -> LockToken | bytes: ...
 
     def read(self, queue: object, *, kind: Kind = Kind.MSGQ) -> Message | None: ...
 

@@ -325,6 +325,7 @@ class IMS(Commands, Failures, ETO):
             except CQSError as error:
                 self._release(region, tran)
                 raise self._rejected(error) from error
+            assert not isinstance(token, bytes)
             self._count("local")
             first = Input(code, message, uow, token)
             region.assign(Assignment(tran, self._programs[tran.psb], first))
