@@ -192,3 +192,53 @@ def test_a_committer_queued_twice_marks_itself_again_and_is_woken(
     thread.join()
     assert errors == []
     assert other.counters.read_bytes()[_SLEEPER_MARKS] == bytes(65)
+
+
+def test_a_commit_alone_syncs_its_own_files_without_the_leader_lock(
+    group: tuple[HostSync, _OtherProcess],
+) -> None:
+    ours, other = group
+    # Given the leader lock held by another process, with no sync numbered and no
+    # committer marked active
+    other.take_lock()
+    started, done = other.started_done()
+    assert started == done
+    synced_alone: list[str] = []
+    # When a commit comes in with its own way to sync
+    ours.sync(0.0, alone=lambda: synced_alone.append("own files"))
+    # Then it synced its own files at once, without waiting for the lock or numbering
+    # a sync of the group
+    assert synced_alone == ["own files"]
+    assert other.started_done() == (started, done)
+    other.let_go()
+
+
+def test_a_commit_that_finds_a_sync_under_way_queues_even_with_its_own_way_to_sync(
+    group: tuple[HostSync, _OtherProcess],
+) -> None:
+    ours, other = group
+    # Given another process's sync under way (numbered, not done, the lock held)
+    other.take_lock()
+    started, _ = other.started_done()
+    other.record(started=started + 1)
+    synced_alone: list[str] = []
+    errors: list[BaseException] = []
+
+    def commit() -> None:
+        try:
+            ours.sync(0.0, alone=lambda: synced_alone.append("own files"))
+        except BaseException as error:  # reported by the test
+            errors.append(error)
+
+    thread = threading.Thread(target=commit)
+    thread.start()
+    # When a commit comes in, it queues for the lock
+    assert retry_until(lambda: _queued(thread), timeout_s=30, first_pause_s=0.001)
+    # and once the sync is done and the lock let go, it finds itself alone (the other
+    # process's slot was never marked) and syncs its own files
+    other.record(done=started + 1)
+    other.let_go()
+    thread.join()
+    assert errors == []
+    assert synced_alone == ["own files"]
+    assert other.started_done() == (started + 1, started + 1)
