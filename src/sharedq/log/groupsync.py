@@ -74,11 +74,12 @@ import logging
 import mmap
 import os
 import platform
+import sys
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -93,6 +94,9 @@ _SLOTS = 64
 #: syncs started and done, and per committer slot the number of the sync its last
 #: commit waited for.
 _COUNTER = ctypes.c_uint64.__ctype_le__
+#: Where the slots lie in the counter file.
+_SLOTS_AT = 16
+_SLOTS_END = _SLOTS_AT + 8 * _SLOTS
 
 
 class Member(Protocol):
@@ -246,12 +250,26 @@ class _Shared:
             os.ftruncate(fd, _WORDS_FILE_BYTES)  # zeros; every process grows it alike
         self.map = mmap.mmap(fd, _WORDS_FILE_BYTES)
         self.cells = (_COUNTER * (2 + _SLOTS)).from_buffer(self.map, 0)
+        #: The counters as native 8-byte numbers, where native is the file's order:
+        #: all of them read in one C call (``tolist``), without a getter per cell.
+        self.values: memoryview | None = None
+        if sys.byteorder == "little":
+            self.values = memoryview(self.map)[: 8 * (2 + _SLOTS)].cast("Q")
         self.words = (ctypes.c_uint32 * 3).from_buffer(self.map, _WORDS_AT)
         base = ctypes.addressof(self.words)
         self.released_at = base + 4 * _RELEASED
         self.arrived_at = base + 4 * _ARRIVED
         #: libc's ``syscall`` and ``SYS_futex``, or ``None`` (no sleeping on the words).
         self.futex = _FUTEX
+
+    def read(self) -> list[int]:
+        """The counters, ``started``, ``done`` and the slots, read in place."""
+        values = self.values
+        return self.cells[:] if values is None else values.tolist()
+
+    def slot_bytes(self) -> bytes:
+        """The slots as the file's bytes (little-endian 8-byte numbers)."""
+        return self.map[_SLOTS_AT:_SLOTS_END]
 
     def bump(self, index: int) -> None:
         """Raise a word by one (not atomic: two bumps at once may count as one, and the
@@ -271,7 +289,9 @@ class _Shared:
             call(number, address, _FUTEX_WAKE, count, None, None, 0)
 
     def close(self) -> None:
-        del self.cells, self.words  # the map cannot close while exported
+        if self.values is not None:
+            self.values.release()
+        del self.cells, self.words, self.values  # the map cannot close while exported
         self.map.close()
 
 
@@ -328,6 +348,9 @@ class HostSync:
         #: never more than the counters hold (they only go up), so a ticket below it
         #: is covered without another look at the file.
         self._done_seen = 0
+        #: The slot, ``started`` and the slots' bytes when a committer of this process
+        #: last found no other active: the same bytes again say the same.
+        self._alone_as: tuple[int, int, bytes] | None = None
 
     def __repr__(self) -> str:
         return f"<HostSync device={self.device:x} failure={self.failure!r}>"
@@ -405,10 +428,16 @@ class HostSync:
                 return None  # a leader holds the lock: no call to learn it
             if alone is not None and slot is not None:
                 self._check()
-                before = self._peek(None)
-                if before.slots[slot] != before.started + 1:
-                    before = self._counters(arrive=slot)
-                if not _others_active(before, slot):
+                started = cells[0]
+                if cells[2 + slot] != started + 1:
+                    started = self._counters(arrive=slot).started
+                # The slots as they were when this committer last found itself alone
+                # (and ``started`` the same): still alone, without a look at each.
+                raw = shared.slot_bytes()
+                if self._alone_as == (slot, started, raw) or not _others_active(
+                    shared.read()[2:], started, slot
+                ):
+                    self._alone_as = (slot, started, raw)
                     return True
             try:
                 fcntl.flock(self._leader_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -419,7 +448,7 @@ class HostSync:
                 before = self._peek(None)
                 if slot is not None and before.slots[slot] != before.started + 1:
                     before = self._counters(arrive=slot)
-                if alone is not None and not _others_active(before, slot):
+                if alone is not None and not _others_active(before.slots, before.started, slot):
                     return True
                 slots = before.slots
                 if slot is not None:  # as the counters are now, with this arrival
@@ -490,7 +519,7 @@ class HostSync:
             self._done_seen = max(self._done_seen, now.done)
             if now.done > ticket:
                 return
-            if alone is not None and not _others_active(now, slot):
+            if alone is not None and not _others_active(now.slots, now.started, slot):
                 self._alone = True
                 return
             self._sync_all(window_s, now)
@@ -597,7 +626,7 @@ class HostSync:
         looks for).  ``now``: the leader's ``started`` and ``done``
         already read, kept as they are.
         """
-        values = self._shared.cells[:]
+        values = self._shared.read()
         if now is None:
             return _Counters(values[0], values[1], tuple(values[2:]))
         return _Counters(now.started, now.done, tuple(values[2:]))
@@ -631,7 +660,7 @@ class HostSync:
     def _update(self, arrive: int | None, started: int, done: int) -> _Counters:
         shared = self._shared
         cells = shared.cells
-        values = cells[:]  # in place: the file's bytes, mapped
+        values = shared.read()  # in place: the file's bytes, mapped
         if started > values[0]:
             cells[0] = started
         if done > values[1]:
@@ -643,7 +672,7 @@ class HostSync:
                 shared.bump(_ARRIVED)
                 # A leader gathering is woken by the last committer it waits for (none
                 # left active and not in), not by each.
-                if shared.words[_GATHERING] and not _pending(cells[:]):
+                if shared.words[_GATHERING] and not _pending(shared.read()):
                     shared.wake(shared.arrived_at, 1)
         return _Counters(values[0], values[1], tuple(values[2:]))
 
@@ -682,12 +711,26 @@ def _waiting_behind(slots: list[int] | tuple[int, ...], started: int) -> bool:
     return started >= 2 and slots.count(started - 1) > 0
 
 
-def _others_active(now: _Counters, slot: int | None) -> bool:
-    """Whether a committer other than ``slot`` took a ticket for one of the last syncs."""
-    slots = now.slots
-    if slot is not None:  # the slot's own mark set aside, then one C-speed max
-        slots = (*slots[:slot], 0, *slots[slot + 1 :])
-    return max(slots) >= max(now.started - 1, 1)
+def _others_active(slots: Sequence[int], started: int, slot: int | None) -> bool:
+    """Whether a committer other than ``slot`` took a ticket for one of the last syncs.
+
+    A ticket is the number of the sync that covers it, ``started + 1`` when it was
+    taken, and ``started`` only goes up: so a mark of the last syncs is one of
+    ``started - 1``, ``started`` and ``started + 1`` (0 is an empty slot), looked up
+    in a set of the slots (a ``max`` over the slots compared them one by one as
+    Python numbers: about 12k instructions a commit).  A mark above these (never
+    written by a committer) counts as none: the caller then syncs its own files,
+    durable either way.
+    """
+    if slot is not None:
+        slots = list(slots)
+        slots[slot] = 0
+    marks = set(slots)
+    return (
+        started + 1 in marks
+        or (started >= 1 and started in marks)
+        or (started >= 2 and started - 1 in marks)
+    )
 
 
 _groups: dict[int, HostSync] = {}
