@@ -55,9 +55,12 @@ process killed between its release and its wake) costs at most a sleep's timeout
 (:data:`_WAIT_S`, or the gathering window).  Where the futex call is not known
 (another architecture) the waits are the blocking ``flock`` and the polling sleep.
 The counters themselves are read and written in place, without a lock where the
-machine keeps stores in order (:meth:`HostSync._counters`): a commit queued behind
-another process's sync makes three system calls (two lock attempts, one sleep), a
-leader four besides its ``syncfs`` (lock, release, wake, and a sleep if it gathers).
+machine keeps stores in order (:meth:`HostSync._counters`): a commit alone makes no
+system call besides its ``fdatasync`` (it decides from the counters, without the
+lock); one queued behind another process's sync under way (numbered and not done, or
+a leader gathering) sleeps without trying the lock first (one call), and tries it at
+each later look; a leader makes four besides its ``syncfs`` (lock, release, wake,
+and a sleep if it gathers).
 The file's name carries the layout's version (``v5``): a process of an older
 version, which rewrote the whole file under the counters' lock, keeps to its own
 files and syncs for itself.
