@@ -57,10 +57,10 @@ process killed between its release and its wake) costs at most a sleep's timeout
 The counters themselves are read and written in place, without a lock where the
 machine keeps stores in order (:meth:`HostSync._counters`): a commit alone makes no
 system call besides its ``fdatasync`` (it decides from the counters, without the
-lock); one queued behind another process's sync under way (numbered and not done, or
-a leader gathering) sleeps without trying the lock first (one call), and tries it at
-each later look; a leader makes four besides its ``syncfs`` (lock, release, wake,
-and a sleep if it gathers).
+lock); one that finds another process's sync under way (numbered and not done, or a
+leader gathering) queues at once, and makes two calls (a lock attempt, whose failure
+orders its asleep mark before the leader's release, and a sleep); a leader makes
+four besides its ``syncfs`` (lock, release, wake, and a sleep if it gathers).
 The file's name carries the layout's version (``v5``): a process of an older
 version, which rewrote the whole file under the counters' lock, keeps to its own
 files and syncs for itself.
@@ -490,22 +490,17 @@ class HostSync:
             mapped = shared.map
             try:
                 seen = words[_RELEASED]
-                # At the first look, a sync under way (numbered and not done, or a leader
-                # gathering) holds the lock: no call to learn it.  Read after ``seen``: a
-                # release since then ends the sleep at once.  Later looks always try (a
-                # leader killed amid its sync leaves ``started`` above ``done`` and the
-                # lock free: the sleep's timeout, then the lock).
-                hint = cells[0] > cells[1] or words[_GATHERING]
                 while True:
                     mapped[sleeper] = 1
-                    if hint:
-                        hint = False
-                    else:
-                        try:
-                            fcntl.flock(self._leader_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                            break
-                        except BlockingIOError:
-                            pass
+                    # Tried even when a sync is seen under way: the failed try, made
+                    # under the kernel's lock of the file that the leader's release
+                    # takes after it, orders this mark before the leader's look at the
+                    # marks (a mark it could miss would cost a sleep's timeout).
+                    try:
+                        fcntl.flock(self._leader_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        pass
                     # (the futex called here, not through a method: a thread asleep in
                     # _lead is what a test looks for)
                     call(number, shared.released_at, _FUTEX_WAIT, seen, _WAIT_REF, None, 0)
