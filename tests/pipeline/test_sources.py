@@ -6,12 +6,22 @@ import logging
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from sharedq.log import ChangeOp, LogConfig, LogRecord, LogStream, RecordType
+from sharedq.log import (
+    ChangeOp,
+    LogConfig,
+    LogRecord,
+    LogStream,
+    RecordType,
+    SegmentDecoded,
+    StagingSegment,
+)
 from sharedq.pipeline import PipelineError, PipelineReason
 from sharedq.pipeline.sources import find_pairs, read_log
+from sharedq.pipeline.staging import DICTIONARY_COLUMNS, StagedSegment, stage_segments
 from tests.pipeline.conftest import STRUCTURES, GroupLog
 
 
@@ -138,3 +148,42 @@ def test_workers_that_cannot_import_sharedq_are_a_clear_error(
     assert "No module named 'sharedq'" in str(caught.value)
     # Nothing was harmed: with the right Python the same log reads whole.
     assert _spark_rows(spark, tmp_path, tmp_path / "work") == _reader_rows(stream)
+
+
+def test_segments_decoded_several_to_a_task_come_back_in_order_as_on_the_driver(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    # Given more segments than the session has cores (a task per core decodes several)
+    stream = _small_stream(tmp_path, 900, 4096)
+    seen: list[list[StagingSegment]] = []
+
+    def keep(segments: list[StagingSegment]) -> list[SegmentDecoded[StagedSegment]]:
+        seen.append(segments)
+        return stage_segments(None, segments, directory=tmp_path / "driver")
+
+    (tmp_path / "driver").mkdir()
+    (tmp_path / "workers").mkdir()
+    stream.decoded_sources(keep)
+    (segments,) = seen
+    assert len(segments) > 2 * spark.sparkContext.defaultParallelism
+    # When the workers decode them, and the driver
+    workers = stage_segments(spark, segments, directory=tmp_path / "workers")
+    driver = stage_segments(None, segments, directory=tmp_path / "driver")
+    # Then each segment's file, in the segments' order, holds what the driver's does
+    assert [Path(d.value.path).name for d in workers] == [Path(d.value.path).name for d in driver]
+    for got, want in zip(workers, driver, strict=True):
+        assert (got.found, got.value.records, got.value.ranges) == (
+            want.found,
+            want.value.records,
+            want.value.ranges,
+        )
+        assert pq.read_table(got.value.path).equals(pq.read_table(want.value.path))
+    # and only the columns whose values repeat are dictionary-encoded
+    columns = pq.ParquetFile(workers[0].value.path).metadata.row_group(0)
+    encoded = {
+        columns.column(i).path_in_schema
+        for i in range(columns.num_columns)
+        if "RLE_DICTIONARY" in columns.column(i).encodings
+    }
+    assert "data" not in encoded and "seq" not in encoded
+    assert {"structure", "writer", "op"} <= encoded <= set(DICTIONARY_COLUMNS)
