@@ -1297,7 +1297,23 @@ end
 -- a command asking; one touched by a departure too is asked (watched_nonempty).  Each
 -- is evaluated once, in the order of its first touch.
 function notify(seq)
-  if #touched == 0 then return end
+  local n = #touched
+  if n == 0 then return end
+  if n == 1 then  -- one entry came or went (most calls): each monitor hit once
+    local t = touched[1]
+    local list, key, skey, arrived = t[1], t[2], t[3], t[4] == true
+    for _, m in ipairs(monitors_of(list)) do
+      local hit  -- hits(m, key, skey), inline
+      if m.skey then
+        hit = m.skey == skey
+      else
+        hit = cmp(m.low, key) <= 0 and cmp(key, m.high) <= 0
+      end
+      if hit then evaluate(m, list, seq, arrived) end
+    end
+    touched = {}
+    return
+  end
   -- hit: monitor -> true while only arrivals touched it; order: monitor, list, ...
   local hit, order = {}, nil
   for _, t in ipairs(touched) do
