@@ -55,12 +55,9 @@ process killed between its release and its wake) costs at most a sleep's timeout
 (:data:`_WAIT_S`, or the gathering window).  Where the futex call is not known
 (another architecture) the waits are the blocking ``flock`` and the polling sleep.
 The counters themselves are read and written in place, without a lock where the
-machine keeps stores in order (:meth:`HostSync._counters`): a commit alone makes no
-system call besides its ``fdatasync`` (it decides from the counters, without the
-lock); one that finds another process's sync under way (numbered and not done, or a
-leader gathering) queues at once, and makes two calls (a lock attempt, whose failure
-orders its asleep mark before the leader's release, and a sleep); a leader makes
-four besides its ``syncfs`` (lock, release, wake, and a sleep if it gathers).
+machine keeps stores in order (:meth:`HostSync._counters`): a commit queued behind
+another process's sync makes three system calls (two lock attempts, one sleep), a
+leader four besides its ``syncfs`` (lock, release, wake, and a sleep if it gathers).
 The file's name carries the layout's version (``v5``): a process of an older
 version, which rewrote the whole file under the counters' lock, keeps to its own
 files and syncs for itself.
@@ -77,12 +74,11 @@ import logging
 import mmap
 import os
 import platform
-import sys
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -97,9 +93,6 @@ _SLOTS = 64
 #: syncs started and done, and per committer slot the number of the sync its last
 #: commit waited for.
 _COUNTER = ctypes.c_uint64.__ctype_le__
-#: Where the slots lie in the counter file.
-_SLOTS_AT = 16
-_SLOTS_END = _SLOTS_AT + 8 * _SLOTS
 
 
 class Member(Protocol):
@@ -253,26 +246,12 @@ class _Shared:
             os.ftruncate(fd, _WORDS_FILE_BYTES)  # zeros; every process grows it alike
         self.map = mmap.mmap(fd, _WORDS_FILE_BYTES)
         self.cells = (_COUNTER * (2 + _SLOTS)).from_buffer(self.map, 0)
-        #: The counters as native 8-byte numbers, where native is the file's order:
-        #: all of them read in one C call (``tolist``), without a getter per cell.
-        self.values: memoryview | None = None
-        if sys.byteorder == "little":
-            self.values = memoryview(self.map)[: 8 * (2 + _SLOTS)].cast("Q")
         self.words = (ctypes.c_uint32 * 3).from_buffer(self.map, _WORDS_AT)
         base = ctypes.addressof(self.words)
         self.released_at = base + 4 * _RELEASED
         self.arrived_at = base + 4 * _ARRIVED
         #: libc's ``syscall`` and ``SYS_futex``, or ``None`` (no sleeping on the words).
         self.futex = _FUTEX
-
-    def read(self) -> list[int]:
-        """The counters, ``started``, ``done`` and the slots, read in place."""
-        values = self.values
-        return self.cells[:] if values is None else values.tolist()
-
-    def slot_bytes(self) -> bytes:
-        """The slots as the file's bytes (little-endian 8-byte numbers)."""
-        return self.map[_SLOTS_AT:_SLOTS_END]
 
     def bump(self, index: int) -> None:
         """Raise a word by one (not atomic: two bumps at once may count as one, and the
@@ -292,9 +271,7 @@ class _Shared:
             call(number, address, _FUTEX_WAKE, count, None, None, 0)
 
     def close(self) -> None:
-        if self.values is not None:
-            self.values.release()
-        del self.cells, self.words, self.values  # the map cannot close while exported
+        del self.cells, self.words  # the map cannot close while exported
         self.map.close()
 
 
@@ -351,9 +328,6 @@ class HostSync:
         #: never more than the counters hold (they only go up), so a ticket below it
         #: is covered without another look at the file.
         self._done_seen = 0
-        #: The slot, ``started`` and the slots' bytes when a committer of this process
-        #: last found no other active: the same bytes again say the same.
-        self._alone_as: tuple[int, int, bytes] | None = None
 
     def __repr__(self) -> str:
         return f"<HostSync device={self.device:x} failure={self.failure!r}>"
@@ -405,43 +379,18 @@ class HostSync:
     def _lead_at_once(
         self, slot: int | None, window_s: float, alone: Callable[[], None] | None
     ) -> bool | None:
-        """The common cases in few system calls.
+        """The common case in few system calls: no sync under way on the host (the
+        leader lock is free), so this committer leads at once: the lock taken, the
+        counters looked at and its arrival marked in place, the lock let go and its
+        sleepers woken (three calls besides the sync).
 
-        A committer alone (no other committer active on the host, as the counters read
-        in place say, its own arrival marked) syncs its own files without a call
-        here: the leader lock only orders syncs of the group, and its own
-        ``fdatasync`` makes its records durable whoever else syncs meanwhile (two
-        committers that each miss the other's mark both sync alone, as two writers
-        under ``WRITER`` do).  With no sync under way on the host (the leader lock
-        free) it leads at once: the lock taken, the counters looked at again, the lock
-        let go and its sleepers woken (three calls besides the sync).  With a sync under
-        way (numbered and not done, or a leader gathering) it tries no lock: the caller
-        queues, and tries it there.
-
-        Returns ``None`` when the caller queues as usual, ``True`` when no other
-        committer is active and the caller syncs its own files itself (``alone``),
-        ``False`` when this call ran the group's ``syncfs``.
+        Returns ``None`` when the leader lock is taken (the caller queues as usual),
+        ``True`` when no other committer is active and the caller syncs its own files
+        itself (``alone``), ``False`` when this call ran the group's ``syncfs``.
         """
         if not self._leader.acquire(blocking=False):
             return None
         try:
-            shared = self._shared
-            cells = shared.cells
-            if self._sleeps and (cells[0] > cells[1] or shared.words[_GATHERING]):
-                return None  # a leader holds the lock: no call to learn it
-            if alone is not None and slot is not None:
-                self._check()
-                started = cells[0]
-                if cells[2 + slot] != started + 1:
-                    started = self._counters(arrive=slot).started
-                # The slots as they were when this committer last found itself alone
-                # (and ``started`` the same): still alone, without a look at each.
-                raw = shared.slot_bytes()
-                if self._alone_as == (slot, started, raw) or not _others_active(
-                    shared.read()[2:], started, slot
-                ):
-                    self._alone_as = (slot, started, raw)
-                    return True
             try:
                 fcntl.flock(self._leader_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -451,7 +400,7 @@ class HostSync:
                 before = self._peek(None)
                 if slot is not None and before.slots[slot] != before.started + 1:
                     before = self._counters(arrive=slot)
-                if alone is not None and not _others_active(before.slots, before.started, slot):
+                if alone is not None and not _others_active(before, slot):
                     return True
                 slots = before.slots
                 if slot is not None:  # as the counters are now, with this arrival
@@ -492,10 +441,6 @@ class HostSync:
                 seen = words[_RELEASED]
                 while True:
                     mapped[sleeper] = 1
-                    # Tried even when a sync is seen under way: the failed try, made
-                    # under the kernel's lock of the file that the leader's release
-                    # takes after it, orders this mark before the leader's look at the
-                    # marks (a mark it could miss would cost a sleep's timeout).
                     try:
                         fcntl.flock(self._leader_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                         break
@@ -517,7 +462,7 @@ class HostSync:
             self._done_seen = max(self._done_seen, now.done)
             if now.done > ticket:
                 return
-            if alone is not None and not _others_active(now.slots, now.started, slot):
+            if alone is not None and not _others_active(now, slot):
                 self._alone = True
                 return
             self._sync_all(window_s, now)
@@ -597,7 +542,8 @@ class HostSync:
                     now = self._peek(now)
                 # Active: a ticket for one of the last two syncs; waiting: for this one.
                 # (``started + 1`` is at least 1, so empty slots count as neither.)
-                if not _waiting_behind(now.slots, now.started):
+                low = max(now.started - 1, 1)
+                if all(mark < low or mark > now.started for mark in now.slots):
                     return now
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -624,7 +570,7 @@ class HostSync:
         looks for).  ``now``: the leader's ``started`` and ``done``
         already read, kept as they are.
         """
-        values = self._shared.read()
+        values = self._shared.cells[:]
         if now is None:
             return _Counters(values[0], values[1], tuple(values[2:]))
         return _Counters(now.started, now.done, tuple(values[2:]))
@@ -658,7 +604,7 @@ class HostSync:
     def _update(self, arrive: int | None, started: int, done: int) -> _Counters:
         shared = self._shared
         cells = shared.cells
-        values = shared.read()  # in place: the file's bytes, mapped
+        values = cells[:]  # in place: the file's bytes, mapped
         if started > values[0]:
             cells[0] = started
         if done > values[1]:
@@ -670,7 +616,7 @@ class HostSync:
                 shared.bump(_ARRIVED)
                 # A leader gathering is woken by the last committer it waits for (none
                 # left active and not in), not by each.
-                if shared.words[_GATHERING] and not _pending(shared.read()):
+                if shared.words[_GATHERING] and not _pending(cells[:]):
                     shared.wake(shared.arrived_at, 1)
         return _Counters(values[0], values[1], tuple(values[2:]))
 
@@ -693,42 +639,17 @@ def _open_own(path: Path) -> int:
 def _pending(values: list[int]) -> bool:
     """Whether a committer active in one of the last two syncs (as the counters
     ``values`` say) has not come in for the next: what a leader gathering waits for."""
-    return _waiting_behind(values[2:], values[0])
+    started = values[0]
+    low = max(started - 1, 1)
+    return any(low <= mark <= started for mark in values[2:])
 
 
-def _waiting_behind(slots: list[int] | tuple[int, ...], started: int) -> bool:
-    """Whether a slot holds ``started - 1`` or ``started`` (never below 1): a committer
-    active in one of the last two syncs that has not come in for the next.
-
-    The range holds at most two numbers, so two C-speed ``count`` calls answer it: a
-    generator over the slots cost about 20 us a look at four producers (thread CPU),
-    and an arrival while a leader gathers looks once, the leader at each wake-up.
-    """
-    if started >= 1 and slots.count(started):
-        return True
-    return started >= 2 and slots.count(started - 1) > 0
-
-
-def _others_active(slots: Sequence[int], started: int, slot: int | None) -> bool:
-    """Whether a committer other than ``slot`` took a ticket for one of the last syncs.
-
-    A ticket is the number of the sync that covers it, ``started + 1`` when it was
-    taken, and ``started`` only goes up: so a mark of the last syncs is one of
-    ``started - 1``, ``started`` and ``started + 1`` (0 is an empty slot), looked up
-    in a set of the slots (a ``max`` over the slots compared them one by one as
-    Python numbers: about 12k instructions a commit).  A mark above these (never
-    written by a committer) counts as none: the caller then syncs its own files,
-    durable either way.
-    """
-    if slot is not None:
-        slots = list(slots)
-        slots[slot] = 0
-    marks = set(slots)
-    return (
-        started + 1 in marks
-        or (started >= 1 and started in marks)
-        or (started >= 2 and started - 1 in marks)
-    )
+def _others_active(now: _Counters, slot: int | None) -> bool:
+    """Whether a committer other than ``slot`` took a ticket for one of the last syncs."""
+    slots = now.slots
+    if slot is not None:  # the slot's own mark set aside, then one C-speed max
+        slots = (*slots[:slot], 0, *slots[slot + 1 :])
+    return max(slots) >= max(now.started - 1, 1)
 
 
 _groups: dict[int, HostSync] = {}
