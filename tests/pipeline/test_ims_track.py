@@ -148,3 +148,22 @@ def test_the_track_and_ims_commands_on_the_ims_log(
     assert figures["latency"]["all:all"]["count"] == 1
     assert figures["balance"] == {"opening": 0, "put": 4, "deleted": 4, "cold": 0, "left": 0}
     assert figures["balance_ok"]
+
+
+def test_the_report_runs_ims_on_a_log_with_cqs_records(flow: Flow, tmp_path: Path) -> None:
+    """``pipeline report`` on the IMSs' log runs the ims job with the others: its section
+    and chart are on the page, its tables where ``pipeline ims`` writes them."""
+    from sharedq.cli.main import cli
+
+    out = tmp_path / "report"
+    args = ["pipeline", "report", "--input", str(flow.root), "--output", str(out)]
+    result = CliRunner().invoke(cli, [*args, "--emhq", "EMHQ01"])
+    assert result.exit_code == 0, result.output
+    summary = (out / "report" / "summary.txt").read_text()
+    assert "  ims       ok" in summary, summary
+    assert "FAILED" not in summary, summary
+    page = (out / "report.html").read_text()
+    assert '<h2 id="ims">' in page
+    assert 'data-file="ims.png"' in page
+    assert (out / "charts" / "ims.png").read_bytes().startswith(b"\x89PNG")
+    assert "balance: OK" in (out / "ims" / "summary.txt").read_text()

@@ -201,6 +201,11 @@ def test_the_report_runs_every_job_and_writes_one_page(
         assert any(key.startswith(f"{job}.") for key in figures), job
     assert figures["capacity.structures"]["PAPP"]["peak_entries"] > 0
     assert "OVFLWMAX" in page
+    # Queue managers wrote this log: ims has nothing to read, so it is skipped, not failed.
+    assert figures["report.skipped"] == ["ims"]
+    assert '<h2 id="ims">' not in page
+    assert "ims" not in figures["report.charts"]
+    assert "ims       skipped the log holds no CQS message records" in result.summary
 
 
 def test_the_report_job_reads_the_log_once(report_result: tuple[JobContext, JobResult]) -> None:

@@ -369,24 +369,24 @@ events_command = job_command(
 )
 
 
-ims_command = job_command(
-    "ims",
-    ims.run,
-    click.option(
-        "--emhq",
-        multiple=True,
-        callback=structure_name,
-        help="an EMHQ (Fast Path) structure; repeatable (default: names containing EMHQ)",
-    ),
+emhq_option = click.option(
+    "--emhq",
+    multiple=True,
+    callback=structure_name,
+    help="an EMHQ (Fast Path) structure; repeatable (default: names containing EMHQ)",
 )
+ims_command = job_command("ims", ims.run, emhq_option)
 
 
 def report_job(
-    ctx: JobContext, headroom: float = DEFAULT_HEADROOM, interval: float | None = None
+    ctx: JobContext,
+    headroom: float = DEFAULT_HEADROOM,
+    interval: float | None = None,
+    emhq: tuple[str, ...] = (),
 ) -> JobResult:
-    """Run every job on one reading of the log, draw the charts and write
-    OUTPUT/report.html with every job's summary."""
-    return report.run(ctx, headroom=headroom, interval=interval)
+    """Run every job on one reading of the log (ims when it holds CQS records), draw the
+    charts and write OUTPUT/report.html with every job's summary."""
+    return report.run(ctx, headroom=headroom, interval=interval, emhq=emhq)
 
 
 report_command = job_command(
@@ -400,6 +400,7 @@ report_command = job_command(
         callback=_checked_interval,
         help="stats: seconds per interval (default: about 60 intervals over the log)",
     ),
+    emhq_option,
 )
 
 #: Every job's command, in the order the report runs them.

@@ -2,10 +2,12 @@
 
 The jobs share one :class:`~sharedq.pipeline.job.JobContext`, whose log DataFrame is
 read once and cached, so the report costs one read of the log (and one JVM start)
-instead of six.  Each job writes its own tables under the output directory as it
-would alone; the report adds ``charts/*.png`` and ``report.html``.  A job that fails
-does not stop the others: its error goes into the page and the summary, and the
-report's figures list it under ``report.failed``.
+instead of seven.  ``ims`` runs only when the log holds CQS message records (a log
+only queue managers wrote has nothing for it): otherwise it is *skipped*, said in the
+summary and the figures, with no section in the page.  Each job writes its own tables
+under the output directory as it would alone; the report adds ``charts/*.png`` and
+``report.html``.  A job that fails does not stop the others: its error goes into the
+page and the summary, and the report's figures list it under ``report.failed``.
 
 The other job modules are imported when the report runs, not when this module is
 imported.
@@ -36,7 +38,10 @@ JOBS: tuple[tuple[str, str], ...] = (
     ("stats", "stats"),
     ("capacity", "capacity"),
     ("events", "events"),
+    ("ims", "ims"),
 )
+#: Jobs run only when the log holds what they read: the job, and why it was skipped.
+CONDITIONAL: dict[str, str] = {"ims": "the log holds no CQS message records"}
 #: Records the short print shows.
 PRINT_LIMIT = 20
 #: Intervals the depth chart aims at when no ``--interval`` is given.
@@ -49,6 +54,8 @@ class ReportResult:
 
     results: dict[str, JobResult] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
+    #: Jobs not run because the log holds nothing for them, with the reason.
+    skipped: dict[str, str] = field(default_factory=dict)
     charts: dict[str, Path] = field(default_factory=dict)
     html: Path | None = None
     seconds: dict[str, float] = field(default_factory=dict)
@@ -63,6 +70,7 @@ class ReportResult:
         merged["report.html"] = str(self.html) if self.html else None
         merged["report.charts"] = {name: str(path) for name, path in self.charts.items()}
         merged["report.failed"] = sorted(self.errors)
+        merged["report.skipped"] = sorted(self.skipped)
         return merged
 
 
@@ -83,6 +91,19 @@ def _auto_interval(ctx: JobContext) -> float:
     return float(max(step, 0.001))
 
 
+def _has_cqs_records(ctx: JobContext) -> bool:
+    """Whether the log holds a CQS message record (one is enough: the scan stops there)."""
+    from pyspark.sql import functions as F
+
+    from sharedq.pipeline.transforms.cqs_records import message_tag
+
+    return not ctx.log().where(message_tag(F.col("payload")).isNotNull()).isEmpty()
+
+
+#: How the report tells whether a conditional job has anything to read.
+_APPLIES: dict[str, Callable[[JobContext], bool]] = {"ims": _has_cqs_records}
+
+
 def _job_runner(module_name: str) -> Callable[..., JobResult]:
     module = importlib.import_module(f"sharedq.pipeline.jobs.{module_name}")
     run: Callable[..., JobResult] = module.run
@@ -94,6 +115,7 @@ def run_all(
     *,
     headroom: float = DEFAULT_HEADROOM,
     interval: float | None = None,
+    emhq: tuple[str, ...] = (),
     title: str = "sharedq pipeline report",
     jobs: Collection[str] | None = None,
     extra_sections: Sequence[Section] = (),
@@ -102,7 +124,9 @@ def run_all(
     """Run every job on ``ctx`` (one cached log), draw the charts, write ``report.html``.
 
     ``jobs`` names the ones to run (default: all of :data:`JOBS`); the charts and
-    sections of the others are left out of the page.  ``extra_sections`` and
+    sections of the others are left out of the page, as are those of a job of
+    :data:`CONDITIONAL` the log has nothing for (``ims`` on a log without CQS records;
+    ``emhq`` names its Fast Path structures, as ``pipeline ims --emhq``).  ``extra_sections`` and
     ``extra_charts`` (a job run on another input, as the demo's IMS group) are added
     to the page after the jobs' own.  For the demo and tests, in process; the command
     goes through :func:`run`.
@@ -120,9 +144,13 @@ def run_all(
         "print": {"limit": PRINT_LIMIT},
         "stats": {"interval": interval if interval is not None else _auto_interval(ctx)},
         "capacity": {"headroom": headroom},
+        "ims": {"emhq": emhq},
     }
     for job, module_name in chosen:
         ctx.step(f"report: {job}")
+        if job in CONDITIONAL and not _APPLIES[job](ctx):
+            report.skipped[job] = CONDITIONAL[job]
+            continue
         began = time.perf_counter()
         try:
             result = _job_runner(module_name)(ctx, **options.get(job, {}))
@@ -141,9 +169,8 @@ def run_all(
         report.results[job] = result
 
     ctx.step("report: charts")
-    report.charts = draw_charts(
-        report.results, ctx.output / "charts", jobs={job for job, _ in chosen}
-    )
+    ran = [(job, module) for job, module in chosen if job not in report.skipped]
+    report.charts = draw_charts(report.results, ctx.output / "charts", jobs={job for job, _ in ran})
     ctx.step("report: HTML")
     sections = [
         Section(
@@ -152,7 +179,7 @@ def run_all(
             report.seconds.get(job, 0.0),
             report.errors.get(job),
         )
-        for job, _ in chosen
+        for job, _ in ran
     ]
     sections += list(extra_sections)
     captions = {
@@ -164,8 +191,10 @@ def run_all(
         "events": "queue depth events (High, Low, Full) on their queues' committed depth,"
         " labelled with the coordinator and the event messages issued"
         " (events/groups, events/depth)",
+        "ims": "full-function inputs per IMS, local (straight to the lock queue) or global,"
+        " and input-to-reply latency percentiles per IMS (ims/inputs, ims/latency_pct)",
     }
-    titles = {"work": "Work per server", "events": "Depth events"}
+    titles = {"work": "Work per server", "events": "Depth events", "ims": "IMS group"}
     chart_list = [
         Chart(titles.get(name, name.capitalize()), path, captions[name])
         for name, path in report.charts.items()
@@ -199,13 +228,13 @@ def _parquet_files(path: Path) -> list[Path]:
 def draw_charts(
     results: dict[str, JobResult], directory: Path, jobs: Collection[str] | None = None
 ) -> dict[str, Path]:
-    """The report's PNGs from the jobs' tables: depth, latency, work, usage, events.
+    """The report's PNGs from the jobs' tables: depth, latency, work, usage, events, ims.
 
     A chart whose job failed says "no data"; one whose job is not in ``jobs`` (default:
     all) is not drawn.
     """
     stats, track, cap = results.get("stats"), results.get("track"), results.get("capacity")
-    events = results.get("events")
+    events, ims = results.get("events"), results.get("ims")
     draw: dict[str, tuple[str, Callable[[], Path]]] = {
         "depth": (
             "stats",
@@ -249,6 +278,14 @@ def draw_charts(
                 directory / "events.png",
             ),
         ),
+        "ims": (
+            "ims",
+            lambda: charts.ims_chart(
+                _table(ims, "inputs", ["cqs", "local", "global", "serial"]),
+                _table(ims, "latency_pct", ["scope", "name", "p50_ms", "p90_ms", "p99_ms"]),
+                directory / "ims.png",
+            ),
+        ),
     }
     return {name: chart() for name, (job, chart) in draw.items() if jobs is None or job in jobs}
 
@@ -259,6 +296,8 @@ def report_summary(report: ReportResult) -> str:
     for job, _ in JOBS:
         if job in report.results:
             lines.append(f"  {job:<9} ok      {report.seconds.get(job, 0.0):6.1f} s")
+        elif job in report.skipped:
+            lines.append(f"  {job:<9} skipped {report.skipped[job]}")
         else:
             lines.append(f"  {job:<9} FAILED  {report.errors.get(job, 'not run')}")
     lines.append("")
@@ -271,11 +310,13 @@ def run(
     *,
     headroom: float = DEFAULT_HEADROOM,
     interval: float | None = None,
+    emhq: tuple[str, ...] = (),
     **_: Any,
 ) -> JobResult:
-    """Run every job (recover, print, track, stats, capacity, events) on one reading of the log,
-    draw the charts and write OUTPUT/report.html."""
-    report = run_all(ctx, headroom=headroom, interval=interval)
+    """Run every job (recover, print, track, stats, capacity, events, and ims when the log
+    holds CQS records) on one reading of the log, draw the charts and write
+    OUTPUT/report.html."""
+    report = run_all(ctx, headroom=headroom, interval=interval, emhq=emhq)
     figures = report.figures()
     return JobResult(
         "report",
