@@ -14,6 +14,11 @@ A data set checks itself: every page carries a CRC (written and verified on read
 and the metadata above carries a SHA-256 digest of itself, verified before any of it
 is believed (a flipped digit in a seq range could otherwise make a reader skip
 records it needs).
+
+pyarrow is imported by the functions here that read or write a data set, when first
+called, not with the module: a writer that stages records and never offloads does
+without it (``sharedq.log``'s docstring); :func:`arrow_exception` lets a caller catch
+pyarrow's errors without importing it.
 """
 
 from __future__ import annotations
@@ -21,26 +26,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass
+from functools import cache
 from itertools import repeat
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from sharedq.log.codec import gc_paused
 from sharedq.log.files import make_dirs, open_new
 from sharedq.log.layout import Layout, dataset_name, fsync_dir
 from sharedq.log.records import (
-    ARROW_SCHEMA,
     FIELD_NAMES,
     FIELDS,
     SCHEMA_VERSION,
     LogRecord,
 )
 from sharedq.log.segment import SeqRanges, seq_ranges
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 _META_PREFIX = "sharedq.log."
 _META_KEYS = (
@@ -57,15 +62,37 @@ _DIGEST_KEY = b"sharedq.log.digest"
 _VERSION_COLUMN = FIELD_NAMES.index("version")
 _TIME_COLUMN = FIELD_NAMES.index("time_us")
 _WRAP = 2**64
-#: A record as one Arrow struct, its version unsigned: pyarrow converts the record
-#: tuples row by row in C++, several times faster than building each column from
-#: Python lists, and the version's int64 form is then a reinterpreting cast.
-_ROW_TYPE = pa.struct(
-    [
-        pa.field(f.name, pa.uint64() if index == _VERSION_COLUMN else f.arrow_type)
-        for index, f in enumerate(FIELDS)
-    ]
-)
+
+
+class _NoArrowError(Exception):
+    """Stands for pyarrow's errors while pyarrow is not imported (none can be raised)."""
+
+
+def arrow_exception() -> type[Exception]:
+    """``pyarrow.ArrowException`` for an ``except`` clause, without importing pyarrow.
+
+    Until pyarrow is imported no Arrow call has run, so no Arrow error can be caught:
+    a class that nothing raises stands for it.  An ``except`` clause's expression is
+    evaluated only when an exception reaches it.
+    """
+    pa = sys.modules.get("pyarrow")
+    error: type[Exception] = _NoArrowError if pa is None else pa.ArrowException
+    return error
+
+
+@cache
+def _row_type() -> pa.DataType:
+    """A record as one Arrow struct, its version unsigned: pyarrow converts the record
+    tuples row by row in C++, several times faster than building each column from
+    Python lists, and the version's int64 form is then a reinterpreting cast."""
+    import pyarrow as pa
+
+    return pa.struct(
+        [
+            pa.field(f.name, pa.uint64() if index == _VERSION_COLUMN else f.arrow_type)
+            for index, f in enumerate(FIELDS)
+        ]
+    )
 
 
 @dataclass(frozen=True)
@@ -94,13 +121,20 @@ class DatasetMeta:
 
 def records_to_table(records: list[LogRecord]) -> pa.Table:
     """An Arrow table of ``records`` in :data:`ARROW_SCHEMA` (versions as int64)."""
-    columns = pa.array(records, type=_ROW_TYPE).flatten()
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from sharedq.log.records import ARROW_SCHEMA
+
+    columns = pa.array(records, type=_row_type()).flatten()
     columns[_VERSION_COLUMN] = pc.cast(columns[_VERSION_COLUMN], pa.int64(), safe=False)
     return pa.Table.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
 def table_to_records(table: pa.Table) -> list[LogRecord]:
     """Records from a table of :data:`ARROW_SCHEMA` columns, in row order."""
+    import pyarrow as pa
+
     rows = table.num_rows
     columns: list[Any] = []
     for index in range(len(FIELDS)):
@@ -171,6 +205,8 @@ def write_dataset(
     final = layout.datasets / dataset_name(writer, first, last)
     tmp = layout.datasets / f".{final.name}.tmp"
     make_dirs(layout.datasets)
+    import pyarrow.parquet as pq
+
     with open_new(tmp) as out:  # 0600: pyarrow, given the path, makes it 0644
         pq.write_table(
             table,
@@ -204,6 +240,8 @@ def read_dataset_meta(path: Path) -> DatasetMeta:
 
     ``ValueError`` says what is wrong with a footer that does not verify.
     """
+    import pyarrow.parquet as pq
+
     meta = pq.read_metadata(path)
     kv = meta.metadata or {}
     version = int(kv.get(b"sharedq.log.schema_version", b"0"))
@@ -243,6 +281,8 @@ def read_dataset(
     says (``ValueError`` otherwise); groups are skipped by the digest-checked highest
     seqs of the footer, never by Parquet's unchecked statistics.
     """
+    import pyarrow.parquet as pq
+
     meta = meta if meta is not None else read_dataset_meta(path)
     parquet = pq.ParquetFile(path, page_checksum_verification=True)
     try:
@@ -266,6 +306,8 @@ def read_dataset(
 
 def verify_dataset(path: Path) -> None:
     """Read a whole data set, checking every page; ``ValueError``/``ArrowException`` if not."""
+    import pyarrow.parquet as pq
+
     meta = read_dataset_meta(path)
     table = pq.read_table(path, page_checksum_verification=True)
     if table.num_rows != meta.rows:

@@ -43,11 +43,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import pyarrow as pa
-
 from sharedq.log.codec import Damage, DamageReason
 from sharedq.log.continuity import Coverage, SourceSpan, WriterEnd, find_gaps, merge_runs
-from sharedq.log.datasets import DatasetMeta, lsn_runs, read_dataset, verify_dataset
+from sharedq.log.datasets import (
+    DatasetMeta,
+    arrow_exception,
+    lsn_runs,
+    read_dataset,
+    verify_dataset,
+)
 from sharedq.log.errors import LogError, LogReason, log_error
 from sharedq.log.files import touch
 from sharedq.log.layout import Layout, owner_alive, segment_copies, segment_name
@@ -702,7 +706,7 @@ class LogReader:
             except FileNotFoundError:
                 problems.append(f"{path}: gone")
                 continue
-            except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+            except (OSError, ValueError, KeyError, arrow_exception()) as exc:
                 problems.append(f"{path}: {exc}")
                 continue
             if dataset.meta is not None and dataset.meta.path != path:
@@ -729,7 +733,7 @@ class LogReader:
                 )
             except FileNotFoundError:
                 problems.append(f"{path}: gone")
-            except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+            except (OSError, ValueError, KeyError, arrow_exception()) as exc:
                 problems.append(f"{path}: {exc}")
         if all(p.endswith(": gone") for p in problems):
             return []  # purged since listed: below the retention point

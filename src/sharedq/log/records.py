@@ -29,12 +29,14 @@ import datetime as _dt
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgpack
-import pyarrow as pa
 
 from sharedq.log.errors import LogReason, log_error
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: Version of the record layout, written in every segment header and data set footer.
 SCHEMA_VERSION = 1
@@ -112,125 +114,140 @@ class ChangeOp(IntEnum):
 
 @dataclass(frozen=True)
 class Field:
-    """One column of the record: name, Arrow type, whether it may be null, and meaning."""
+    """One column of the record: name, Arrow type, whether it may be null, and meaning.
+
+    The type is kept by its name (``str()`` of the pyarrow type: ``"int64"``,
+    ``"timestamp[us, tz=UTC]"``) so that defining the fields imports no pyarrow
+    (``sharedq.log``'s docstring says why); :attr:`arrow_type` is the type itself.
+    """
 
     name: str
-    arrow_type: pa.DataType
+    type_name: str
     nullable: bool
     meaning: str
 
+    @property
+    def arrow_type(self) -> pa.DataType:
+        """The column's pyarrow type (imports pyarrow)."""
+        import pyarrow as pa
 
-_TIME = pa.timestamp("us", tz="UTC")
+        if self.type_name == _TIME_TYPE:
+            return pa.timestamp("us", tz="UTC")
+        return pa.type_for_alias(self.type_name)
+
+
+_TIME_TYPE = "timestamp[us, tz=UTC]"
+
 
 #: The record's fields, in order: msgpack array order, Parquet column order.
 FIELDS: tuple[Field, ...] = (
     Field(
         "seq",
-        pa.int64(),
+        "int64",
         False,
         "structure sequence number: the change's, or the "
         "last one the writer observed for a record that is not a change",
     ),
     Field(
         "op",
-        pa.int8(),
+        "int8",
         False,
         "ChangeOp: 1 write, 2 move, 3 delete, 4 update, 5 list controls, 127 none (not a change)",
     ),
-    Field("writer", pa.string(), False, "the server or queue manager that wrote it"),
+    Field("writer", "string", False, "the server or queue manager that wrote it"),
     Field(
         "lsn",
-        pa.int64(),
+        "int64",
         False,
         "the writer's log sequence number, from 1, "
         "strictly increasing across its segments and restarts",
     ),
-    Field("type", pa.int16(), False, "RecordType, the Appendix B code"),
-    Field("structure", pa.string(), False, "the structure the record is about"),
-    Field("time_us", _TIME, False, "when it was written, microseconds since 1970 UTC"),
-    Field("entry_id", pa.binary(), True, "the list entry's 12-byte id"),
+    Field("type", "int16", False, "RecordType, the Appendix B code"),
+    Field("structure", "string", False, "the structure the record is about"),
+    Field("time_us", _TIME_TYPE, False, "when it was written, microseconds since 1970 UTC"),
+    Field("entry_id", "binary", True, "the list entry's 12-byte id"),
     Field(
         "list_number",
-        pa.int32(),
+        "int32",
         True,
         "the list the entry is on after the change "
         "(delete: the list it was on; list controls: the list changed)",
     ),
-    Field("from_list", pa.int32(), True, "move: the list the entry came from, when known"),
+    Field("from_list", "int32", True, "move: the list the entry came from, when known"),
     Field(
         "key",
-        pa.binary(),
+        "binary",
         True,
         "the entry's 16-byte key after the change; null on a move that kept its key",
     ),
-    Field("secondary_key", pa.binary(), True, "the secondary key, when set_secondary_key"),
+    Field("secondary_key", "binary", True, "the secondary key, when set_secondary_key"),
     Field(
         "set_secondary_key",
-        pa.bool_(),
+        "bool",
         True,
         "true: the entry's secondary key "
         "becomes secondary_key (null clears it); null or false: unchanged",
     ),
     Field(
         "version",
-        pa.int64(),
+        "int64",
         True,
         "the entry's version after the change, an 8-byte "
         "unsigned value stored as two's complement; null: unchanged",
     ),
-    Field("increment_version", pa.bool_(), True, "the change added one to the version"),
+    Field("increment_version", "bool", True, "the change added one to the version"),
     Field(
         "data",
-        pa.binary(),
+        "binary",
         True,
         "write: the entry's data; update: the new data, null when unchanged",
     ),
     Field(
         "adjunct",
-        pa.binary(),
+        "binary",
         True,
         "write: the adjunct; update: the new adjunct, null when unchanged",
     ),
     Field(
         "at_head",
-        pa.bool_(),
+        "bool",
         True,
         "write or move placed the entry at the head of "
         "its sublist of equal keys (false or null: the tail)",
     ),
     Field(
         "limit",
-        pa.int64(),
+        "int64",
         True,
         "list controls: the new list limit, -1 for none, null when unchanged",
     ),
     Field(
         "increment_authority",
-        pa.bool_(),
+        "bool",
         True,
         "update or list controls added one to the list's authority",
     ),
     Field(
         "ignore_limit",
-        pa.bool_(),
+        "bool",
         True,
         "write or move overrode the target list's limit (a backout)",
     ),
-    Field("uow", pa.binary(), True, "unit-of-work id, up to 32 bytes"),
-    Field("queue", pa.binary(), True, "queue name (CQS: the 16-byte name; MQ: UTF-8)"),
-    Field("message_id", pa.binary(), True, "message id"),
-    Field("correl_id", pa.binary(), True, "correlation id"),
-    Field("priority", pa.int16(), True, "message priority"),
+    Field("uow", "binary", True, "unit-of-work id, up to 32 bytes"),
+    Field("queue", "binary", True, "queue name (CQS: the 16-byte name; MQ: UTF-8)"),
+    Field("message_id", "binary", True, "message id"),
+    Field("correl_id", "binary", True, "correlation id"),
+    Field("priority", "int16", True, "message priority"),
     Field(
         "persistent",
-        pa.bool_(),
+        "bool",
         True,
         "message persistence (nonpersistent "
         "messages are never logged, so false does not occur in the log)",
     ),
     Field(
         "payload",
-        pa.binary(),
+        "binary",
         True,
         "msgpack: type-specific content, e.g. the restart state of a system checkpoint",
     ),
@@ -238,11 +255,25 @@ FIELDS: tuple[Field, ...] = (
 
 #: Field names in order.
 FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
-#: The Arrow schema of log data sets (and of the Spark pipeline's input).
-ARROW_SCHEMA: pa.Schema = pa.schema(
-    [pa.field(f.name, f.arrow_type, nullable=f.nullable) for f in FIELDS],
-    metadata={"sharedq.log.schema_version": str(SCHEMA_VERSION)},
-)
+if TYPE_CHECKING:
+    #: The Arrow schema of log data sets (and of the Spark pipeline's input), made
+    #: (and pyarrow imported) at its first use by the module's ``__getattr__``.
+    ARROW_SCHEMA: pa.Schema
+
+
+def __getattr__(name: str) -> Any:
+    """Make :data:`ARROW_SCHEMA` at its first use: importing pyarrow costs a process
+    0.2 s and 90 MB, and a writer that only stages records never needs it."""
+    if name != "ARROW_SCHEMA":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import pyarrow as pa
+
+    schema = pa.schema(
+        [pa.field(f.name, f.arrow_type, nullable=f.nullable) for f in FIELDS],
+        metadata={"sharedq.log.schema_version": str(SCHEMA_VERSION)},
+    )
+    globals()["ARROW_SCHEMA"] = schema
+    return schema
 
 
 class LogPosition(NamedTuple):
@@ -363,10 +394,10 @@ def unpack_payload(payload: bytes) -> Any:
 # -- checking values before they are written ------------------------------------------
 
 _INT_RANGES = {
-    pa.int8(): (-(2**7), 2**7 - 1),
-    pa.int16(): (-(2**15), 2**15 - 1),
-    pa.int32(): (-(2**31), 2**31 - 1),
-    pa.int64(): (-(2**63), 2**63 - 1),
+    "int8": (-(2**7), 2**7 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
 }
 #: Exact or maximum byte lengths of binary fields: (least, most).
 _BYTE_LENGTHS = {
@@ -394,13 +425,13 @@ _CODES = {"op": frozenset(int(o) for o in ChangeOp), "type": frozenset(int(t) fo
 
 
 def _check_of(field: Field) -> tuple[type, int, int, frozenset[int] | None]:
-    arrow = field.arrow_type
-    if pa.types.is_binary(arrow):
+    arrow = field.type_name
+    if arrow == "binary":
         least, most = _BYTE_LENGTHS.get(field.name, (0, 16 * 1024 * 1024))
         return bytes, least, most, None
-    if pa.types.is_string(arrow):
+    if arrow == "string":
         return str, 1, 64, None
-    if pa.types.is_boolean(arrow):
+    if arrow == "bool":
         return bool, 0, 0, None
     least, most = _INT_LIMITS.get(field.name, _INT_RANGES.get(arrow, (0, 2**63 - 1)))
     return int, least, most, _CODES.get(field.name)

@@ -36,10 +36,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-
 from sharedq.log.config import LogConfig
-from sharedq.log.datasets import DatasetMeta, read_dataset_meta
+from sharedq.log.datasets import DatasetMeta, arrow_exception, read_dataset_meta
 from sharedq.log.errors import LogError, LogReason, log_error
 from sharedq.log.files import open_lock
 from sharedq.log.layout import Layout
@@ -416,7 +414,7 @@ class LogSpace:
             return cached, None
         except FileNotFoundError:
             return None, "gone"
-        except (OSError, ValueError, KeyError, pa.ArrowException) as exc:
+        except (OSError, ValueError, KeyError, arrow_exception()) as exc:
             return None, f"footer unreadable: {exc}"
 
     def _segment_ranges(self, path: Path) -> SeqRanges | None:

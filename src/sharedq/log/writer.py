@@ -44,13 +44,12 @@ from typing import Any, TextIO
 
 import google_crc32c
 import msgpack
-import pyarrow as pa
 
 from sharedq.clock import SYSTEM_CLOCK, Clock, SystemClock
 from sharedq.log.changes import ChangeLogging, blank
 from sharedq.log.codec import FRAME, FRAME_HEADER_BYTES, MAX_BODY_BYTES, Damage
 from sharedq.log.config import DurabilityMode, GroupCommit, LogConfig
-from sharedq.log.datasets import read_dataset_meta
+from sharedq.log.datasets import arrow_exception, read_dataset_meta
 from sharedq.log.errors import LogError, LogReason, log_error
 from sharedq.log.files import make_dirs
 from sharedq.log.groupsync import HostSync, count_commit, host_sync
@@ -662,7 +661,7 @@ class LogWriter(ChangeLogging):
                         row_group_rows=self._config.row_group_rows,
                         dataset_bytes=self._config.staging_bytes,
                     )
-                except (OSError, pa.ArrowException) as exc:
+                except (OSError, arrow_exception()) as exc:
                     raise log_error(
                         LogReason.OFFLOAD_FAILED,
                         f"writer {self.name}: offload failed, the records stay in staging: {exc}",

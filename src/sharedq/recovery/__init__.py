@@ -18,7 +18,12 @@ The machinery a server layer plugs into (``docs/recovery.md``):
   (master election), :mod:`~sharedq.recovery.control` (the machinery's control
   entries), :mod:`~sharedq.recovery.layout` (the pair's directory),
   :mod:`~sharedq.recovery.settings` (:class:`RecoverySettings`).
+
+pyarrow (SRDS files are Parquet) is imported by the functions that write or read an
+SRDS, not with the package (:mod:`sharedq.log` says why).
 """
+
+from typing import TYPE_CHECKING, Any
 
 from sharedq.recovery.control import ControlArea
 from sharedq.recovery.copy import CopyResult
@@ -54,7 +59,6 @@ from sharedq.recovery.restore import (
 )
 from sharedq.recovery.settings import RecoverySettings
 from sharedq.recovery.srds import (
-    ENTRY_SCHEMA,
     SLOTS,
     SRDS_FORMAT,
     EntryRow,
@@ -75,6 +79,20 @@ from sharedq.recovery.srds import (
 )
 from sharedq.recovery.structure_checkpoint import CheckpointResult
 from sharedq.recovery.structure_recovery import StructureOutcome
+
+if TYPE_CHECKING:
+    from sharedq.recovery.srds import ENTRY_SCHEMA
+
+
+def __getattr__(name: str) -> Any:
+    """:data:`~sharedq.recovery.srds.ENTRY_SCHEMA`, made at its first use (it needs
+    pyarrow, which a server that never checkpoints does without)."""
+    if name == "ENTRY_SCHEMA":
+        from sharedq.recovery import srds
+
+        return srds.ENTRY_SCHEMA
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ENTRY_SCHEMA",

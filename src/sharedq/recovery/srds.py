@@ -26,6 +26,10 @@ the metadata verifying against the SHA-256 digest it carries, matching the file'
 slot, and the row count agreeing with it.
 It is written under a hidden temporary name, synced, then renamed into place, so a
 crash mid-write leaves the previous file of that slot or nothing, never half a file.
+
+pyarrow is imported by the functions that make, write or read an SRDS, when first
+called, and :data:`ENTRY_SCHEMA` is made at its first use: a server that never
+checkpoints or recovers does without pyarrow (``sharedq.log``'s docstring says why).
 """
 
 from __future__ import annotations
@@ -36,17 +40,17 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from sharedq.cf import ListEntry, StructureParams
 from sharedq.errors import SharedqError
 from sharedq.log.files import make_dirs, open_new
 from sharedq.recovery.errors import RecoveryReason, recovery_error
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: The layout version written in every SRDS.
 SRDS_FORMAT = 1
@@ -59,23 +63,40 @@ METADATA_KEY = b"sharedq.srds"
 _U64 = 2**64
 _I64_MAX = 2**63 - 1
 
-ENTRY_SCHEMA = pa.schema(
-    [
-        pa.field("structure", pa.string(), nullable=False),
-        pa.field("list_number", pa.int32(), nullable=False),
-        pa.field("position", pa.int64(), nullable=False),
-        pa.field("entry_id", pa.binary(), nullable=False),
-        pa.field("key", pa.binary(), nullable=False),
-        pa.field("secondary_key", pa.binary(), nullable=True),
-        pa.field("version", pa.int64(), nullable=False),
-        pa.field("elements", pa.int32(), nullable=False),
-        pa.field("adjunct", pa.binary(), nullable=False),
-        pa.field("data", pa.binary(), nullable=True),
-        pa.field("recoverable", pa.bool_(), nullable=False),
-        pa.field("queue", pa.binary(), nullable=True),
-        pa.field("uow", pa.binary(), nullable=True),
-    ]
-)
+if TYPE_CHECKING:
+    #: The Arrow schema of an SRDS's rows (made at its first use: ``__getattr__``).
+    ENTRY_SCHEMA: pa.Schema
+
+
+@cache
+def entry_schema() -> pa.Schema:
+    """:data:`ENTRY_SCHEMA` (imports pyarrow at the first call)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("structure", pa.string(), nullable=False),
+            pa.field("list_number", pa.int32(), nullable=False),
+            pa.field("position", pa.int64(), nullable=False),
+            pa.field("entry_id", pa.binary(), nullable=False),
+            pa.field("key", pa.binary(), nullable=False),
+            pa.field("secondary_key", pa.binary(), nullable=True),
+            pa.field("version", pa.int64(), nullable=False),
+            pa.field("elements", pa.int32(), nullable=False),
+            pa.field("adjunct", pa.binary(), nullable=False),
+            pa.field("data", pa.binary(), nullable=True),
+            pa.field("recoverable", pa.bool_(), nullable=False),
+            pa.field("queue", pa.binary(), nullable=True),
+            pa.field("uow", pa.binary(), nullable=True),
+        ]
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """Make :data:`ENTRY_SCHEMA` at its first use (the module docstring says why)."""
+    if name == "ENTRY_SCHEMA":
+        return entry_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def version_to_i64(version: int) -> int:
@@ -145,6 +166,8 @@ class SrdsImage:
 
     def entries_of(self, structure: str) -> pa.Table:
         """The rows of one structure, in list order."""
+        import pyarrow.compute as pc
+
         mask = pc.equal(self.entries["structure"], structure)
         return self.entries.filter(mask)
 
@@ -169,7 +192,9 @@ def srds_path(directory: str | os.PathLike[str], slot: int) -> Path:
 
 def rows_to_table(rows: Iterable[EntryRow]) -> pa.Table:
     """Arrow rows for entries; nonrecoverable entries lose their data, as seed 001 says."""
-    columns: dict[str, list[Any]] = {name: [] for name in ENTRY_SCHEMA.names}
+    import pyarrow as pa
+
+    columns: dict[str, list[Any]] = {name: [] for name in entry_schema().names}
     for row in rows:
         entry = row.entry
         columns["structure"].append(row.structure)
@@ -185,7 +210,7 @@ def rows_to_table(rows: Iterable[EntryRow]) -> pa.Table:
         columns["recoverable"].append(row.recoverable)
         columns["queue"].append(row.queue)
         columns["uow"].append(row.uow)
-    return pa.Table.from_pydict(columns, schema=ENTRY_SCHEMA)
+    return pa.Table.from_pydict(columns, schema=entry_schema())
 
 
 def table_to_entries(table: pa.Table) -> Iterable[ListEntry]:
@@ -215,7 +240,7 @@ def table_to_entries(table: pa.Table) -> Iterable[ListEntry]:
 
 def write_srds(directory: str | os.PathLike[str], image: SrdsImage) -> Path:
     """Write a checkpoint into its slot: temporary name, synced, renamed into place."""
-    if image.entries.schema != ENTRY_SCHEMA:
+    if image.entries.schema != entry_schema():
         raise recovery_error(
             RecoveryReason.BAD_ARGUMENT, "SRDS entries do not have the SRDS entry schema"
         )
@@ -244,6 +269,8 @@ def write_srds(directory: str | os.PathLike[str], image: SrdsImage) -> Path:
     description["digest"] = _digest(description)
     table = image.entries.replace_schema_metadata({METADATA_KEY: json.dumps(description)})
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    import pyarrow.parquet as pq
+
     try:
         with open_new(tmp) as out:  # 0600: pyarrow, given the path, makes it 0644
             pq.write_table(table, out, write_page_checksum=True, compression="zstd")
@@ -261,6 +288,9 @@ def write_srds(directory: str | os.PathLike[str], image: SrdsImage) -> Path:
 
 def read_srds(path: str | os.PathLike[str]) -> SrdsImage:
     """Read a whole SRDS, verifying it; ``SRDS_UNREADABLE`` names what is wrong."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     path = Path(path)
     try:
         table = pq.read_table(path, page_checksum_verification=True)
@@ -293,7 +323,7 @@ def _decode(path: Path, table: pa.Table) -> SrdsImage:
             path=str(path),
         )
     entries = table.replace_schema_metadata(None)
-    if not entries.schema.equals(ENTRY_SCHEMA):
+    if not entries.schema.equals(entry_schema()):
         raise recovery_error(
             RecoveryReason.SRDS_UNREADABLE,
             f"{path} does not have the SRDS entry schema",

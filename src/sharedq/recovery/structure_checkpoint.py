@@ -34,10 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import pyarrow as pa
-import pyarrow.parquet as pq
+from typing import TYPE_CHECKING, Any
 
 from sharedq.cf import CFError, ListEntry, ListStructure, StructureSnapshot
 from sharedq.clock import Clock, retry_until
@@ -48,18 +45,21 @@ from sharedq.recovery.errors import RecoveryError, RecoveryReason, recovery_erro
 from sharedq.recovery.layout import PairLayout
 from sharedq.recovery.quiesce import hold_quiesce, release_quiesce
 from sharedq.recovery.srds import (
-    ENTRY_SCHEMA,
     SLOTS,
     ListControls,
     SlotStatus,
     SrdsImage,
     StructureImage,
     describe,
+    entry_schema,
     srds_path,
     target_slot,
     version_to_i64,
     write_srds,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 logger = logging.getLogger("sharedq.recovery")
 
@@ -152,6 +152,10 @@ def run(job: CheckpointJob, reason: str) -> CheckpointResult | None:
 def _checkpoint(
     job: CheckpointJob, reason: str, started: float, took_over: str | None
 ) -> CheckpointResult:
+    # pyarrow here, not with the module (``srds``'s docstring says why), and before
+    # the quiesce, so that its first import (0.2 s) never holds anyone up.
+    import pyarrow as pa
+
     primary = job.conns[job.structures[0]]
     phases: dict[str, float] = {}
     snapshots: dict[str, StructureSnapshot] = {}
@@ -281,8 +285,11 @@ def entries_table(
 ) -> tuple[pa.Table, int]:
     """The SRDS rows of one structure's snapshot (columns built directly), and how many
     of them are recoverable."""
+    import pyarrow as pa
+
     classify = classifier(structure, list(snap.entries(area.list_number)))
-    columns: dict[str, list[Any]] = {name: [] for name in ENTRY_SCHEMA.names}
+    schema = entry_schema()
+    columns: dict[str, list[Any]] = {name: [] for name in schema.names}
     (
         c_structure,
         c_list,
@@ -297,7 +304,7 @@ def entries_table(
         c_recoverable,
         c_queue,
         c_uow,
-    ) = (columns[name] for name in ENTRY_SCHEMA.names)
+    ) = (columns[name] for name in schema.names)
     recoverable = 0
     for info in snap.lists:
         for position, entry in enumerate(snap.entries(info.list_number)):
@@ -316,7 +323,7 @@ def entries_table(
             c_uow.append(uow)
             recoverable += keep
     c_structure.extend([structure] * len(c_list))
-    return pa.Table.from_pydict(columns, schema=ENTRY_SCHEMA), recoverable
+    return pa.Table.from_pydict(columns, schema=schema), recoverable
 
 
 def slot_summaries(directory: str | Path) -> list[SlotStatus]:
@@ -330,6 +337,10 @@ def slot_summaries(directory: str | Path) -> list[SlotStatus]:
     for slot in SLOTS:
         path = srds_path(directory, slot)
         try:
+            if not path.exists():  # (pyarrow is not imported to learn that)
+                raise FileNotFoundError(path)
+            import pyarrow.parquet as pq
+
             meta = pq.read_metadata(path)
             description = describe(path, meta.metadata)
             if description.get("slot") != slot:
@@ -350,6 +361,8 @@ def slot_summaries(directory: str | Path) -> list[SlotStatus]:
 
 def structure_seqs(status: SlotStatus) -> dict[str, int]:
     """The seq a valid slot covers for each structure of its pair (footer only)."""
+    import pyarrow.parquet as pq
+
     meta = pq.read_metadata(status.path)
     description = describe(status.path, meta.metadata)
     return {name: int(info["seq"]) for name, info in description["structures"].items()}
