@@ -20,9 +20,13 @@ The bounds (``docs/queue-manager.md``, "Names and limits"):
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from sharedq import names
+from sharedq.cf import CouplingFacility
 from sharedq.mq.errors import MQReason, mq_error
+from sharedq.recovery.settings import RecoverySettings
+from sharedq.security import SecuritySettings
 
 #: The longest a get waits for a message, in seconds: a day.
 MAX_WAIT_SECONDS = 86_400.0
@@ -47,6 +51,39 @@ def check_manager_name(name: object) -> str:
 def check_structure_name(name: object) -> str:
     """A structure's name (its pair's recovery directory is named after it)."""
     return check_name(names.STRUCTURE, name, "structure name")
+
+
+def check_structures(admin: object, structures: object) -> list[str]:
+    """The administrative structure's name, then the others' as a list (read once).
+
+    ``structures`` is a collection of names: one name given alone (a ``str``, whose
+    letters would each be taken for a structure) or no collection is refused.
+    """
+    check_structure_name(admin)
+    if isinstance(structures, str | bytes) or not isinstance(structures, Iterable):
+        raise mq_error(
+            MQReason.BAD_ARGUMENT,
+            f"structures {structures!r} must be a collection of structure names",
+        )
+    found = list(structures)
+    for name in found:
+        check_structure_name(name)
+    return found
+
+
+def check_settings(facility: object, recovery: object, security: object) -> None:
+    """A queue manager's facility, and its recovery and security settings or ``None``."""
+    for what, value, kind in (
+        ("facility", facility, CouplingFacility),
+        ("recovery", recovery, RecoverySettings),
+        ("security", security, SecuritySettings),
+    ):
+        if not isinstance(value, kind) and (value is not None or what == "facility"):
+            nothing = "" if what == "facility" else " or None"
+            raise mq_error(
+                MQReason.BAD_ARGUMENT,
+                f"{what} must be a {kind.__name__}{nothing}, not {type(value).__name__}",
+            )
 
 
 def is_seconds(value: object, low: float, high: float) -> bool:

@@ -114,15 +114,16 @@ class ManagerCore:
 
     def state(self, name: str) -> QueueState:
         """A queue's state, read from the directory the first time it is asked for."""
-        state = self.queues.get(name)
+        known = isinstance(name, str)  # else no queue's name (a list: not even hashable)
+        state = self.queues.get(name) if known else None
         if state is not None:
             return state
         with self.lock, translated(f"open {name}"):
-            state = self.queues.get(name)
+            state = self.queues.get(name) if known else None
             if state is not None:
                 return state
-            entry = directory.queue_entry(self.admin, name) if isinstance(name, str) else None
-            if entry is None and self.private is not None and isinstance(name, str):
+            entry = directory.queue_entry(self.admin, name) if known else None
+            if entry is None and self.private is not None and known:
                 entry = directory.queue_entry(self.private, name)  # a nonshared queue
             if entry is None:
                 raise mq_error(MQReason.UNKNOWN_OBJECT_NAME, f"no shared queue named {name!r}")

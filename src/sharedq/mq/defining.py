@@ -47,6 +47,8 @@ def define_queue(
     if unknown:
         raise mq_error(MQReason.BAD_ARGUMENT, f"unknown queue attributes {sorted(unknown)}")
     arguments.check_name(names.QUEUE, name, "queue name", new=True)  # not SYSTEM.*
+    if structure is not None:
+        arguments.check_structure_name(structure)
     nonshared = attributes.get("disposition") is Disposition.QMGR
     if nonshared and structure is not None:
         raise mq_error(

@@ -38,6 +38,8 @@ from sharedq.seam.access import StructureAccess, tolerating
 MAX_DEPTH_LIMIT = 999_999_999
 #: MQ's default MAXDEPTH for a local queue.
 DEFAULT_MAX_DEPTH = 5000
+#: MQ's longest DESCR, in characters.
+MAX_DESCRIPTION = 64
 #: Fields of a definition that define_queue and alter_queue do not take.
 NOT_ATTRIBUTES = frozenset({"name", "structure", "pending_event"})
 
@@ -143,6 +145,8 @@ class QueueDefinition:
         for flag in (self.put_inhibited, self.get_inhibited, self.default_persistent):
             if not isinstance(flag, bool):
                 raise mq_error(bad, f"{flag!r} is not a bool")
+        if not isinstance(self.description, str) or len(self.description) > MAX_DESCRIPTION:
+            raise mq_error(bad, f"description must be text of 0..{MAX_DESCRIPTION} characters")
 
     def encode(self) -> bytes:
         value = asdict(self)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 
 from sharedq.cf import ById, CFError, ListEntry
+from sharedq.mq import arguments, syncpoint, undo
 from sharedq.mq import messages as m
-from sharedq.mq import syncpoint, undo
 from sharedq.mq.core import ManagerCore
 from sharedq.mq.definitions import IndexType, QueueDefinition, QueueState
 from sharedq.mq.errors import JournalFailed, MQReason, from_cf, mq_error
@@ -51,8 +51,14 @@ class GetRequest:
     ) -> None:
         self.uow = uow
         self.max_length = max_length
-        self.accept_truncated = bool(accept_truncated)
-        self.if_persistent = bool(if_persistent)
+        if accept_truncated.__class__ is not bool or if_persistent.__class__ is not bool:
+            for flag, what in (
+                (accept_truncated, "accept_truncated"),
+                (if_persistent, "if_persistent"),
+            ):
+                arguments.check_bool(flag, what)  # "no" is truthy: it must not cut a message
+        self.accept_truncated = accept_truncated
+        self.if_persistent = if_persistent
         if msg_id is None and correl_id is None and max_length is None:
             # The common get: first in order, whole message.  Nothing else to check.
             self.msg_id = self.correl_id = self.index_key = None

@@ -119,9 +119,8 @@ class QueueManager:
         performance_events: bool = False,
     ) -> None:
         arguments.check_manager_name(name)
-        structures = list(structures)  # read twice below: a generator would be empty
-        for structure in (admin, *structures):
-            arguments.check_structure_name(structure)
+        structures = arguments.check_structures(admin, structures)  # a list: read twice
+        arguments.check_settings(facility, recovery, security)
         arguments.check_seconds(restart_wait, "restart_wait")
         arguments.check_bool(performance_events, "performance_events")
         if type(qm_id) is not int or not 1 <= qm_id <= MAX_QM_ID:

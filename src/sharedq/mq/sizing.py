@@ -10,7 +10,7 @@ progress (one 4 KiB part per about fifty operations).
 from __future__ import annotations
 
 from sharedq.cf import StructureParams
-from sharedq.cf.params import DEFAULT_EMC_PERCENT, MAX_LIST_COUNT
+from sharedq.cf.params import DEFAULT_EMC_PERCENT, ELEMENT_SIZES, MAX_LIST_COUNT
 from sharedq.cf.types import MAX_ENTRY_BYTES
 from sharedq.mq.errors import MQReason, mq_error
 
@@ -51,15 +51,15 @@ def structure_params(
             )
     lists = 1 + queues + 3 * managers
     header = 120  # message header and a manager name
-    elements_per_message = -(-(message_bytes + header) // element_size)
+    # A size that is none of the element sizes (text, None...) is for
+    # ``for_capacity`` to refuse; until then the sums use the smallest.
+    unit = element_size if element_size in ELEMENT_SIZES else ELEMENT_SIZES[0]
+    elements_per_message = -(-(message_bytes + header) // unit)
     control = 4 * managers + 2 * queues + 600
     descriptors = max(64, messages // 16)
     entries = messages + queues + control + descriptors
     elements = (
-        messages * elements_per_message
-        + control
-        + descriptors * -(-4096 // element_size)
-        + queues * 2
+        messages * elements_per_message + control + descriptors * -(-4096 // unit) + queues * 2
     )
     return StructureParams.for_capacity(
         name,
