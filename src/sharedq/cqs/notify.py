@@ -12,11 +12,13 @@ queue with work not yet taken, so it never grows beyond the queues registered).
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
 from sharedq.cf import CFError, MonitorState
+from sharedq.cqs.errors import CQSReason, cqs_error
 from sharedq.cqs.layout import Kind
 from sharedq.seam.access import StructureAccess
 
@@ -40,6 +42,16 @@ class Work:
 
     def get(self, timeout: float | None) -> tuple[Kind, bytes] | None:
         """The oldest queue with work, waiting up to ``timeout`` seconds; ``None`` if none."""
+        if timeout is not None and not (
+            isinstance(timeout, int | float)
+            and not isinstance(timeout, bool)
+            and math.isfinite(timeout)
+            and timeout <= threading.TIMEOUT_MAX
+        ):  # nan would wait for ever, text or a huge number break the timer
+            raise cqs_error(
+                CQSReason.BAD_ARGUMENT,
+                f"timeout {timeout!r}: None (no limit) or a finite number of seconds",
+            )
         with self._ready:
             if not self._ready.wait_for(lambda: bool(self._pending), timeout):
                 return None

@@ -345,10 +345,12 @@ class CQS:
     # -- helpers ------------------------------------------------------------------------------
 
     def _site(self, kind: Kind) -> Site:
-        site = self._sites.get(kind)
+        try:
+            site = self._sites.get(kind)
+        except TypeError:  # an unhashable kind (a list): no kind either
+            site = None
         if site is None:
-            if not isinstance(kind, Kind):
-                raise cqs_error(CQSReason.BAD_ARGUMENT, f"kind {kind!r}: Kind.MSGQ or Kind.EMHQ")
+            _check_kind(kind)
             what = "connected" if self._sites else "connected (call connect first)"
             raise cqs_error(CQSReason.NOT_CONNECTED, f"{self.name} is not {what} to {kind.name}")
         return site
@@ -357,7 +359,11 @@ class CQS:
         return check_name(queue, site.layout.types)
 
     def _token(self, token: object) -> tuple[Site, LockToken]:
-        if not isinstance(token, LockToken):
+        if not (
+            isinstance(token, LockToken)
+            and type(token.queue) is bytes
+            and type(token.entry_id) is bytes
+        ):
             raise cqs_error(CQSReason.BAD_TOKEN, f"{token!r} is not a lock token")
         site = self._site(token.kind)
         flow = self.overflow.get(token.kind)
@@ -479,7 +485,13 @@ class CQS:
         flow = self.overflow.get(kind)
         if flow is not None:
             site = flow.before_put(name)
-        parts = split(body) if isinstance(body, bytes) else list(body)
+        parts = (
+            split(body)
+            if isinstance(body, bytes)
+            else list(body)
+            if isinstance(body, Iterable)
+            else []  # None, a number: refused below
+        )
         if not parts or any(not isinstance(p, bytes) or len(p) > PART_BYTES for p in parts):
             raise cqs_error(
                 CQSReason.MESSAGE_TOO_LARGE
@@ -536,6 +548,7 @@ class CQS:
         message; ``None`` when it is empty).  Returns the moved entry's id.
         """
         if isinstance(source, LockToken):
+            _check_kind(kind)  # the token's kind is the one used: but not just anything
             site, token = self._token(source)
             target = self._queue(site, to_queue)
             locator = ById(token.entry_id, Private.LOCK.header(token.queue))
@@ -580,6 +593,8 @@ class CQS:
         """CQSUNLCK: a locked message back to its queue (``first``: at the head, the
         default, or the tail), or to ``to_queue``; ``force``: a lock of another
         (failed) client's CQS."""
+        if type(first) is not bool or type(force) is not bool:  # force="no" would force
+            raise cqs_error(CQSReason.BAD_ARGUMENT, "first and force are True or False")
         site, token = self._token(token)
         target = None if to_queue is None else self._queue(site, to_queue)
         flow = self.overflow.get(token.kind)
@@ -597,7 +612,7 @@ class CQS:
         """CQSRSYNC after the client's emergency restart: the messages this CQS holds
         whose units of work the client completed (``done``) are deleted; the others go
         back to the head of their queues.  Then the client registers again."""
-        completed, report = [check_uow(u) for u in done], resync.Resynced()
+        completed, report = [check_uow(u) for u in _many(done, "done")], resync.Resynced()
         for site in self._both(kind):  # the overflow structure's locks too
             one = resync.resync(site, completed)
             report.deleted += one.deleted
@@ -615,6 +630,9 @@ class CQS:
 
     def locks(self, *, kind: Kind = Kind.MSGQ, owner: str | None = None) -> list[LockToken]:
         """The messages on the lock queue held by ``owner`` (this CQS by default)."""
+        problem = None if owner is None else names.SERVER.problem(owner, kind="owner CQS name")
+        if problem is not None:
+            raise cqs_error(CQSReason.BAD_ARGUMENT, problem)
         who = None if owner is None else owner.encode("ascii")
         return [t for site in self._both(kind) for t in resync.held(site, who)]
 
@@ -623,7 +641,7 @@ class CQS:
     def query(self, queues: Iterable[object], *, kind: Kind = Kind.MSGQ) -> list[QueueCounts]:
         """CQSQUERY: per queue, messages ready and locked, and the oldest one's age."""
         now = self.clock.now_us()
-        routed = [self._routed(kind, queue) for queue in queues]
+        routed = [self._routed(kind, queue) for queue in _many(queues, "queues")]
         flow = self.overflow.get(kind)
         return [
             cross.merged(
@@ -658,3 +676,15 @@ def _pair(pair: StructurePair | str, kind: Kind) -> StructurePair:
     if not isinstance(pair, StructurePair) or pair.kind is not kind:
         raise cqs_error(CQSReason.BAD_ARGUMENT, f"{pair!r} is not a {kind.name} structure pair")
     return pair
+
+
+def _check_kind(kind: object) -> None:
+    if not isinstance(kind, Kind):
+        raise cqs_error(CQSReason.BAD_ARGUMENT, f"kind {kind!r}: Kind.MSGQ or Kind.EMHQ")
+
+
+def _many(values: object, what: str) -> Iterable[object]:
+    """``values`` if a collection: not one name or id alone (its bytes), nor ``None``."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise cqs_error(CQSReason.BAD_ARGUMENT, f"{what} {values!r}: a collection (a list)")
+    return values
