@@ -187,36 +187,40 @@ class LogConfig:
         def bad(detail: str) -> None:
             raise log_error(LogReason.BAD_CONFIG, detail)
 
-        if not isinstance(self.segment_bytes, int) or self.segment_bytes < MIN_SEGMENT_BYTES:
+        def whole(value: object) -> bool:  # True is no size nor percentage
+            return isinstance(value, int) and not isinstance(value, bool)
+
+        if not whole(self.segment_bytes) or self.segment_bytes < MIN_SEGMENT_BYTES:
             bad(f"segment_bytes must be an int >= {MIN_SEGMENT_BYTES}, not {self.segment_bytes!r}")
-        if not isinstance(self.staging_bytes, int) or self.staging_bytes < self.segment_bytes:
+        if not whole(self.staging_bytes) or self.staging_bytes < self.segment_bytes:
             bad(f"staging_bytes ({self.staging_bytes!r}) must be at least segment_bytes")
         for name in ("high_offload", "low_offload"):
             value = getattr(self, name)
-            if not isinstance(value, int) or not 0 <= value <= 100:
+            if not whole(value) or not 0 <= value <= 100:
                 bad(f"{name} is a percentage, 0 to 100, not {value!r}")
         if self.low_offload >= self.high_offload:
             bad(
                 f"low_offload ({self.low_offload}) must be below high_offload ({self.high_offload})"
             )
         if self.max_bytes is not None and (
-            not isinstance(self.max_bytes, int) or self.max_bytes < self.segment_bytes
+            not whole(self.max_bytes) or self.max_bytes < self.segment_bytes
         ):
             bad(f"max_bytes ({self.max_bytes!r}) must be None or at least segment_bytes")
         if not isinstance(self.durability, Durability):
             bad(f"durability must be a Durability, not {self.durability!r}")
-        if not isinstance(self.row_group_rows, int) or self.row_group_rows < 1:
+        if not whole(self.row_group_rows) or self.row_group_rows < 1:
             bad(f"row_group_rows must be a positive int, not {self.row_group_rows!r}")
         window = self.group_commit_window_us
-        if not isinstance(window, int) or not 0 <= window <= MAX_GROUP_COMMIT_WINDOW_US:
+        if not whole(window) or not 0 <= window <= MAX_GROUP_COMMIT_WINDOW_US:
             bad(
                 f"group_commit_window_us is 0 to {MAX_GROUP_COMMIT_WINDOW_US} microseconds, "
                 f"not {window!r}"
             )
         if not isinstance(self.group_commit, GroupCommit):
             bad(f"group_commit must be a GroupCommit (host or writer), not {self.group_commit!r}")
-        if not isinstance(self.preallocate, bool):
-            bad(f"preallocate must be True or False, not {self.preallocate!r}")
+        for name in ("preallocate", "background_offload"):
+            if not isinstance(getattr(self, name), bool):
+                bad(f"{name} must be True or False, not {getattr(self, name)!r}")
 
     @property
     def high_offload_bytes(self) -> int:

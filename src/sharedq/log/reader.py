@@ -88,6 +88,26 @@ class ReadFilter:
     start: LogPosition | None = None
     until_time_us: int | None = None
 
+    def __post_init__(self) -> None:
+        for what, given in (("structures", self.structures), ("writers", self.writers)):
+            if given is not None and (
+                isinstance(given, str | bytes)
+                or not isinstance(given, Collection)
+                or not all(isinstance(name, str) for name in given)
+            ):
+                raise log_error(
+                    LogReason.BAD_ARGUMENT, f"{what} {given!r}: None or a collection of names"
+                )
+        for what, bound in (
+            ("from_seq", self.from_seq),
+            ("to_seq", self.to_seq),
+            ("until_time_us", self.until_time_us),
+        ):
+            if bound is not None and (isinstance(bound, bool) or not hasattr(bound, "__index__")):
+                raise log_error(LogReason.BAD_ARGUMENT, f"{what} {bound!r}: None or an int")
+        if self.start is not None and not isinstance(self.start, LogPosition):
+            raise log_error(LogReason.BAD_ARGUMENT, f"start {self.start!r}: None or a LogPosition")
+
     @property
     def lowest_seq(self) -> int:
         low = self.from_seq or 0

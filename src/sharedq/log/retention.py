@@ -107,12 +107,15 @@ class Retention:
 
         Serialized across processes by a lock file, written atomically and synced.
         """
-        if not isinstance(seq, int) or seq < 0:
-            raise log_error(LogReason.BAD_ARGUMENT, f"retention seq must be an int >= 0: {seq!r}")
+        if type(seq) is not int or not 0 <= seq < 2**63:  # a record's seq is an int64
+            raise log_error(
+                LogReason.BAD_ARGUMENT, f"retention seq must be an int, 0 to 2**63 - 1: {seq!r}"
+            )
         with self._locked():
             state = self.state()
-            if state.points.get(structure, 0) >= seq:
-                return state.points[structure]
+            current = state.points.get(structure, 0)  # (0: a structure without a point)
+            if current >= seq:
+                return current
             self._write(RetentionState({**state.points, structure: seq}, state.purged))
             return seq
 

@@ -108,8 +108,9 @@ class LogStream:
         clock: Clock = SYSTEM_CLOCK,
         copy_root: str | os.PathLike[str] | None = None,
     ) -> None:
-        if os.fspath(root) == "":  # Path("") is the working directory: never meant
-            raise log_error(LogReason.BAD_ARGUMENT, "a log stream's directory is empty ('')")
+        for what, where in (("directory", root), ("copy directory", copy_root)):
+            if where is not None or what == "directory":
+                _check_directory(where, what)
         for rule, value in ((names.STREAM, name), (names.STRUCTURE, structure)):
             problem = None if value is None else rule.problem(value)
             if problem is not None:
@@ -281,12 +282,20 @@ class LogStream:
 
     def plan(self, selection: ReadFilter | None = None, *, strict: bool = False) -> ReadPlan:
         """A read prepared (staging read, data set footers verified), to check and yield."""
+        if selection is not None and not isinstance(selection, ReadFilter):
+            raise log_error(LogReason.BAD_ARGUMENT, f"{selection!r} is not a ReadFilter")
         return self.reader().plan(selection, strict=strict)
 
     def check(
         self, *, starts: dict[str, int] | None = None, needed_seq: dict[str, int] | None = None
     ) -> Coverage:
         """Whether every writer's records are whole (see :meth:`ReadPlan.check`)."""
+        for what, given in (("starts", starts), ("needed_seq", needed_seq)):
+            if given is not None and not (
+                isinstance(given, dict)
+                and all(isinstance(k, str) and type(v) is int for k, v in given.items())
+            ):
+                raise log_error(LogReason.BAD_ARGUMENT, f"{what} {given!r}: None or {{name: int}}")
         return self.plan().check(starts=starts, needed_seq=needed_seq)
 
     def positions(self) -> dict[str, int]:
@@ -296,7 +305,7 @@ class LogStream:
     def high_water(self, structure: str | None = None) -> int:
         """The highest seq the log holds for a structure, read cheaply (state files and
         each writer's current segment; see :meth:`LogReader.high_water`)."""
-        return self.reader().high_water(structure if structure is not None else self.structure)
+        return self.reader().high_water(self._structure(structure))
 
     def records(
         self,
@@ -343,8 +352,11 @@ class LogStream:
 
         A structure rebuilt from the log is created with this as its ``sequence_floor``.
         """
-        name = structure if structure is not None else self.structure
-        return self.reader().last_seq(name)
+        return self.reader().last_seq(self._structure(structure))
+
+    def _structure(self, structure: object) -> str:
+        """``structure`` (this stream's own if ``None``) if it is a structure's name."""
+        return self.structure if structure is None else _check_structure(structure)
 
     # -- deleting ----------------------------------------------------------------------
 
@@ -353,7 +365,7 @@ class LogStream:
 
         The point never goes down: a lower ``seq`` than the current point changes nothing.
         """
-        self.retention.raise_to(structure, seq)
+        self.retention.raise_to(_check_structure(structure), seq)
         return self.space.purge()
 
     def retention_points(self) -> dict[str, int]:
@@ -390,3 +402,25 @@ class LogStream:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _check_directory(where: object, what: str) -> None:
+    """``BAD_ARGUMENT`` unless ``where`` is a path to a directory, or to none yet."""
+    if not isinstance(where, str | os.PathLike) or not isinstance(os.fspath(where), str):
+        raise log_error(LogReason.BAD_ARGUMENT, f"a log stream's {what} is a path, not {where!r}")
+    if os.fspath(where) == "":  # Path("") is the working directory: never meant
+        raise log_error(LogReason.BAD_ARGUMENT, f"a log stream's {what} is empty ('')")
+    path = Path(where)
+    found = next((p for p in (path, *path.parents) if p.exists()), None)
+    if found is not None and not found.is_dir():
+        raise log_error(
+            LogReason.BAD_ARGUMENT, f"a log stream's {what} {path}: {found} is not a directory"
+        )
+
+
+def _check_structure(structure: object) -> str:
+    problem = names.STRUCTURE.problem(structure)
+    if problem is not None:
+        raise log_error(LogReason.BAD_NAME, problem)
+    assert isinstance(structure, str)
+    return structure

@@ -1,0 +1,187 @@
+"""A sweep of the log stream's public calls with arguments of the wrong kind.
+
+Each used to escape as a raw ``TypeError``/``AttributeError``/``KeyError``/
+``FileExistsError``, or to be taken for something it is not (``True`` for a size, a
+truthy string for ``background_offload``, a seq past any record's for a retention
+point, which would have deleted every record of the structure from then on).  Now
+each is ``InvalidLogRequest`` naming the argument, and the records the stream held are
+all still there, with no retention point moved.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sharedq.log import InvalidLogRequest, LogConfig, LogStream, RecordType
+from sharedq.log.records import ChangeOp
+
+from .helpers import MakeStream, eid, key
+
+
+def _filled(make_stream: MakeStream) -> LogStream:
+    stream = make_stream()
+    with stream.writer("QM1") as w:
+        for seq in (1, 2, 3):
+            w.append(
+                RecordType.PUT, op=ChangeOp.WRITE, seq=seq, entry_id=eid(seq), list_number=0,
+                key=key(seq), data=b"kept", commit=True,
+            )  # fmt: skip
+    return stream
+
+
+def refused(stream: LogStream, call: Callable[[], object], reason: str, *words: str) -> None:
+    """``call`` raises ``InvalidLogRequest`` for ``reason``; the records are all there."""
+    points = stream.retention_points()
+    with pytest.raises(InvalidLogRequest) as caught:
+        call()
+    assert caught.value.reason.name == reason, caught.value
+    for word in words:
+        assert word in str(caught.value), (word, str(caught.value))
+    assert [r.data for r in stream.records()] == [b"kept"] * 3
+    assert stream.retention_points() == points
+
+
+@pytest.mark.parametrize(
+    ("root", "words"),
+    [
+        (None, "directory is a path, not None"),
+        (5, "directory is a path, not 5"),
+        (b"/tmp/log", "directory is a path, not b'/tmp/log'"),
+        ("{file}", "is not a directory"),
+        ("{file}/log", "is not a directory"),
+    ],
+)
+def test_a_directory_that_is_no_path_or_a_file_is_refused(
+    tmp_path: Path, root: Any, words: str
+) -> None:
+    """A file used to escape as ``FileExistsError``, ``None`` or a number as
+    ``TypeError``."""
+    (tmp_path / "file").write_text("not a log\n")
+    if isinstance(root, str):
+        root = root.format(file=tmp_path / "file")
+    tried: list[dict[str, Any]] = [{"root": root}]
+    if root is not None:  # no copy_root: no copy
+        tried.append({"root": tmp_path / "log", "copy_root": root})
+    for options in tried:
+        with pytest.raises(InvalidLogRequest) as caught:
+            LogStream(name="S1.LOG", **options)
+        assert caught.value.reason.name == "BAD_ARGUMENT", caught.value
+        assert words.replace("directory", "") in str(caught.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+    assert (tmp_path / "file").read_text() == "not a log\n"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("background_offload", "no"),
+        ("background_offload", None),
+        ("background_offload", 1),
+        ("high_offload", True),
+        ("low_offload", True),
+        ("row_group_rows", True),
+        ("group_commit_window_us", True),
+    ],
+)
+def test_config_refuses_a_bool_for_a_number_and_a_non_bool_for_a_switch(
+    option: str, value: object
+) -> None:
+    """Each used to be accepted: ``"no"`` switched background offload on."""
+    with pytest.raises(InvalidLogRequest) as caught:
+        LogConfig(**{option: value})
+    assert caught.value.reason.name == "BAD_CONFIG"
+    assert option in str(caught.value) and repr(value) in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("seq", "words"),
+    [
+        (2**63, "0 to 2**63 - 1"),
+        (10**30, "0 to 2**63 - 1"),
+        (True, "True"),
+    ],
+)
+def test_delete_before_refuses_a_seq_no_record_can_carry(
+    make_stream: MakeStream, seq: object, words: str
+) -> None:
+    """``10**30`` used to be taken as the structure's retention point: every record of
+    the structure from then on would have been below it, and deleted."""
+    stream = _filled(make_stream)
+    refused(stream, lambda: stream.delete_before("S1", seq), "BAD_ARGUMENT", words)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("structure", [None, 5, ["S1"], "..", "S1\n"], ids=repr)
+def test_delete_before_refuses_a_structure_that_is_no_name(
+    make_stream: MakeStream, structure: object
+) -> None:
+    """``None`` or a number used to escape as ``TypeError`` (comparing names), a list
+    as ``unhashable``; a malformed name was written into the retention state."""
+    stream = _filled(make_stream)
+    refused(stream, lambda: stream.delete_before(structure, 1), "BAD_NAME", "structure name")  # type: ignore[arg-type]
+
+
+def test_delete_before_zero_for_a_structure_without_a_point(make_stream: MakeStream) -> None:
+    """It used to escape as ``KeyError``: no point, and nothing to raise it to."""
+    stream = _filled(make_stream)
+    assert stream.delete_before("OTHER", 0).files == ()
+    assert [r.data for r in stream.records()] == [b"kept"] * 3
+
+
+@pytest.mark.parametrize("call", ["high_water", "last_seq"])
+@pytest.mark.parametrize("structure", [["S1"], 5, ".."], ids=repr)
+def test_high_water_and_last_seq_refuse_a_structure_that_is_no_name(
+    make_stream: MakeStream, call: str, structure: object
+) -> None:
+    """A list used to escape as ``unhashable``; a number read as no structure (0)."""
+    stream = _filled(make_stream)
+    refused(stream, lambda: getattr(stream, call)(structure), "BAD_NAME", "structure name")
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("structures", "S1"),
+        ("structures", 5),
+        ("structures", [5]),
+        ("writers", b"QM1"),
+        ("writers", 1.5),
+        ("from_seq", "1"),
+        ("from_seq", math.nan),
+        ("from_seq", True),
+        ("to_seq", [3]),
+        ("until_time_us", "now"),
+        ("start", 5),
+    ],
+    ids=repr,
+)
+def test_records_refuses_a_selection_of_the_wrong_kind(
+    make_stream: MakeStream, option: str, value: object
+) -> None:
+    """Text bounds and numbers for names escaped as ``TypeError``, ``start=5`` as
+    ``AttributeError``; ``nan`` silently selected nothing, and one name was read as
+    the characters of names."""
+    stream = _filled(make_stream)
+    refused(stream, lambda: list(stream.records(**{option: value})), "BAD_ARGUMENT", option)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.plan("S1"),
+        lambda s: s.check(starts="QM1"),
+        lambda s: s.check(starts={"QM1": "1"}),
+        lambda s: s.check(needed_seq=[1]),
+    ],
+    ids=["plan text", "starts text", "starts text lsn", "needed a list"],
+)
+def test_plan_and_check_refuse_arguments_of_the_wrong_kind(
+    make_stream: MakeStream, call: Callable[[LogStream], object]
+) -> None:
+    """Each used to escape as ``AttributeError`` or ``TypeError`` (or was ignored)."""
+    stream = _filled(make_stream)
+    refused(stream, lambda: call(stream), "BAD_ARGUMENT")
