@@ -108,6 +108,11 @@ class RecoverySettings:
                 f"durability {self.durability!r} is not a Durability: one of "
                 f"{DURABILITY_NAMES}, as Durability.parse(name) reads them"
             )
+        for what in ("chknearfull", "cold_start"):  # cold_start="no" would start cold
+            if not isinstance(getattr(self, what), bool):
+                raise _bad(f"{what} {getattr(self, what)!r} must be True or False")
+        if not isinstance(self.log_config, LogConfig):
+            raise _bad(f"log_config must be a LogConfig, not {type(self.log_config).__name__}")
         try:  # the log's own checks (max_log_bytes, log_config), now rather than at start
             self.log()
         except InvalidLogRequest as exc:

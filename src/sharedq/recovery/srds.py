@@ -185,9 +185,17 @@ class SlotStatus:
 
 
 def srds_path(directory: str | os.PathLike[str], slot: int) -> Path:
-    if slot not in SLOTS:
-        raise recovery_error(RecoveryReason.BAD_ARGUMENT, f"SRDS slot {slot} is not 1 or 2")
-    return Path(directory) / f"SRDS{slot}.parquet"
+    if type(slot) is not int or slot not in SLOTS:  # True == 1, but names no file
+        raise recovery_error(RecoveryReason.BAD_ARGUMENT, f"SRDS slot {slot!r} is not 1 or 2")
+    return _path(directory, "an SRDS directory") / f"SRDS{slot}.parquet"
+
+
+def _path(path: object, what: str) -> Path:
+    if not isinstance(path, str | os.PathLike):
+        raise recovery_error(
+            RecoveryReason.BAD_ARGUMENT, f"{what} must be a path, not {type(path).__name__}"
+        )
+    return Path(path)
 
 
 def rows_to_table(rows: Iterable[EntryRow]) -> pa.Table:
@@ -291,7 +299,7 @@ def read_srds(path: str | os.PathLike[str]) -> SrdsImage:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = Path(path)
+    path = _path(path, "an SRDS")
     try:
         table = pq.read_table(path, page_checksum_verification=True)
     except FileNotFoundError:
