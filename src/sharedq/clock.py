@@ -30,7 +30,15 @@ import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-__all__ = ["SYSTEM_CLOCK", "Backoff", "Clock", "ManualClock", "SystemClock", "retry_until"]
+__all__ = [
+    "SYSTEM_CLOCK",
+    "Backoff",
+    "Clock",
+    "ManualClock",
+    "SystemClock",
+    "is_clock",
+    "retry_until",
+]
 
 _T = TypeVar("_T")
 
@@ -55,6 +63,14 @@ class Clock(Protocol):
         """Pause the calling thread for ``seconds``: afterwards :meth:`monotonic_s` is
         at least ``seconds`` later."""
         ...
+
+
+def is_clock(value: object) -> bool:
+    """Whether ``value`` has a :class:`Clock`'s methods (a protocol: no ``isinstance``)."""
+    return all(
+        callable(getattr(value, method, None))
+        for method in ("now_s", "now_us", "monotonic_s", "sleep_s")
+    )
 
 
 class SystemClock:

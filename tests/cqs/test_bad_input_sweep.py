@@ -208,3 +208,39 @@ def test_wait_for_work_refuses_a_timeout_that_is_no_finite_number(
     assert isinstance(error, InvalidCQSRequest), repr(error)
     assert error.reason is CQSReason.BAD_ARGUMENT
     assert f"timeout {timeout!r}" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("part", "value", "words"),
+    [
+        ("clock", "now", "clock 'now': not a Clock"),
+        ("overflow", 70, "overflow 70: not a OverflowOptions"),
+        ("recovery", "/tmp/recovery", "not a RecoverySettings"),
+        ("security", "ADMIN", "not a SecuritySettings"),
+        ("on_work", "print", "on_work 'print': not a function"),
+        ("faults", 1, "faults 1: not a function"),
+        ("checkpoint_faults", [], "not a function"),
+    ],
+)
+def test_a_server_part_of_the_wrong_kind_is_refused_before_connecting(
+    facility: CouplingFacility, part: str, value: object, words: str
+) -> None:
+    """A clock or overflow options of the wrong kind used to fail with
+    ``AttributeError`` after the connect, leaving the CQS connected (its next start
+    then refused as ``USER_ACTIVE``); the others failed later or not at all (a text
+    ``on_work`` only in the listener's thread)."""
+    with pytest.raises(InvalidCQSRequest) as caught:
+        CQS(facility, "CQSA", system="IMSA", msgq="MSGQ01", **{part: value}).connect()
+    assert caught.value.reason is CQSReason.BAD_ARGUMENT and words in str(caught.value)
+    with facility.connect("MSGQ01", "WATCHER") as watcher:
+        assert [u.name for u in watcher.users()] == ["WATCHER"]
+    with CQS(facility, "CQSA", system="IMSA", msgq="MSGQ01") as cqs:  # starts as before
+        assert cqs.locks() == []
+
+
+@pytest.mark.parametrize("value", [None, "memory://", 5], ids=repr)
+def test_a_facility_of_the_wrong_kind_is_refused(value: object) -> None:
+    """It used to escape as ``AttributeError: ... has no attribute 'connect'``."""
+    with pytest.raises(InvalidCQSRequest) as caught:
+        CQS(value, "CQSA", system="IMSA", msgq="MSGQ01")  # type: ignore[arg-type]
+    assert "not a CouplingFacility" in str(caught.value)

@@ -101,12 +101,15 @@ def test_structures_that_are_no_collection_of_names_are_refused(
         ("recovery", 1, "not int"),
         ("security", "ADMIN", "security must be a SecuritySettings or None, not str"),
         ("security", [], "not list"),
+        ("clock", "now", "clock 'now' is not a Clock"),
+        ("faults", 1, "faults 1 is not a function"),
     ],
 )
 def test_settings_of_the_wrong_kind_are_refused(
     facility: CouplingFacility, make_qm: MakeManager, option: str, value: object, words: str
 ) -> None:
-    """Each used to be an ``AttributeError`` ('str' object has no attribute 'root')."""
+    """Each used to be an ``AttributeError`` ('str' object has no attribute 'root') or,
+    for ``faults``, a ``TypeError`` (not callable)."""
     refused(facility, lambda: make_qm(2, **{option: value}), InvalidArgument, 2906, words)
 
 

@@ -20,7 +20,7 @@ from sharedq import names
 from sharedq.cf import CFError, CouplingFacility, MonitorSpec, StructureStats
 from sharedq.cf.errors import ListMismatch, NoSuchEntry
 from sharedq.cf.types import ById, ByKey
-from sharedq.clock import SYSTEM_CLOCK, Clock
+from sharedq.clock import SYSTEM_CLOCK, Clock, is_clock
 from sharedq.cqs import connecting, requests, resync
 from sharedq.cqs import overflow_cross as cross
 from sharedq.cqs.client import CQSClient
@@ -106,6 +106,10 @@ class CQS:
             raise cqs_error(CQSReason.BAD_ARGUMENT, problem or f"CQS name {name!r}: 32 at most")
         if not isinstance(system, str) or not 1 <= len(system) <= 4 or not system.isalnum():
             raise cqs_error(CQSReason.BAD_ARGUMENT, f"system id {system!r}: 1 to 4 letters/digits")
+        _check_parts(
+            facility=facility, recovery=recovery, security=security, overflow=overflow,
+            clock=clock, on_work=on_work, faults=faults, checkpoint_faults=checkpoint_faults,
+        )  # fmt: skip
         self.name = name
         self.system = system
         self.pairs: dict[Kind, StructurePair] = {Kind.MSGQ: _pair(msgq, Kind.MSGQ)}
@@ -688,3 +692,29 @@ def _many(values: object, what: str) -> Iterable[object]:
     if isinstance(values, str | bytes) or not isinstance(values, Iterable):
         raise cqs_error(CQSReason.BAD_ARGUMENT, f"{what} {values!r}: a collection (a list)")
     return values
+
+
+#: What a server's parts are (else a function to call, or a clock's methods).
+_PART_KINDS: dict[str, type] = {
+    "facility": CouplingFacility,
+    "recovery": RecoverySettings,
+    "security": SecuritySettings,
+    "overflow": OverflowOptions,
+}
+
+
+def _check_parts(**parts: object) -> None:
+    """``BAD_ARGUMENT`` for a part of the wrong kind, before anything is connected
+    (a clock that is no clock used to fail only after the connect, leaving it made)."""
+    for what, part in parts.items():
+        if part is None and what != "facility":
+            continue
+        kind = _PART_KINDS.get(what)
+        if kind is not None:
+            wanted, fits = kind.__name__, isinstance(part, kind)
+        elif what == "clock":
+            wanted, fits = "Clock", is_clock(part)
+        else:
+            wanted, fits = "function", callable(part)
+        if not fits:
+            raise cqs_error(CQSReason.BAD_ARGUMENT, f"{what} {part!r}: not a {wanted}")

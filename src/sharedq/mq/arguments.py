@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 from sharedq import names
 from sharedq.cf import CouplingFacility
+from sharedq.clock import is_clock
 from sharedq.mq.errors import MQReason, mq_error
 from sharedq.recovery.settings import RecoverySettings
 from sharedq.security import SecuritySettings
@@ -71,8 +72,11 @@ def check_structures(admin: object, structures: object) -> list[str]:
     return found
 
 
-def check_settings(facility: object, recovery: object, security: object) -> None:
-    """A queue manager's facility, and its recovery and security settings or ``None``."""
+def check_settings(
+    facility: object, recovery: object, security: object, clock: object, faults: object
+) -> None:
+    """A queue manager's facility; its recovery and security settings, clock and fault
+    hook, or ``None``."""
     for what, value, kind in (
         ("facility", facility, CouplingFacility),
         ("recovery", recovery, RecoverySettings),
@@ -84,6 +88,10 @@ def check_settings(facility: object, recovery: object, security: object) -> None
                 MQReason.BAD_ARGUMENT,
                 f"{what} must be a {kind.__name__}{nothing}, not {type(value).__name__}",
             )
+    if clock is not None and not is_clock(clock):
+        raise mq_error(MQReason.BAD_ARGUMENT, f"clock {clock!r} is not a Clock")
+    if faults is not None and not callable(faults):
+        raise mq_error(MQReason.BAD_ARGUMENT, f"faults {faults!r} is not a function")
 
 
 def is_seconds(value: object, low: float, high: float) -> bool:

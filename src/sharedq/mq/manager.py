@@ -120,7 +120,7 @@ class QueueManager:
     ) -> None:
         arguments.check_manager_name(name)
         structures = arguments.check_structures(admin, structures)  # a list: read twice
-        arguments.check_settings(facility, recovery, security)
+        arguments.check_settings(facility, recovery, security, clock, faults)
         arguments.check_seconds(restart_wait, "restart_wait")
         arguments.check_bool(performance_events, "performance_events")
         if type(qm_id) is not int or not 1 <= qm_id <= MAX_QM_ID:
