@@ -185,3 +185,31 @@ def test_plan_and_check_refuse_arguments_of_the_wrong_kind(
     """Each used to escape as ``AttributeError`` or ``TypeError`` (or was ignored)."""
     stream = _filled(make_stream)
     refused(stream, lambda: call(stream), "BAD_ARGUMENT")
+
+
+@pytest.mark.parametrize(
+    ("record_type", "op"),
+    [
+        ("PUT", ChangeOp.WRITE),
+        (None, ChangeOp.WRITE),
+        (math.nan, ChangeOp.WRITE),
+        ([7], ChangeOp.WRITE),
+        (RecordType.PUT, "WRITE"),
+        (RecordType.PUT, None),
+    ],
+    ids=repr,
+)
+def test_append_refuses_a_type_or_op_that_is_no_number(
+    make_stream: MakeStream, record_type: Any, op: Any
+) -> None:
+    """Each used to escape from ``int()`` as ``ValueError`` or ``TypeError``."""
+    stream = _filled(make_stream)
+    with stream.writer("QM2") as w:
+
+        def append() -> object:
+            return w.append(
+                record_type, op=op, seq=4, entry_id=eid(4), list_number=0, key=key(4),
+                data=b"never", commit=True,
+            )  # fmt: skip
+
+        refused(stream, append, "BAD_RECORD", "is no number")

@@ -407,7 +407,12 @@ class LogWriter(ChangeLogging):
         """
         if persistent is False:
             return None
-        values = blank(record_type, op, None)
+        try:
+            values = blank(record_type, op, None)
+        except (TypeError, ValueError):  # int() of text, None, nan: no type or op
+            raise log_error(
+                LogReason.BAD_RECORD, f"record type {record_type!r} or op {op!r} is no number"
+            ) from None
         values[_SEQ] = seq
         values[7:] = (
             entry_id,
