@@ -18,10 +18,13 @@ from typing import Any
 import pytest
 
 from sharedq.cf import CouplingFacility
+from sharedq.cf.redis import RedisFacility
 from sharedq.cqs import CQS, CQSReason, InvalidCQSRequest, LockToken, make_name
+from sharedq.testing.redis_server import RedisServer
 
 from .conftest import MakeCQS
 from .helpers import TRANA
+from .remote_server import ServedCQS
 
 TRANB = make_name(1, "TRANB")
 
@@ -244,3 +247,27 @@ def test_a_facility_of_the_wrong_kind_is_refused(value: object) -> None:
     with pytest.raises(InvalidCQSRequest) as caught:
         CQS(value, "CQSA", system="IMSA", msgq="MSGQ01")  # type: ignore[arg-type]
     assert "not a CouplingFacility" in str(caught.value)
+
+
+@pytest.mark.parametrize("values", [None, 5, TRANB], ids=repr)
+def test_a_remote_client_refuses_what_is_no_collection_before_sending(
+    redis_server: RedisServer, redis_facility: RedisFacility, values: Any
+) -> None:
+    """``RemoteCQS.query`` and ``resync`` used to make a list of their argument in the
+    client: ``None`` or a number escaped there as ``TypeError``, and one name went to
+    the server as a list of its bytes.  (Redis: a served CQS is another process.)"""
+    server = ServedCQS(redis_server.url, "CQSIMSA", "IMSA").start()
+    try:
+        remote = server.client().connect()
+        try:
+            remote.put(TRANA, b"kept")
+            for call, what in ((remote.query, "queues"), (remote.resync, "done")):
+                with pytest.raises(InvalidCQSRequest) as caught:
+                    call(values)
+                assert caught.value.reason is CQSReason.BAD_ARGUMENT
+                assert f"{what} {values!r}: a collection" in str(caught.value)
+            assert [m.parts for m in remote.browse(TRANA)] == [(b"kept",)]
+        finally:
+            remote.disconnect()
+    finally:
+        server.stop()

@@ -14,6 +14,7 @@ written as text.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sharedq.cf.types import KEY_LENGTH
@@ -130,3 +131,10 @@ def parse_name(name: bytes) -> QueueName:
 def text(name: bytes) -> str:
     """A queue name as text (for log records and messages): its bytes as ASCII."""
     return name.decode("ascii")
+
+
+def check_collection(values: object, what: str) -> Iterable[object]:
+    """``values`` if a collection (of names, of ids): not one alone (read byte by byte)."""
+    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+        raise cqs_error(CQSReason.BAD_ARGUMENT, f"{what} {values!r}: a collection (a list)")
+    return values

@@ -31,6 +31,7 @@ from sharedq.cqs import remote_codec as codec
 from sharedq.cqs.errors import CQSError, CQSReason, cqs_error
 from sharedq.cqs.layout import Kind
 from sharedq.cqs.message import Message, QueueCounts
+from sharedq.cqs.names import check_collection
 from sharedq.cqs.notify import Work, WorkCallback
 from sharedq.cqs.pair import StructurePair
 from sharedq.cqs.resync import Resynced
@@ -447,7 +448,7 @@ class RemoteCQS:
         self._call("unlock", token, first=first, to_queue=to_queue, force=force)
 
     def resync(self, done: Iterable[Uow | bytes] = (), *, kind: Kind = Kind.MSGQ) -> Resynced:
-        report: Resynced = self._call("resync", list(done), kind=kind)
+        report: Resynced = self._call("resync", list(check_collection(done, "done")), kind=kind)
         return report
 
     def cold_start_client(self, *, kind: Kind = Kind.MSGQ) -> list[Message]:
@@ -463,7 +464,9 @@ class RemoteCQS:
         return found
 
     def query(self, queues: Iterable[object], *, kind: Kind = Kind.MSGQ) -> list[QueueCounts]:
-        found: list[QueueCounts] = self._call("query", list(queues), kind=kind)
+        found: list[QueueCounts] = self._call(
+            "query", list(check_collection(queues, "queues")), kind=kind
+        )
         return found
 
     def statistics(self, *, kind: Kind = Kind.MSGQ) -> StructureStats:

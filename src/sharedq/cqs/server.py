@@ -29,7 +29,7 @@ from sharedq.cqs.journal import PAYLOAD_KEY, Request, Sync
 from sharedq.cqs.layout import Kind, Layout, Private
 from sharedq.cqs.message import Message, QueueCounts
 from sharedq.cqs.messages import PART_BYTES, facts, split
-from sharedq.cqs.names import check_name, text
+from sharedq.cqs.names import check_collection, check_name, text
 from sharedq.cqs.notify import Listener, Work, WorkCallback
 from sharedq.cqs.overflow import Overflow, OverflowOptions
 from sharedq.cqs.overflow_watch import OverflowWatch
@@ -616,7 +616,10 @@ class CQS:
         """CQSRSYNC after the client's emergency restart: the messages this CQS holds
         whose units of work the client completed (``done``) are deleted; the others go
         back to the head of their queues.  Then the client registers again."""
-        completed, report = [check_uow(u) for u in _many(done, "done")], resync.Resynced()
+        completed, report = (
+            [check_uow(u) for u in check_collection(done, "done")],
+            resync.Resynced(),
+        )
         for site in self._both(kind):  # the overflow structure's locks too
             one = resync.resync(site, completed)
             report.deleted += one.deleted
@@ -645,7 +648,7 @@ class CQS:
     def query(self, queues: Iterable[object], *, kind: Kind = Kind.MSGQ) -> list[QueueCounts]:
         """CQSQUERY: per queue, messages ready and locked, and the oldest one's age."""
         now = self.clock.now_us()
-        routed = [self._routed(kind, queue) for queue in _many(queues, "queues")]
+        routed = [self._routed(kind, queue) for queue in check_collection(queues, "queues")]
         flow = self.overflow.get(kind)
         return [
             cross.merged(
@@ -685,13 +688,6 @@ def _pair(pair: StructurePair | str, kind: Kind) -> StructurePair:
 def _check_kind(kind: object) -> None:
     if not isinstance(kind, Kind):
         raise cqs_error(CQSReason.BAD_ARGUMENT, f"kind {kind!r}: Kind.MSGQ or Kind.EMHQ")
-
-
-def _many(values: object, what: str) -> Iterable[object]:
-    """``values`` if a collection: not one name or id alone (its bytes), nor ``None``."""
-    if isinstance(values, str | bytes) or not isinstance(values, Iterable):
-        raise cqs_error(CQSReason.BAD_ARGUMENT, f"{what} {values!r}: a collection (a list)")
-    return values
 
 
 #: What a server's parts are (else a function to call, or a clock's methods).
