@@ -24,12 +24,10 @@ import pytest
 
 from sharedq.clock import retry_until
 from sharedq.log import (
-    Durability,
     GroupCommit,
     InvalidLogRequest,
     LogConfig,
     LogStream,
-    LogWriter,
     RecordType,
     groupsync,
     sync_statistics,
@@ -131,50 +129,6 @@ def test_commits_of_four_writers_waiting_together_share_one_sync(
     # and the sync, of the whole file system, counted for the fifth writer's record too
     assert idle.durable_lsn == 1
     for w in [*writers, idle]:
-        w.close()
-
-
-def test_committers_of_the_syncers_process_run_its_rounds_in_their_own_threads(
-    host: Path, make_stream: MakeStream, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    stream = make_stream(durability=Durability.every_commit())
-    # Given four writers of one process (four servers), the process serving as syncer
-    writers = [stream.writer(f"QM{n}") for n in range(1, 5)]
-    group = groupsync.host_sync(stream.root)
-    assert group is not None
-    assert retry_until(lambda: group.serving, timeout_s=30, first_pause_s=0.001)
-    # (each syncfs call recorded with the name of the thread that made it)
-    syncing: list[str] = []
-    real = vars(groupsync)["_SYNCFS"]
-
-    def syncfs(fd: int) -> int:
-        syncing.append(threading.current_thread().name)
-        return int(real(fd))
-
-    monkeypatch.setattr(groupsync, "_SYNCFS", syncfs)
-
-    def commit(w: LogWriter) -> None:
-        for n in range(50):
-            w.log_event(RecordType.STATISTICS, payload=["commit", n])
-            w.commit()
-
-    # When each commits fifty times in a thread of its own, together
-    threads = [
-        threading.Thread(target=commit, args=(w,), name=f"committer-{n}")
-        for n, w in enumerate(writers)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    # Then every commit returned durable
-    assert [w.durable_lsn for w in writers] == [50, 50, 50, 50]
-    # and the syncs were run by the committers themselves, not handed to the syncer
-    # thread and back (it serves what no committer of its process runs: a few at most)
-    by_committers = [name for name in syncing if name.startswith("committer-")]
-    assert by_committers
-    assert len(by_committers) >= 2 * (len(syncing) - len(by_committers)), syncing
-    for w in writers:
         w.close()
 
 

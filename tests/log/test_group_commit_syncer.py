@@ -6,7 +6,7 @@ on a host directory of their own (``groupsync.HOST_DIR``, so no other process of
 machine takes part) and count what the log holds afterwards with its reader: a commit
 that returned is on disk whatever happened to the syncer.
 
-The counter file's layout (version 7), as a test reads it: little-endian 8-byte cells,
+The counter file's layout (version 6), as a test reads it: little-endian 8-byte cells,
 ``started`` at byte 0, ``done`` at 8, the syncer's process id at 24, each slot's
 wanted sync at 64 + 8 * slot.
 """
@@ -142,7 +142,7 @@ def dirs(tmp_path: Path) -> Iterator[tuple[str, str, Path]]:
     host.mkdir()
     LogStream(root, name="S1.LOG", structure="S1").close()
     device = os.stat(root).st_dev
-    counters = host / f"sharedq-sync-v7-{os.getuid()}-{device:x}.counters"
+    counters = host / f"sharedq-sync-v6-{os.getuid()}-{device:x}.counters"
     yield str(root), str(host), counters
 
 

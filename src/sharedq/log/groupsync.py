@@ -28,24 +28,11 @@ the number it published.  The syncer loops: while some slot wants more than
 wakes the sleepers; otherwise it sleeps on the doorbell.  Committers that come in
 while a sync runs are covered by the next one: one sync per round, however many.
 
-The syncer's own process.  A committer of the process that holds the role runs the
-round in its own thread (gathers, numbers the sync, ``syncfs``, records it done, wakes
-the sleepers of every process) rather than handing it to the syncer thread and back,
-two wake-ups and two hand-offs of the interpreter lock: a *round lock* of the process
-says which of its threads runs the round (the syncer thread holds it but while it
-sleeps idle).  A committer that finds it taken sleeps on ``done`` as any other; one
-that runs the round wakes them again as it lets go, so that one of the process's
-committers left behind runs the next round (they do not ring the idle syncer thread).
-The syncer thread serves the rounds nobody of its process runs: those of the other
-processes' committers.
-
 The window.  Committers that come in one after another would settle into turns,
 each turn a sync.  So each committer also marks its slot *active* (the ``started + 1``
 it saw), and before a sync, and after one while the committers it woke come back, the
 syncer waits for every committer active in the last two syncs to come in, up to the
-window the committers publish (``group_commit_window_us``), woken by the last (on a
-bell of its own, the gather bell).  After a sync the syncer thread waits so only for
-other processes' committers: its own process's run their rounds themselves.
+window the committers publish (``group_commit_window_us``), woken by the last.
 
 A committer alone (no other slot marked active in the last two syncs) neither rings
 nor waits: it syncs its own files (``fdatasync``), and does not wait for other
@@ -71,10 +58,9 @@ fell asleep, a slot shared by threads past :data:`_PER_PROCESS` or processes pas
 :data:`_WAIT_S`, after which the committer publishes and rings again.
 
 The counters are read and written in place, without a lock: each number has one
-writer (a slot its thread, ``started`` and ``done`` the thread of the syncer's
-process that holds the round lock) and x86-64 keeps stores in order; elsewhere (where
-that is not known) a writer syncs its own files.
-The file's name carries the layout's version (``v7``): a process of an older version
+writer (a slot its thread, ``started`` and ``done`` the syncer) and x86-64 keeps
+stores in order; elsewhere (where that is not known) a writer syncs its own files.
+The file's name carries the layout's version (``v6``): a process of an older version
 keeps to its own files and its own leaders.  Where ``syncfs`` is missing (not Linux)
 a writer syncs its own files as before.
 """
@@ -85,7 +71,6 @@ import atexit
 import contextlib
 import ctypes
 import ctypes.util
-import errno
 import fcntl
 import logging
 import mmap
@@ -113,18 +98,15 @@ _PER_PROCESS = 8
 #: The counter file: little-endian 8-byte cells (syncs started, done, failed; the
 #: syncer's process id; the gathering window in microseconds; per slot the sync its
 #: thread waits for, and the ``started + 1`` its last commit saw, which marks it
-#: active), the futex words (doorbell, the syncer's state, the gathering's bell), the
-#: slots' owners (pids).
+#: active), the futex words (doorbell, the syncer's state), the slots' owners (pids).
 _STARTED, _DONE, _FAILURES, _SYNCER, _WINDOW = range(5)
 _WANTS = 8
 _ACTIVE = _WANTS + _SLOTS
 _CELLS = _ACTIVE + _SLOTS
 _WORDS_AT = 2048
-_DOORBELL, _ASLEEP, _GATHER = range(3)
-#: The bits of the asleep word: the syncer thread sleeps idle (on the doorbell); a
-#: thread of the syncer's process gathers the active committers (on the gather bell).
+_DOORBELL, _ASLEEP = range(2)
+#: The syncer's states in the asleep word: idle, or gathering the active committers.
 _IDLE, _GATHERING = 1, 2
-_MASK = 0xFFFFFFFF
 _OWNERS_AT = 3072
 _FILE_BYTES = 4096
 _COUNTER = ctypes.c_uint64.__ctype_le__
@@ -251,7 +233,7 @@ def _host_dir() -> Path:
 
 def host_files(device: int) -> tuple[Path, Path]:
     """The host's syncer lock and counter file of the file system ``device``."""
-    base = _host_dir() / f"sharedq-sync-v7-{os.getuid()}-{device:x}"
+    base = _host_dir() / f"sharedq-sync-v6-{os.getuid()}-{device:x}"
     return Path(f"{base}.lock"), Path(f"{base}.counters")
 
 
@@ -282,10 +264,9 @@ class HostSync:
                 os.close(fd)
             raise OSError(f"cannot map {self.counters_path}: {exc}") from exc
         self._cells = (_COUNTER * _CELLS).from_buffer(self._map, 0)
-        self._words = (ctypes.c_uint32 * 3).from_buffer(self._map, _WORDS_AT)
+        self._words = (ctypes.c_uint32 * 2).from_buffer(self._map, _WORDS_AT)
         self._done_at = ctypes.addressof(self._cells) + 8 * _DONE  # its low half: a futex
         self._doorbell_at = ctypes.addressof(self._words) + 4 * _DOORBELL
-        self._gather_at = ctypes.addressof(self._words) + 4 * _GATHER
         #: Why the group broke (a failed sync), or ``None``.
         self.failure: str | None = None
         self._failures = self._cells[_FAILURES]
@@ -304,9 +285,6 @@ class HostSync:
         self._role_fds: set[int] = set()
         #: Whether this process's thread serves as the host's syncer now.
         self.serving = False
-        #: Which thread of the syncer's process runs a round (gathers, numbers, syncs):
-        #: its syncer thread, or a committer of the process.
-        self._round_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._standing = False
         self._standby_lock = threading.Lock()
@@ -372,25 +350,18 @@ class HostSync:
         marks[slot] = 0
         return max(marks) >= max(started, 1)
 
-    def _ring(self, *, always: bool = False, idle: bool = True) -> None:
-        """Tell the syncer a committer came in: a wake-up when the syncer thread sleeps
-        idle (not from a committer of its process while another runs the round there:
-        that one wakes it when it is done), or when a thread gathers and this was the
-        last active committer it waited for."""
+    def _ring(self, *, always: bool = False) -> None:
+        """Tell the syncer a committer came in: a wake-up when it sleeps idle, or when it
+        gathers and this was the last active committer it waited for."""
         words = self._words
-        words[_DOORBELL] = (words[_DOORBELL] + 1) & _MASK
+        words[_DOORBELL] = (words[_DOORBELL] + 1) & 0xFFFFFFFF
         asleep = words[_ASLEEP]
-        if asleep & _GATHERING and (always or not _pending(self._cells[:_CELLS])):
-            words[_GATHER] = (words[_GATHER] + 1) & _MASK
-            self._wake(self._gather_at, 1)
-        if always or (idle and asleep & _IDLE):
+        if always or asleep == _IDLE or (asleep and not _pending(self._cells[:_CELLS])):
             self._wake(self._doorbell_at, 1)
 
     def _await(self, slot: int, need: int, alone: Callable[[], None] | None) -> bool:
         """Sleep on ``done`` until it reaches ``need``; sync for itself if it stalls.
-        Whether a ``syncfs`` covered it (not the caller's own files alone).  In the
-        syncer's process, the committer runs the round itself when no other thread of
-        the process runs one (:meth:`_run`)."""
+        Whether a ``syncfs`` covered it (not the caller's own files alone)."""
         assert _FUTEX is not None
         call, number = _FUTEX
         cells = self._cells
@@ -400,23 +371,15 @@ class HostSync:
                 self._ring()
                 return self._for_itself(alone)
             self._stalled_at = None
-        if self.serving and self._run(need):
-            self._check()
-            return True
-        self._ring(idle=not self.serving)
+        self._ring()
         moved = time.monotonic()
         while done < need:
             self._check()
-            result = call(number, self._done_at, _FUTEX_WAIT, done & 0xFFFFFFFF, _WAIT_REF, None, 0)
-            timed_out = result != 0 and ctypes.get_errno() == errno.ETIMEDOUT
+            call(number, self._done_at, _FUTEX_WAIT, done & 0xFFFFFFFF, _WAIT_REF, None, 0)
             now = cells[_DONE]
             if now != done:
                 done, moved = now, time.monotonic()
-                if done < need and self.serving and self._run(need):
-                    break
                 continue
-            if self.serving and self._run(need):
-                break  # woken by a round's runner of this process as it let go
             if time.monotonic() - moved >= STALL_S:
                 self._stalled_at = done
                 logger.warning(
@@ -425,8 +388,6 @@ class HostSync:
                     STALL_S,
                 )
                 return self._for_itself(alone)
-            if not timed_out:
-                continue
             # No sync came in the wait: a wake-up lost, or the shared slot lowered by
             # another process.  Publish and ring again.
             with self._slot_lock:
@@ -435,35 +396,6 @@ class HostSync:
             self._ring(always=True)
         self._check()
         return True
-
-    def _run(self, need: int) -> bool:
-        """In the syncer's process: run the rounds up to sync ``need`` in the calling
-        committer's thread, as the syncer thread would (gather, number, ``syncfs``,
-        record it done), unless another thread of the process runs one.  Whether it
-        did: ``done`` reached ``need``.  Committers of other processes that asked for
-        the same sync are covered by it and woken; the ones of this process that came
-        in meanwhile are woken as it lets go, and one of them runs the next round."""
-        lock = self._round_lock
-        if not lock.acquire(blocking=False):
-            return False
-        cells = self._cells
-        ran = False
-        try:
-            if not self.serving or self.failure is not None:
-                return False  # the role went meanwhile: the next syncer serves it
-            window_s = cells[_WINDOW] / 1e6
-            while cells[_DONE] < need:
-                if window_s:
-                    self._gather(window_s)
-                ran = True
-                self._sync_round(max(cells[_STARTED], cells[_DONE]) + 1, wake=False)
-            return True
-        finally:
-            lock.release()
-            # Woken once the lock is free, a committer of this process that asked for
-            # the next sync runs it (or finds another thread of the process on it).
-            if ran or max(cells[_WANTS:_ACTIVE]) > cells[_DONE]:
-                self._wake(self._done_at)
 
     def _for_itself(self, alone: Callable[[], None] | None) -> bool:
         """The syncer stalls: this process's own files, or its own ``syncfs``."""
@@ -551,63 +483,45 @@ class HostSync:
                     os.close(fd)
 
     def _serve(self) -> None:
-        """Serve the rounds no committer of this process runs: the round lock is the
-        syncer thread's but while it sleeps idle."""
         assert _FUTEX is not None
         call, number = _FUTEX
         cells, words = self._cells, self._words
-        lock = self._round_lock
         cells[_SYNCER] = os.getpid()
         synced = False
-        lock.acquire()
-        try:
-            words[_ASLEEP] = 0  # a killed syncer's marks
-            while self._standing and self.failure is None:
-                seen = words[_DOORBELL]
-                values = cells[:_ACTIVE]
-                done, window_s = values[_DONE], values[_WINDOW] / 1e6
-                if max(values[_WANTS:]) > done:
-                    if window_s:
-                        self._gather(window_s)
-                    self._sync_round(max(values[_STARTED], done) + 1)
-                    synced = True
-                    continue
-                if synced and window_s and _pending(cells[:_CELLS], self._owned):
-                    # The committers just woken are likely to commit again: wait for
-                    # them as for a sync's (one sleep, woken by the last), not idle
-                    # first; unless they are all of this process, which run their own.
-                    synced = False
+        while self._standing and self.failure is None:
+            seen = words[_DOORBELL]
+            values = cells[:_ACTIVE]
+            done, window_s = values[_DONE], values[_WINDOW] / 1e6
+            if max(values[_WANTS:]) > done:
+                if window_s:
                     self._gather(window_s)
-                    continue
+                self._sync_round(max(values[_STARTED], done) + 1)
+                synced = True
+                continue
+            if synced and window_s:
+                # The committers just woken are likely to commit again: wait for them
+                # as for a sync's (one sleep, woken by the last), not idle first.
                 synced = False
-                words[_ASLEEP] |= _IDLE
-                lock.release()
-                # A committer of this process that asked meanwhile, the lock held, does
-                # not wake this thread: it runs the round itself, woken here.
-                if max(cells[_WANTS:_ACTIVE]) > done:
-                    self._wake(self._done_at)
-                try:
-                    call(number, self._doorbell_at, _FUTEX_WAIT, seen, _IDLE_REF, None, 0)
-                finally:
-                    lock.acquire()
-                    words[_ASLEEP] &= ~_IDLE & _MASK
-        finally:
-            self.serving = False  # under the lock: no committer's round runs after it
-            lock.release()
+                self._gather(window_s)
+                continue
+            synced = False
+            words[_ASLEEP] = _IDLE
+            call(number, self._doorbell_at, _FUTEX_WAIT, seen, _IDLE_REF, None, 0)
+            words[_ASLEEP] = 0
 
     def _gather(self, window_s: float) -> None:
         """Wait until every active committer has asked for the next sync, or
         ``window_s``: committers that come in one after another would otherwise settle
-        into turns, each turn a sync.  Asleep on the gather bell between looks; the
-        last committer waited for rings it.  Under the round lock."""
+        into turns, each turn a sync.  Asleep on the doorbell between looks; the last
+        committer waited for wakes it."""
         assert _FUTEX is not None
         call, number = _FUTEX
         cells, words = self._cells, self._words
         deadline = time.monotonic() + window_s
-        words[_ASLEEP] |= _GATHERING
+        words[_ASLEEP] = _GATHERING
         try:
             while True:
-                seen = words[_GATHER]
+                seen = words[_DOORBELL]
                 if not _pending(cells[:_CELLS]):
                     return
                 left = deadline - time.monotonic()
@@ -615,7 +529,7 @@ class HostSync:
                     return
                 call(
                     number,
-                    self._gather_at,
+                    self._doorbell_at,
                     _FUTEX_WAIT,
                     seen,
                     ctypes.byref(_timespec(left)),
@@ -623,11 +537,10 @@ class HostSync:
                     0,
                 )
         finally:
-            words[_ASLEEP] &= ~_GATHERING & _MASK
+            words[_ASLEEP] = 0
 
-    def _sync_round(self, number: int, *, wake: bool = True) -> None:
-        """Number a sync, run ``syncfs``, record it done and wake the committers (or
-        leave that to the caller, ``wake=False``).  Under the round lock."""
+    def _sync_round(self, number: int) -> None:
+        """Number a sync, run ``syncfs``, record it done and wake the committers."""
         cells = self._cells
         cells[_STARTED] = number
         try:
@@ -635,11 +548,9 @@ class HostSync:
         except OSError:
             cells[_FAILURES] += 1  # never done: every attached process's group breaks
             self._wake(self._done_at)
-            self._wake(self._doorbell_at)  # this process's syncer thread gives up the role
             raise
         cells[_DONE] = number
-        if wake:
-            self._wake(self._done_at)
+        self._wake(self._done_at)
 
     def _syncfs(self) -> None:
         started_s = time.perf_counter()
@@ -728,17 +639,13 @@ class HostSync:
             os.close(fd)
 
 
-def _pending(cells: list[int], mine: list[int] | None = None) -> bool:
+def _pending(cells: list[int]) -> bool:
     """Whether a committer active in one of the last two syncs (its mark says) has not
-    asked for the next one yet: what a syncer gathering waits for (leaving out the
-    slots ``mine``)."""
+    asked for the next one yet: what a syncer gathering waits for."""
     started, done = cells[_STARTED], cells[_DONE]
     low = max(started - 1, 1)
     marks = cells[_ACTIVE:_CELLS]
     wants = cells[_WANTS:_ACTIVE]
-    if mine:
-        for slot in mine:
-            marks[slot] = 0
     return any(mark >= low and want <= done for mark, want in zip(marks, wants, strict=True))
 
 
