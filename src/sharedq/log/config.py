@@ -25,7 +25,7 @@ DEFAULT_HIGH_OFFLOAD = 50
 DEFAULT_LOW_OFFLOAD = 0
 #: Rows per Parquet row group in a log data set: the unit a reader skips by seq.
 DEFAULT_ROW_GROUP_ROWS = 65_536
-#: How long the host's syncer waits for more commits when others are coming in.
+#: How long a group commit's leader waits for more commits when others are coming in.
 DEFAULT_GROUP_COMMIT_WINDOW_US = 1000
 #: The longest group commit window accepted (a tenth of a second).
 MAX_GROUP_COMMIT_WINDOW_US = 100_000
@@ -158,10 +158,10 @@ class LogConfig:
         row_group_rows: rows per Parquet row group in log data sets.
         group_commit: which commits share a sync: ``GroupCommit.HOST`` (every writer
             of the host on the log's file system) or ``GroupCommit.WRITER``.
-        group_commit_window_us: under ``GroupCommit.HOST``, how long the host's
-            syncer waits, at most, for the other committers active on the host to come
-            in before a sync, so that they share it (0: never waits; a commit alone
-            never waits).
+        group_commit_window_us: under ``GroupCommit.HOST``, when more than one commit
+            came in since the last sync began, the one that starts the next sync
+            waits this long first, so that the commits arriving meanwhile share it
+            (0: never waits; a commit alone never waits).
         preallocate: allocate room ahead in the open segment and write frames in
             place, so that a sync makes only data durable, not a new file size (see
             ``sharedq.log.segment``); ``False`` appends as a plain file does (for a

@@ -6,69 +6,67 @@ writers commit at the same moment: four queue managers of a host committing toge
 make four syncs, each its own trip to the disk.  Linux's ``syncfs`` puts everything
 written to a file system on stable storage in one call, whichever process wrote it;
 this module lets every writer of the host that logs to one file system share those
-calls, as a database's WAL writer flushes for the transactions committing meanwhile.
+calls, as a database shares one log flush among the transactions committing together.
 
 The rule that keeps it correct: a commit's records are durable once a ``syncfs``
 that *started after they were written* has completed.  Syncs of a file system are
 numbered host-wide, in a small counter file (``started``, ``done``, the slots below)
 kept in host-local storage (``/dev/shm``, else the temporary directory; never on a
 shared or network file system, whose other hosts' page caches no ``syncfs`` here
-reaches), mapped into every process that uses it.
+reaches), mapped into every process that uses it.  A committer, its records
+written, reads ``started`` (its *ticket*); it is done when ``done`` reaches
+``ticket + 1``.  If not, it takes the *leader* lock (an ``flock``, one leader per
+file system on the host; threads of a process queue on a lock of their own first),
+looks again (the leader before it may have covered it), and otherwise numbers a new
+sync, runs it, and records it done.  Committers that arrive while a sync runs wait
+for the leader lock and are all covered by the next one: one sync per round, however
+many writers, threads or processes committed in it.
 
-One syncer per host and file system.  Every process with a writer on the file system
-keeps a thread blocked in ``flock`` on the host's syncer lock; the one that holds it
-is the *syncer* (when its process dies, or its last writer closes, the lock and the
-role pass to the next).  A committer, its records written, reads ``started`` and
-publishes ``started + 1`` in its thread's slot of the counter file (a slot per
-committing thread, claimed from the file: one writer per slot), rings the *doorbell*
-(a futex word; a wake-up only when the syncer sleeps idle, or gathers and this was
-the last committer it waited for) and sleeps on ``done`` (a futex) until it reaches
-the number it published.  The syncer loops: while some slot wants more than
-``done``, it numbers a sync (``started``), runs ``syncfs``, records it ``done`` and
-wakes the sleepers; otherwise it sleeps on the doorbell.  Committers that come in
-while a sync runs are covered by the next one: one sync per round, however many.
-
-The window.  Committers that come in one after another would settle into turns,
-each turn a sync.  So each committer also marks its slot *active* (the ``started + 1``
-it saw), and before a sync, and after one while the committers it woke come back, the
-syncer waits for every committer active in the last two syncs to come in, up to the
-window the committers publish (``group_commit_window_us``), woken by the last.
-
-A committer alone (no other slot marked active in the last two syncs) neither rings
-nor waits: it syncs its own files (``fdatasync``), and does not wait for other
+The window.  Committers that come in one after another would settle into turns (half
+of them waiting while the other half's sync runs, and so on), each turn a sync.  So
+each committer also marks, in a slot of the counter file (its process and thread
+hashed to one of :data:`_SLOTS`), the number of the sync it waits for; a leader
+that sees committers active in the last two syncs that have not come in yet waits
+for them, up to the writer's ``group_commit_window_us``, before it numbers its sync.
+A committer alone never waits; nor does it ``syncfs``: when no other committer is
+active, it syncs its own files (``fdatasync``) instead, and does not wait for other
 files' writes to reach the disk.
 
 A ``syncfs`` covers every file, so every writer of the process on the file system
-(the group's *members*) counts its records written before the commit read
-``started`` as synced when the sync it waited for completes: the second stream of a
-unit of work over two does not wait for another sync.
+(the group's *members*) counts its records written before the ticket as synced
+when the sync completes: the second stream of a unit of work over two does not wait
+for another sync.
 
-A failed ``syncfs`` is never taken as done.  The syncer counts it in the file's
-*failures* word and gives up the role; every process that was attached then sees the
-count change and its group breaks: every later commit through it fails.  Linux
-reports a write-back error once per open file; a later ``syncfs`` that succeeds says
-nothing of the pages that failed, so nothing after a failure may be called durable.
+A failed ``syncfs`` is never taken as done, and it breaks this process's group for
+that file system: every later sync through it fails too.  Linux reports a write-back
+error once per open file; a later ``syncfs`` that succeeds says nothing of the pages
+that failed, so nothing after a failure may be called durable.
 
-Never waiting forever.  A committer whose sync makes no progress (``done`` does not
-move) for :data:`STALL_S` (a syncer stopped or wedged) syncs for itself (its own
-files, or its own ``syncfs``) and returns; until ``done`` moves again the commits of
-its process do the same at once.  A wake-up lost (the doorbell rung as the syncer
-fell asleep, a slot shared by threads past :data:`_PER_PROCESS` or processes past
-:data:`_SLOTS`) costs at most
-:data:`_WAIT_S`, after which the committer publishes and rings again.
+Waiting.  A committer queued behind another process's sync, and a leader gathering
+committers, sleep on a futex (``FUTEX_WAIT``) in a page of the counter file
+(:data:`_WORDS_AT`) rather than in a blocking ``flock`` or a polling sleep: every
+release of the leader lock bumps the *released* word and wakes its sleepers at once
+(one wake-up each, all together, where a chain of ``flock`` waiters is woken one after
+another), and every arrival bumps the *arrived* word, waking a gathering leader as
+soon as the last committer comes in rather than at its next poll.  The words only say
+when to look again: what a committer decides, it decides from the counters; a
+wake-up lost (a race the words do not close, or a
+process killed between its release and its wake) costs at most a sleep's timeout
+(:data:`_WAIT_S`, or the gathering window).  Where the futex call is not known
+(another architecture) the waits are the blocking ``flock`` and the polling sleep.
+The counters themselves are read and written in place, without a lock where the
+machine keeps stores in order (:meth:`HostSync._counters`): a commit queued behind
+another process's sync makes three system calls (two lock attempts, one sleep), a
+leader four besides its ``syncfs`` (lock, release, wake, and a sleep if it gathers).
+The file's name carries the layout's version (``v5``): a process of an older
+version, which rewrote the whole file under the counters' lock, keeps to its own
+files and syncs for itself.
 
-The counters are read and written in place, without a lock: each number has one
-writer (a slot its thread, ``started`` and ``done`` the syncer) and x86-64 keeps
-stores in order; elsewhere (where that is not known) a writer syncs its own files.
-The file's name carries the layout's version (``v6``): a process of an older version
-keeps to its own files and its own leaders.  Where ``syncfs`` is missing (not Linux)
-a writer syncs its own files as before.
+Where ``syncfs`` is missing (not Linux) a writer syncs its own files as before.
 """
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import ctypes
 import ctypes.util
 import fcntl
@@ -88,38 +86,13 @@ logger = logging.getLogger("sharedq.log")
 
 #: Where the host's counter and lock files live: storage of this host alone.
 HOST_DIR = Path("/dev/shm")
-#: The longest a committer waits for the syncer to make progress (``done`` to move)
-#: before it syncs for itself.
-STALL_S = 1.0
-#: Committer slots: threads that can each have one of their own (the last is shared
-#: by any process past them), and the most one process claims.
+#: Committer slots (a process and thread hashed to one): how many committers a leader
+#: can tell apart when it gathers them.
 _SLOTS = 64
-_PER_PROCESS = 8
-#: The counter file: little-endian 8-byte cells (syncs started, done, failed; the
-#: syncer's process id; the gathering window in microseconds; per slot the sync its
-#: thread waits for, and the ``started + 1`` its last commit saw, which marks it
-#: active), the futex words (doorbell, the syncer's state), the slots' owners (pids).
-_STARTED, _DONE, _FAILURES, _SYNCER, _WINDOW = range(5)
-_WANTS = 8
-_ACTIVE = _WANTS + _SLOTS
-_CELLS = _ACTIVE + _SLOTS
-_WORDS_AT = 2048
-_DOORBELL, _ASLEEP = range(2)
-#: The syncer's states in the asleep word: idle, or gathering the active committers.
-_IDLE, _GATHERING = 1, 2
-_OWNERS_AT = 3072
-_FILE_BYTES = 4096
+#: The host's counters, little-endian 8-byte numbers at the counter file's start:
+#: syncs started and done, and per committer slot the number of the sync its last
+#: commit waited for.
 _COUNTER = ctypes.c_uint64.__ctype_le__
-#: The longest a committer sleeps before it publishes and rings again without a
-#: wake-up; the longest the syncer sleeps idle before it looks whether it should stop.
-_WAIT_S = 0.01
-_IDLE_S = 1.0
-_FUTEX_WAIT = 0
-_FUTEX_WAKE = 1
-_WAKE_ALL = 0x7FFFFFFF
-#: Whether this machine's stores are seen by other processors in the order they were
-#: made (x86-64's total store order): the counters are then read and written in place.
-_ORDERED = platform.machine().lower() in ("x86_64", "amd64")
 
 
 class Member(Protocol):
@@ -131,15 +104,52 @@ class Member(Protocol):
     def synced_through(self, lsn: int) -> None: ...
 
 
+class _Counters(NamedTuple):
+    started: int
+    done: int
+    slots: tuple[int, ...]
+
+
+#: How often a leader gathering commits looks whether they have all come in (where
+#: it cannot sleep on the futex until one does).
+GATHER_PAUSE_S = 0.0001
+#: Where the futex words lie in the counter file (past the counters, which older
+#: versions read alone), and the file's size with them.
+_WORDS_AT = 1024
+_WORDS_FILE_BYTES = 4096
+#: The words: bumped at each release of the leader lock; bumped at each arrival; set
+#: while a leader gathers.
+_RELEASED, _ARRIVED, _GATHERING = range(3)
+#: A byte per committer slot (and one for the others) after the words: set while a
+#: committer sleeps queued for the leader lock.  A leader letting go of it wakes the
+#: sleepers only if one is marked (a wake-up is a system call; alone, none is needed).
+_SLEEPERS_AT = _WORDS_AT + 64
+_SLEEPERS_END = _SLEEPERS_AT + _SLOTS + 1
+_NO_SLEEPERS = bytes(_SLOTS + 1)
+#: The longest a queued committer sleeps before it looks again without a wake-up (a
+#: leader killed between releasing the lock and waking it, a lock held by an older
+#: version): a sync that covers it, or the lock free to lead, is found by then.
+_WAIT_S = 0.01
+_FUTEX_WAIT = 0
+_FUTEX_WAKE = 1
+_WAKE_ALL = 0x7FFFFFFF
+#: Whether this machine's stores are seen by other processors in the order they were
+#: made (x86-64's total store order): the counters are then read and written in place
+#: without their lock (:meth:`HostSync._counters`).
+_ORDERED = platform.machine().lower() in ("x86_64", "amd64")
+#: ``SYS_futex`` by machine (the architectures whose number is known here).
+_FUTEX_SYSCALLS = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98, "riscv64": 98}
+
+
 class SyncStatistics(NamedTuple):
     """What this process's writers asked of the disk (since the process started).
 
     ``commits``: durable points that had to wait for a sync (a commit, an
     ``every_record`` append, ``append(commit=True)``) because their records were not
     yet synced.  ``syncs``: sync calls made for segment data (``fdatasync`` of a
-    segment, ``syncfs`` of a group, by this process's syncer for every process of the
-    host).  ``syncs / commits`` is what group commit saves.  ``sync_seconds``: the time
-    those calls took, so ``sync_seconds / syncs`` is what one sync costs on this disk.
+    segment, ``syncfs`` of a group).  ``syncs / commits`` is what group commit saves.
+    ``sync_seconds``: the time those calls took, so ``sync_seconds / syncs`` is what
+    one sync costs on this disk.
     """
 
     commits: int
@@ -192,8 +202,9 @@ class _Timespec(ctypes.Structure):
 
 
 def _load_futex() -> tuple[ctypes._CFuncPtr, int] | None:  # type: ignore[name-defined]
-    """libc's ``syscall`` and ``SYS_futex`` (x86-64's, the machine group commit runs on)."""
-    if not _ORDERED or ctypes.sizeof(ctypes.c_long) != 8:
+    """libc's ``syscall`` and ``SYS_futex`` of this machine, or ``None``."""
+    number = _FUTEX_SYSCALLS.get(platform.machine().lower())
+    if number is None or ctypes.sizeof(ctypes.c_long) != 8:
         return None
     try:
         syscall = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True).syscall
@@ -209,7 +220,7 @@ def _load_futex() -> tuple[ctypes._CFuncPtr, int] | None:  # type: ignore[name-d
         ctypes.c_uint,
     ]
     syscall.restype = ctypes.c_long
-    return syscall, 202
+    return syscall, number
 
 
 _FUTEX = _load_futex()
@@ -220,9 +231,48 @@ def _timespec(seconds: float) -> _Timespec:
     return _Timespec(whole, int((seconds - whole) * 1e9))
 
 
-#: The sleeps, made once.
-_WAIT_REF = ctypes.byref(_timespec(_WAIT_S))
-_IDLE_REF = ctypes.byref(_timespec(_IDLE_S))
+#: The queued committer's sleep, made once.
+_WAIT_TIMESPEC = _timespec(_WAIT_S)
+_WAIT_REF = ctypes.byref(_WAIT_TIMESPEC)
+
+
+class _Shared:
+    """The host's counter file mapped into this process: the counters (``cells``, read
+    and written in place, under the counters' lock as the file's bytes were) and the
+    futex words after them (``words``)."""
+
+    def __init__(self, fd: int) -> None:
+        if os.fstat(fd).st_size < _WORDS_FILE_BYTES:
+            os.ftruncate(fd, _WORDS_FILE_BYTES)  # zeros; every process grows it alike
+        self.map = mmap.mmap(fd, _WORDS_FILE_BYTES)
+        self.cells = (_COUNTER * (2 + _SLOTS)).from_buffer(self.map, 0)
+        self.words = (ctypes.c_uint32 * 3).from_buffer(self.map, _WORDS_AT)
+        base = ctypes.addressof(self.words)
+        self.released_at = base + 4 * _RELEASED
+        self.arrived_at = base + 4 * _ARRIVED
+        #: libc's ``syscall`` and ``SYS_futex``, or ``None`` (no sleeping on the words).
+        self.futex = _FUTEX
+
+    def bump(self, index: int) -> None:
+        """Raise a word by one (not atomic: two bumps at once may count as one, and the
+        word changed either way, which is all a sleeper compares)."""
+        words = self.words
+        words[index] = (words[index] + 1) & 0xFFFFFFFF
+
+    def wait(self, address: int, seen: int, timeout: _Timespec) -> None:
+        """Sleep while the word at ``address`` is ``seen``, until woken or ``timeout``."""
+        assert self.futex is not None
+        call, number = self.futex
+        call(number, address, _FUTEX_WAIT, seen, ctypes.byref(timeout), None, 0)
+
+    def wake(self, address: int, count: int = _WAKE_ALL) -> None:
+        if self.futex is not None:
+            call, number = self.futex
+            call(number, address, _FUTEX_WAKE, count, None, None, 0)
+
+    def close(self) -> None:
+        del self.cells, self.words  # the map cannot close while exported
+        self.map.close()
 
 
 def _host_dir() -> Path:
@@ -231,69 +281,56 @@ def _host_dir() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def host_files(device: int) -> tuple[Path, Path]:
-    """The host's syncer lock and counter file of the file system ``device``."""
-    base = _host_dir() / f"sharedq-sync-v6-{os.getuid()}-{device:x}"
-    return Path(f"{base}.lock"), Path(f"{base}.counters")
-
-
 class HostSync:
     """The group commit of one file system on this host (one per process and device).
 
     :meth:`sync` returns once everything written to the file system before the call is
-    on stable storage, sharing the host syncer's ``syncfs`` with every concurrent
-    caller on the host.
+    on stable storage, sharing the ``syncfs`` with every concurrent caller on the host.
     """
 
     def __init__(self, directory: Path, device: int) -> None:
-        assert _FUTEX is not None
         self.device = device
-        self.lock_path, self.counters_path = host_files(device)
         self._fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        base = _host_dir() / f"sharedq-sync-v5-{os.getuid()}-{device:x}"
+        #: The host's leader lock for this file system (``flock``): held while a sync runs.
+        self.lock_path = Path(f"{base}.lock")
+        fds: list[int] = []
         try:
-            self._counters_fd = _open_own(self.counters_path)
+            for path in (self.lock_path, Path(f"{base}.counters")):
+                fds.append(_open_own(path))
         except BaseException:
-            os.close(self._fd)
-            raise
-        try:
-            if os.fstat(self._counters_fd).st_size < _FILE_BYTES:
-                os.ftruncate(self._counters_fd, _FILE_BYTES)  # zeros; every process alike
-            self._map = mmap.mmap(self._counters_fd, _FILE_BYTES)
-        except (OSError, ValueError) as exc:
-            for fd in (self._fd, self._counters_fd):
+            for fd in (self._fd, *fds):
                 os.close(fd)
-            raise OSError(f"cannot map {self.counters_path}: {exc}") from exc
-        self._cells = (_COUNTER * _CELLS).from_buffer(self._map, 0)
-        self._words = (ctypes.c_uint32 * 2).from_buffer(self._map, _WORDS_AT)
-        self._done_at = ctypes.addressof(self._cells) + 8 * _DONE  # its low half: a futex
-        self._doorbell_at = ctypes.addressof(self._words) + 4 * _DOORBELL
+            raise
+        self._leader_fd, self._counters_fd = fds
+        try:
+            self._shared = _Shared(self._counters_fd)
+        except (OSError, ValueError) as exc:
+            for fd in (self._fd, *fds):
+                os.close(fd)
+            raise OSError(f"cannot map {base}.counters: {exc}") from exc
+        #: Whether waits sleep on the futex words (else a blocking ``flock`` and polls).
+        self._sleeps = self._shared.futex is not None
+        #: This process's id, for the committer slots (a child makes its own groups).
+        self._pid = os.getpid()
+        self._leader = threading.Lock()  # one thread of the process at the flock
+        self._counters_mutex = threading.Lock()  # flock is per open file, not per thread
         #: Why the group broke (a failed sync), or ``None``.
         self.failure: str | None = None
-        self._failures = self._cells[_FAILURES]
-        #: The slots of the counter file this process claimed, and which thread has
-        #: which (threads past :data:`_PER_PROCESS` share them).
-        self._owned: list[int] = []
-        self._slots: dict[int, int] = {}
-        self._slot_lock = threading.Lock()
-        #: ``done`` when a committer gave up waiting for the syncer (``None``: it moves).
-        self._stalled_at: int | None = None
         #: This process's writers on the file system (with no other file system).
         self._members: weakref.WeakSet[Member] = weakref.WeakSet()
-        #: The same as weak references in a tuple, remade at each join and leave.
+        #: The same as weak references in a tuple, remade at each join and leave: what a
+        #: commit reads (a ``WeakSet``'s iteration costs a guard and a copy each time).
         self._member_refs: tuple[weakref.ref[Member], ...] = ()
-        #: The syncer lock's descriptors of this process's standby threads.
-        self._role_fds: set[int] = set()
-        #: Whether this process's thread serves as the host's syncer now.
-        self.serving = False
-        self._thread: threading.Thread | None = None
-        self._standing = False
-        self._standby_lock = threading.Lock()
-        self._stand_by()
+        #: Set by the leader that found itself alone (``_leader`` held until read).
+        self._alone = False
+        #: The highest ``done`` this process has read from the counters or written:
+        #: never more than the counters hold (they only go up), so a ticket below it
+        #: is covered without another look at the file.
+        self._done_seen = 0
 
     def __repr__(self) -> str:
-        return f"<HostSync device={self.device:x} slots={self._owned} failure={self.failure!r}>"
-
-    # -- committers ------------------------------------------------------------------
+        return f"<HostSync device={self.device:x} failure={self.failure!r}>"
 
     def sync(
         self,
@@ -304,128 +341,163 @@ class HostSync:
     ) -> None:
         """Everything written to the file system before this call, on stable storage.
 
-        ``window_s``: when other committers are active (they committed when one of the
-        last two syncs was the next), the syncer waits for them to come in, up to this
-        long, before it starts the sync, so that they share it rather than wait for the
-        next.  ``committer=False`` (a background sync) does not mark its thread active
-        for the others.  ``alone``: how the caller syncs its own files; called instead
-        of waiting for the syncer when no other committer is active on the host.
-        Raises ``OSError`` if the sync failed, or an earlier one of this group did.
+        ``window_s``: when other committers are active (they took a ticket for one of
+        the last two syncs), the leader waits for them to come in, up to this long,
+        before it starts the sync, so that they share it rather than wait for the
+        next.  ``committer=False`` (a background sync) is not waited for by others.
+        ``alone``: how the caller syncs its own files; called instead of a ``syncfs``
+        when no other committer is active on the host, so that a lone committer never
+        waits for other files' writes.  Raises ``OSError`` if the sync failed, or an
+        earlier one of this group did.
         """
         self._check()
-        cells = self._cells
-        slot = self._slots.get(threading.get_ident())
-        if slot is None:
-            slot = self.thread_slot()
+        slot = hash((self._pid, threading.get_ident())) % _SLOTS if committer else None
+        led = self._lead_at_once(slot, window_s, alone)
+        if led is not None:
+            if led:
+                assert alone is not None
+                alone()  # outside the locks: nobody waits for it
+            return
         # What every member of this process has written so far: covered as well by a
-        # syncfs that starts after ``started`` is read below.
+        # syncfs that starts after the ticket below.
         written = self._written()
-        if not self._standing:
-            self._stand_by()
-        with self._slot_lock:
-            started = cells[_STARTED]
-            need = started + 1
-            by_itself = False
-            if committer:  # active: what another committer's look at the slots sees
-                if cells[_ACTIVE + slot] != need:
-                    cells[_ACTIVE + slot] = need
-                by_itself = alone is not None and not self._others(slot, started)
-            if not by_itself and cells[_WANTS + slot] < need:
-                cells[_WANTS + slot] = need
-            window_us = int(window_s * 1e6)
-            if cells[_WINDOW] != window_us:
-                cells[_WINDOW] = window_us
+        ticket = self._counters(arrive=slot).started
+        by_itself = False
+        with self._leader:
+            # A thread of this process that led meanwhile may have covered the ticket
+            # (what it saw done, no system call); otherwise _lead looks at the counters.
+            if self._done_seen <= ticket:
+                self._lead(ticket, slot, window_s, alone)
+                by_itself, self._alone = self._alone, False
         if by_itself:
             assert alone is not None
-            alone()
+            alone()  # outside the locks: nobody waits for it
             return
-        if self._await(slot, need, alone):
-            for member, lsn in written:
-                member.synced_through(lsn)
+        for member, lsn in written:
+            member.synced_through(lsn)
 
-    def _others(self, slot: int, started: int) -> bool:
-        """Whether another committer's slot is marked active: it committed when one of
-        the last two syncs was the next (its mark is the ``started + 1`` it saw)."""
-        marks = self._cells[_ACTIVE:_CELLS]
-        marks[slot] = 0
-        return max(marks) >= max(started, 1)
+    def _lead_at_once(
+        self, slot: int | None, window_s: float, alone: Callable[[], None] | None
+    ) -> bool | None:
+        """The common case in few system calls: no sync under way on the host (the
+        leader lock is free), so this committer leads at once: the lock taken, the
+        counters looked at and its arrival marked in place, the lock let go and its
+        sleepers woken (three calls besides the sync).
 
-    def _ring(self, *, always: bool = False) -> None:
-        """Tell the syncer a committer came in: a wake-up when it sleeps idle, or when it
-        gathers and this was the last active committer it waited for."""
-        words = self._words
-        words[_DOORBELL] = (words[_DOORBELL] + 1) & 0xFFFFFFFF
-        asleep = words[_ASLEEP]
-        if always or asleep == _IDLE or (asleep and not _pending(self._cells[:_CELLS])):
-            self._wake(self._doorbell_at, 1)
+        Returns ``None`` when the leader lock is taken (the caller queues as usual),
+        ``True`` when no other committer is active and the caller syncs its own files
+        itself (``alone``), ``False`` when this call ran the group's ``syncfs``.
+        """
+        if not self._leader.acquire(blocking=False):
+            return None
+        try:
+            try:
+                fcntl.flock(self._leader_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return None
+            try:
+                self._check()
+                before = self._peek(None)
+                if slot is not None and before.slots[slot] != before.started + 1:
+                    before = self._counters(arrive=slot)
+                if alone is not None and not _others_active(before, slot):
+                    return True
+                slots = before.slots
+                if slot is not None:  # as the counters are now, with this arrival
+                    slots = (*slots[:slot], before.started + 1, *slots[slot + 1 :])
+                # Written before the syncfs below starts: covered by it.
+                written = self._written()
+                self._sync_all(window_s, _Counters(before.started, before.done, slots))
+            finally:
+                self._release()
+        finally:
+            self._leader.release()
+        for member, lsn in written:
+            member.synced_through(lsn)
+        return False
 
-    def _await(self, slot: int, need: int, alone: Callable[[], None] | None) -> bool:
-        """Sleep on ``done`` until it reaches ``need``; sync for itself if it stalls.
-        Whether a ``syncfs`` covered it (not the caller's own files alone)."""
-        assert _FUTEX is not None
-        call, number = _FUTEX
-        cells = self._cells
-        done = cells[_DONE]
-        if self._stalled_at is not None:
-            if done == self._stalled_at:
-                self._ring()
-                return self._for_itself(alone)
-            self._stalled_at = None
-        self._ring()
-        moved = time.monotonic()
-        while done < need:
-            self._check()
-            call(number, self._done_at, _FUTEX_WAIT, done & 0xFFFFFFFF, _WAIT_REF, None, 0)
-            now = cells[_DONE]
-            if now != done:
-                done, moved = now, time.monotonic()
-                continue
-            if time.monotonic() - moved >= STALL_S:
-                self._stalled_at = done
-                logger.warning(
-                    "group commit: the host's syncer made no progress in %.1f s; "
-                    "syncing for this process",
-                    STALL_S,
-                )
-                return self._for_itself(alone)
-            # No sync came in the wait: a wake-up lost, or the shared slot lowered by
-            # another process.  Publish and ring again.
-            with self._slot_lock:
-                if cells[_WANTS + slot] < need:
-                    cells[_WANTS + slot] = need
-            self._ring(always=True)
+    def _lead(
+        self, ticket: int, slot: int | None, window_s: float, alone: Callable[[], None] | None
+    ) -> None:
+        """Sync unless another leader's sync covered ``ticket`` meanwhile; or leave the
+        sync to the caller (``self._alone``) when no other committer is active."""
         self._check()
-        return True
+        shared = self._shared
+        if shared.futex is None:
+            fcntl.flock(self._leader_fd, fcntl.LOCK_EX)
+        else:
+            # Until the leader lock is ours or a sync covered the ticket: asleep on the
+            # released word between looks (its value read before each look, so that a
+            # release after the look ends the sleep at once).  ``done`` is read in
+            # place: it only goes up, and only after its sync completed.
+            call, number = shared.futex
+            words, cells = shared.words, shared.cells
+            # Marked asleep before each try for the lock: a leader that held it then
+            # sees the mark once it lets go, and wakes this committer.  (Marked again
+            # each time: a leader that wakes the sleepers clears every mark.)
+            sleeper = _SLEEPERS_AT + (_SLOTS if slot is None else slot)
+            mapped = shared.map
+            try:
+                seen = words[_RELEASED]
+                while True:
+                    mapped[sleeper] = 1
+                    try:
+                        fcntl.flock(self._leader_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        pass
+                    # (the futex called here, not through a method: a thread asleep in
+                    # _lead is what a test looks for)
+                    call(number, shared.released_at, _FUTEX_WAIT, seen, _WAIT_REF, None, 0)
+                    seen = words[_RELEASED]
+                    done = cells[1]
+                    if done > ticket:
+                        self._done_seen = max(self._done_seen, done)
+                        return
+                    self._check()
+            finally:
+                mapped[sleeper] = 0
+        try:
+            now = self._peek(None)  # the leader lock is held: read right without a lock
+            self._done_seen = max(self._done_seen, now.done)
+            if now.done > ticket:
+                return
+            if alone is not None and not _others_active(now, slot):
+                self._alone = True
+                return
+            self._sync_all(window_s, now)
+        finally:
+            self._release()
 
-    def _for_itself(self, alone: Callable[[], None] | None) -> bool:
-        """The syncer stalls: this process's own files, or its own ``syncfs``."""
-        if alone is not None:
-            alone()
-            return False
-        self._syncfs()
-        return True
+    def _release(self) -> None:
+        """Let go of the host's leader lock, and wake the committers queued for it (when
+        one is marked asleep, where stores are seen in order; always elsewhere).
 
-    def _check(self) -> None:
-        if self.failure is None and self._cells[_FAILURES] != self._failures:
-            self.failure = "syncfs failed on the host's syncer"
-        if self.failure is not None:
-            raise OSError(f"an earlier {self.failure}: nothing written since is known durable")
+        Waking them clears every mark: a sleeper marks itself again before each try,
+        and a mark left by a process killed in its sleep would otherwise cost every
+        later release on the host a wake-up call.  A committer that marked itself
+        between the wake and the clearing sleeps unmarked until its timeout
+        (:data:`_WAIT_S`) at worst, a wake-up lost as the module's docstring allows.
+        """
+        fcntl.flock(self._leader_fd, fcntl.LOCK_UN)
+        if self._sleeps:
+            shared = self._shared
+            shared.bump(_RELEASED)
+            marked = shared.map[_SLEEPERS_AT:_SLEEPERS_END] != _NO_SLEEPERS
+            if marked or not _ORDERED:
+                shared.wake(shared.released_at)
+            if marked:
+                shared.map[_SLEEPERS_AT:_SLEEPERS_END] = _NO_SLEEPERS
 
     def join(self, member: Member) -> None:
         """``member``'s records count as synced by every ``syncfs`` of this group that
         starts after they were written, whoever asked for it."""
         self._members.add(member)
         self._member_refs = tuple(weakref.ref(m) for m in self._members)
-        if not self._standing:
-            self._stand_by()
 
     def leave(self, member: Member) -> None:
-        """``member`` closed; the last to leave takes this process out of the syncer's
-        role (a process that no longer logs keeps no thread for it)."""
         self._members.discard(member)
         self._member_refs = tuple(weakref.ref(m) for m in self._members)
-        if not self._member_refs:
-            self.stop(0.0)
 
     def _written(self) -> list[tuple[Member, int]]:
         """Each member of this process and the last lsn it has written so far."""
@@ -436,123 +508,12 @@ class HostSync:
                 written.append((member, member.last_lsn))
         return written
 
-    # -- the syncer ------------------------------------------------------------------
-
-    def _stand_by(self) -> None:
-        """Have this process's thread wait for the syncer role (again, after the last
-        writer left): one thread at most, which keeps waiting if it still does."""
-        with self._standby_lock:
-            if self._standing or _exiting:
-                return
-            self._standing = True
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._standby, name=f"sharedq-syncer-{self.device:x}", daemon=True
-                )
-                self._thread.start()
-
-    def _standby(self) -> None:
-        """Wait for the syncer role (the host's lock), then serve until stopped; wait
-        again if the process wants the role back meanwhile (:meth:`_stand_by`)."""
-        fd: int | None = None
-        try:
-            fd = _open_own(self.lock_path)
-            self._role_fds.add(fd)
-            while True:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # blocks while another process serves
-                with self._standby_lock:
-                    if not self._standing or _exiting or self.failure is not None:
-                        break  # stopped meanwhile (the map may be gone): pass it on
-                    self.serving = True
-                try:
-                    self._serve()
-                finally:
-                    self.serving = False
-                    fcntl.flock(fd, fcntl.LOCK_UN)  # the role passes on
-                with self._standby_lock:
-                    if not self._standing or _exiting or self.failure is not None:
-                        break
-        except OSError as exc:
-            logger.error("group commit: the syncer of device %x stopped: %s", self.device, exc)
-        finally:
-            with self._standby_lock:
-                self._thread = None
-                self._standing = False
-                if fd is not None:
-                    self._role_fds.discard(fd)
-                    os.close(fd)
-
-    def _serve(self) -> None:
-        assert _FUTEX is not None
-        call, number = _FUTEX
-        cells, words = self._cells, self._words
-        cells[_SYNCER] = os.getpid()
-        synced = False
-        while self._standing and self.failure is None:
-            seen = words[_DOORBELL]
-            values = cells[:_ACTIVE]
-            done, window_s = values[_DONE], values[_WINDOW] / 1e6
-            if max(values[_WANTS:]) > done:
-                if window_s:
-                    self._gather(window_s)
-                self._sync_round(max(values[_STARTED], done) + 1)
-                synced = True
-                continue
-            if synced and window_s:
-                # The committers just woken are likely to commit again: wait for them
-                # as for a sync's (one sleep, woken by the last), not idle first.
-                synced = False
-                self._gather(window_s)
-                continue
-            synced = False
-            words[_ASLEEP] = _IDLE
-            call(number, self._doorbell_at, _FUTEX_WAIT, seen, _IDLE_REF, None, 0)
-            words[_ASLEEP] = 0
-
-    def _gather(self, window_s: float) -> None:
-        """Wait until every active committer has asked for the next sync, or
-        ``window_s``: committers that come in one after another would otherwise settle
-        into turns, each turn a sync.  Asleep on the doorbell between looks; the last
-        committer waited for wakes it."""
-        assert _FUTEX is not None
-        call, number = _FUTEX
-        cells, words = self._cells, self._words
-        deadline = time.monotonic() + window_s
-        words[_ASLEEP] = _GATHERING
-        try:
-            while True:
-                seen = words[_DOORBELL]
-                if not _pending(cells[:_CELLS]):
-                    return
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                call(
-                    number,
-                    self._doorbell_at,
-                    _FUTEX_WAIT,
-                    seen,
-                    ctypes.byref(_timespec(left)),
-                    None,
-                    0,
-                )
-        finally:
-            words[_ASLEEP] = 0
-
-    def _sync_round(self, number: int) -> None:
-        """Number a sync, run ``syncfs``, record it done and wake the committers."""
-        cells = self._cells
-        cells[_STARTED] = number
-        try:
-            self._syncfs()
-        except OSError:
-            cells[_FAILURES] += 1  # never done: every attached process's group breaks
-            self._wake(self._done_at)
-            raise
-        cells[_DONE] = number
-        self._wake(self._done_at)
-
-    def _syncfs(self) -> None:
+    def _sync_all(self, window_s: float, now: _Counters) -> None:
+        """Number a sync, run ``syncfs``, record it done (the leader lock is held)."""
+        if window_s > 0:
+            now = self._gather(window_s, now)
+        number = max(now.started, now.done) + 1
+        self._counters(started=number)
         started_s = time.perf_counter()
         failed = _SYNCFS is None or _SYNCFS(self._fd) != 0
         count_syncs(1, time.perf_counter() - started_s)
@@ -560,103 +521,109 @@ class HostSync:
             error = ctypes.get_errno() if _SYNCFS is not None else 0
             self.failure = f"syncfs failed: {os.strerror(error)}"
             raise OSError(error, self.failure)
+        self._counters(done=number)
 
-    def _wake(self, address: int, count: int = _WAKE_ALL) -> None:
-        assert _FUTEX is not None
-        call, number = _FUTEX
-        call(number, address, _FUTEX_WAKE, count, None, None, 0)
+    def _gather(self, window_s: float, now: _Counters) -> _Counters:
+        """Wait until every active committer has a ticket for this sync, or ``window_s``.
 
-    # -- slots and closing -----------------------------------------------------------
-
-    def thread_slot(self) -> int:
-        """The slot of the counter file the calling thread commits in: one of its own
-        (claimed from the file, or left by a thread of the process that ended), or one
-        it shares with other threads of the process past :data:`_PER_PROCESS`."""
-        ident = threading.get_ident()
-        with self._slot_lock:
-            slot = self._slots.get(ident)
-            if slot is not None:
-                return slot
-            live = {thread.ident for thread in threading.enumerate()}
-            for gone in [t for t in self._slots if t not in live]:
-                slot = self._slots.pop(gone)
-                if slot not in self._slots.values():
-                    break  # ended with its thread: this one's now
-            else:
-                slot = None
-            if slot is None and len(self._owned) < _PER_PROCESS:
-                slot = self._claim_slot()
-                if slot is not None:
-                    self._owned.append(slot)
-            if slot is None:
-                slot = self._owned[ident % len(self._owned)] if self._owned else _SLOTS - 1
-            self._slots[ident] = slot
-            return slot
-
-    def _claim_slot(self) -> int | None:
-        """A slot of the counter file for this process: a free one, or one whose process
-        is gone; ``None`` when there is none."""
-        owners = (ctypes.c_uint32 * _SLOTS).from_buffer(self._map, _OWNERS_AT)
-        pid = os.getpid()
-        fcntl.flock(self._counters_fd, fcntl.LOCK_EX)
+        Looks at the counters without their lock (:meth:`_peek`): this leader holds
+        the leader lock, so ``started`` and ``done`` do not change meanwhile, and a
+        slot read while a committer writes it only decides whether to wait on.  Between
+        looks it sleeps on the arrived word (each arrival wakes it), or polls.
+        """
+        deadline = time.monotonic() + window_s
+        shared = self._shared if self._sleeps else None
+        if shared is not None:
+            shared.words[_GATHERING] = 1
         try:
-            mine = set(self._owned)
-            free = [n for n in range(_SLOTS - 1) if owners[n] in (0, pid) and n not in mine]
-            if not free:
-                free = [n for n in range(_SLOTS - 1) if not _alive(owners[n])]
-            if not free:
-                return None
-            slot = free[0]
-            owners[slot] = pid
-            self._cells[_WANTS + slot] = 0
-            self._cells[_ACTIVE + slot] = 0
-            return slot
+            while True:
+                if shared is not None:  # read before the look: an arrival after it wakes
+                    seen = shared.words[_ARRIVED]
+                    now = self._peek(now)
+                # Active: a ticket for one of the last two syncs; waiting: for this one.
+                # (``started + 1`` is at least 1, so empty slots count as neither.)
+                low = max(now.started - 1, 1)
+                if all(mark < low or mark > now.started for mark in now.slots):
+                    return now
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return now
+                if shared is not None:
+                    shared.wait(shared.arrived_at, seen, _timespec(left))
+                else:
+                    time.sleep(min(left, GATHER_PAUSE_S))
+                    now = self._peek(now)
         finally:
-            fcntl.flock(self._counters_fd, fcntl.LOCK_UN)
-            del owners
+            if shared is not None:
+                shared.words[_GATHERING] = 0
 
-    def stop(self, timeout_s: float = 1.0) -> None:
-        """Give up the syncer role (or the wait for it) and let the thread end."""
-        with self._standby_lock:
-            self._standing = False
-            thread = self._thread
-        self._ring(always=True)
-        if self.serving and thread is not None and timeout_s > 0:
-            thread.join(timeout_s)
+    def _peek(self, now: _Counters | None) -> _Counters:
+        """The counters read without their lock, by the holder of the leader lock.
+
+        Only a leader changes ``started`` and ``done``: so while the leader lock is
+        held they read right.  A slot read amid its committer's write may be read
+        wrong, and that only decides how long to gather, whether another committer is
+        active (``syncfs`` or the caller's own sync: either makes the caller's records
+        durable, and a committer waiting for the group leads a sync of its own when
+        none covered it), or whether this committer's arrival is written again (what
+        a committer writes there now is ``started + 1``, which is what that check
+        looks for).  ``now``: the leader's ``started`` and ``done``
+        already read, kept as they are.
+        """
+        values = self._shared.cells[:]
+        if now is None:
+            return _Counters(values[0], values[1], tuple(values[2:]))
+        return _Counters(now.started, now.done, tuple(values[2:]))
+
+    def _check(self) -> None:
+        if self.failure is not None:
+            raise OSError(f"an earlier {self.failure}: nothing written since is known durable")
+
+    def _counters(self, *, arrive: int | None = None, started: int = 0, done: int = 0) -> _Counters:
+        """Read the host's counters; ``arrive`` marks a committer's slot as waiting for
+        the next sync, ``started`` and ``done`` raise those (never lowered; only a
+        leader, holding the leader lock, raises them).  Returns the counters as they
+        were before any change.
+
+        Each is an aligned 8-byte number of the mapped file, read and written in place,
+        and each has one writer at a time (a slot its committer, ``started`` and
+        ``done`` the leader), so no lock is needed where stores are seen in the order
+        they were made (:data:`_ORDERED`): a committer's arrival is read after its
+        records were written, and a leader's ``started`` is stored before its
+        ``syncfs`` begins.  Elsewhere the counters' ``flock`` orders them.
+        """
+        if _ORDERED:
+            return self._update(arrive, started, done)
+        with self._counters_mutex:
+            fcntl.flock(self._counters_fd, fcntl.LOCK_EX)
+            try:
+                return self._update(arrive, started, done)
+            finally:
+                fcntl.flock(self._counters_fd, fcntl.LOCK_UN)
+
+    def _update(self, arrive: int | None, started: int, done: int) -> _Counters:
+        shared = self._shared
+        cells = shared.cells
+        values = cells[:]  # in place: the file's bytes, mapped
+        if started > values[0]:
+            cells[0] = started
+        if done > values[1]:
+            cells[1] = done
+        self._done_seen = max(self._done_seen, values[1], done)
+        if arrive is not None:
+            cells[2 + arrive] = values[0] + 1  # the sync that will cover it
+            if self._sleeps:
+                shared.bump(_ARRIVED)
+                # A leader gathering is woken by the last committer it waits for (none
+                # left active and not in), not by each.
+                if shared.words[_GATHERING] and not _pending(cells[:]):
+                    shared.wake(shared.arrived_at, 1)
+        return _Counters(values[0], values[1], tuple(values[2:]))
 
     def close(self) -> None:
-        self.stop()
-        owners = (ctypes.c_uint32 * _SLOTS).from_buffer(self._map, _OWNERS_AT)
-        for slot in self._owned:
-            if owners[slot] == os.getpid():
-                owners[slot] = 0
-        del owners
-        if self._thread is not None:
-            return  # waiting for the lock, or stopping: its map is left to it
-        del self._cells, self._words
-        self._map.close()
-        for fd in (self._fd, self._counters_fd):
+        self._shared.close()
+        for fd in (self._fd, self._leader_fd, self._counters_fd):
             os.close(fd)
-
-
-def _pending(cells: list[int]) -> bool:
-    """Whether a committer active in one of the last two syncs (its mark says) has not
-    asked for the next one yet: what a syncer gathering waits for."""
-    started, done = cells[_STARTED], cells[_DONE]
-    low = max(started - 1, 1)
-    marks = cells[_ACTIVE:_CELLS]
-    wants = cells[_WANTS:_ACTIVE]
-    return any(mark >= low and want <= done for mark, want in zip(marks, wants, strict=True))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _open_own(path: Path) -> int:
@@ -669,19 +636,33 @@ def _open_own(path: Path) -> int:
     return fd
 
 
+def _pending(values: list[int]) -> bool:
+    """Whether a committer active in one of the last two syncs (as the counters
+    ``values`` say) has not come in for the next: what a leader gathering waits for."""
+    started = values[0]
+    low = max(started - 1, 1)
+    return any(low <= mark <= started for mark in values[2:])
+
+
+def _others_active(now: _Counters, slot: int | None) -> bool:
+    """Whether a committer other than ``slot`` took a ticket for one of the last syncs."""
+    slots = now.slots
+    if slot is not None:  # the slot's own mark set aside, then one C-speed max
+        slots = (*slots[:slot], 0, *slots[slot + 1 :])
+    return max(slots) >= max(now.started - 1, 1)
+
+
 _groups: dict[int, HostSync] = {}
 _groups_lock = threading.Lock()
-#: Set at interpreter exit: a thread that gets the syncer role then lets it go at once.
-_exiting = False
 
 
 def host_sync(directory: Path) -> HostSync | None:
     """This process's group commit for the file system holding ``directory``.
 
-    ``None`` where ``syncfs`` or the in-place counters are not available, or the host
-    files cannot be used (a warning says why): the caller syncs its own files.
+    ``None`` where ``syncfs`` is not available or the host files cannot be used (a
+    warning says why): the caller syncs its own files.
     """
-    if _SYNCFS is None or _FUTEX is None:
+    if _SYNCFS is None:
         return None
     device = os.stat(directory).st_dev
     with _groups_lock:
@@ -701,29 +682,12 @@ def host_sync(directory: Path) -> HostSync | None:
         return group
 
 
-def _stop_at_exit() -> None:
-    """The syncer role passes on before the interpreter stops running threads."""
-    global _exiting
-    _exiting = True
-    for group in list(_groups.values()):
-        group.stop(0.5)
-
-
-atexit.register(_stop_at_exit)
-
-
 def _forget_after_fork() -> None:
-    """A child gets its own files and thread: ``flock`` is per open file, shared with
-    the parent, so the child lets go of its copy of the syncer lock's descriptor (the
-    role stays with the parent, and passes on when the parent dies)."""
+    """A child gets its own files: ``flock`` is per open file, shared with the parent."""
     global _groups_lock, _stats_lock
     _groups_lock = threading.Lock()
     _stats_lock = threading.Lock()
-    for group in _groups.values():
-        for fd in group._role_fds:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    _groups.clear()  # the parent's other descriptors stay open in the child, unused
+    _groups.clear()  # the parent's descriptors stay open in the child, unused
 
 
 if hasattr(os, "register_at_fork"):
