@@ -320,3 +320,15 @@ def test_a_refused_get_does_not_hang_another_waiter(qm: QueueManager, q: Any) ->
     q.put(b"two")
     waiter.join(10)
     assert got == [b"two"]
+
+
+def test_recovering_a_manager_the_group_never_knew_is_refused(
+    facility: CouplingFacility, make_qm: MakeManager
+) -> None:
+    """A mistyped name gets an error naming it, not an empty report that reads as a
+    recovery done; a peer the group knows is still recovered."""
+    qm1, qm2 = make_qm(1), make_qm(2)
+    error = refused(facility, lambda: qm1.recover("NOBODY"), 2906, "NOBODY")
+    assert "no queue manager NOBODY is known to the group" in str(error)
+    qm1.declare_failed("QM2")
+    assert qm1.recover("QM2").manager == "QM2"

@@ -461,11 +461,7 @@ class QueueManager:
                 raise mq_error(MQReason.Q_MGR_NAME_ERROR, "a manager does not recover itself")
             ids = {v: k for k, v in directory.managers(core.admin).items()}
             if qmgr not in ids:
-                # It died before it registered: it has no work, only its connections.
-                for acc in core.structures.values():
-                    for user in acc.users():
-                        if user.name == qmgr and user.state is UserState.FAILED:
-                            acc.cleanup_user(user.user_id)
+                peer_recovery.clean_unregistered(core, qmgr)
                 return report
             for acc in core.structures.values():
                 peer_recovery.recover_structure(core, acc, ids[qmgr], qmgr, report, owner=False)

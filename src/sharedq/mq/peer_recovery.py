@@ -91,6 +91,26 @@ def is_active(acc: StructureAccess, name: str) -> bool:
     return any(u.name == name and u.state is UserState.ACTIVE for u in acc.users())
 
 
+def clean_unregistered(core: ManagerCore, qmgr: str) -> None:
+    """Peer recovery of a manager the directory does not know: one that died before it
+    registered has no work, only its connections, which go.  A name that no structure
+    knows either is refused as ``declare_failed`` refuses it: an empty report would
+    read as a recovery done for a mistyped name."""
+    known = False
+    for acc in core.structures.values():
+        for user in acc.users():
+            if user.name == qmgr:
+                known = True
+                if user.state is UserState.FAILED:
+                    acc.cleanup_user(user.user_id)
+    if not known:
+        raise mq_error(
+            MQReason.BAD_ARGUMENT,
+            f"no queue manager {qmgr} is known to the group: it is not registered "
+            f"and uses none of {core.name}'s structures",
+        )
+
+
 def recover_structure(
     core: ManagerCore,
     acc: StructureAccess,
