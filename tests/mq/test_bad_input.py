@@ -23,6 +23,7 @@ import pytest
 import sharedq
 from sharedq.cf import CouplingFacility, InvalidRequest, UserState
 from sharedq.mq import (
+    ConfigurationError,
     InvalidArgument,
     MQError,
     QueueManager,
@@ -327,8 +328,20 @@ def test_recovering_a_manager_the_group_never_knew_is_refused(
 ) -> None:
     """A mistyped name gets an error naming it, not an empty report that reads as a
     recovery done; a peer the group knows is still recovered."""
-    qm1, qm2 = make_qm(1), make_qm(2)
+    qm1 = make_qm(1)
+    make_qm(2)
     error = refused(facility, lambda: qm1.recover("NOBODY"), 2906, "NOBODY")
     assert "no queue manager NOBODY is known to the group" in str(error)
     qm1.declare_failed("QM2")
     assert qm1.recover("QM2").manager == "QM2"
+
+
+def test_a_manager_on_an_admin_structure_nobody_allocated_is_refused_by_name(
+    facility: CouplingFacility,
+) -> None:
+    """MQRC_CF_NOT_AVAILABLE naming the structure, not UNEXPECTED_ERROR."""
+    with pytest.raises(ConfigurationError) as caught:
+        QueueManager(facility, "QM9", 9, admin="NOSUCH")
+    assert caught.value.reason_code == 2345, caught.value
+    assert "NO_SUCH_STRUCTURE" in str(caught.value) and "NOSUCH" in str(caught.value)
+    assert not facility.exists("NOSUCH")

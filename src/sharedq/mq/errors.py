@@ -267,6 +267,8 @@ def from_cf(error: cfe.CFError, detail: str = "") -> MQError:
         reason = MQReason.MAX_CONNS_LIMIT_REACHED
     elif error.reason is cfe.CFReason.AUTHENTICATION_FAILED:
         reason = MQReason.CF_STRUC_AUTH_FAILED  # the Redis ACL refused the structure
+    elif error.reason is cfe.CFReason.NO_SUCH_STRUCTURE:
+        reason = MQReason.CF_NOT_AVAILABLE  # e.g. an admin structure nobody allocated
     elif isinstance(error, cfe.StoreError):
         reason = MQReason.CF_STRUC_FAILED
     else:
