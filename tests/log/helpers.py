@@ -14,6 +14,7 @@ from sharedq.cf import ListStructure, StructureParams
 from sharedq.cf.memory import MemoryFacility
 from sharedq.log import LogConfig, LogStream, RecordType
 from sharedq.log.codec import FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES, preallocated
+from sharedq.log.records import ChangeOp
 from sharedq.testing import ManualClock
 
 from . import procs
@@ -131,3 +132,16 @@ def crashed_writer(root: Path, count: int = 30, writer: str = "QM1") -> None:
     child.start()
     child.join(60)
     assert child.exitcode == 0
+
+
+def three_puts(make_stream: MakeStream) -> LogStream:
+    """A stream whose writer QM1 committed three puts (seqs 1-3, data ``b"kept"``): what
+    a refused request must leave as it was."""
+    stream = make_stream()
+    with stream.writer("QM1") as w:
+        for seq in (1, 2, 3):
+            w.append(
+                RecordType.PUT, op=ChangeOp.WRITE, seq=seq, entry_id=eid(seq), list_number=0,
+                key=key(seq), data=b"kept", commit=True,
+            )  # fmt: skip
+    return stream

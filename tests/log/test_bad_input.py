@@ -19,24 +19,11 @@ from sharedq.log import (
     InvalidLogRequest,
     LogConfig,
     LogStream,
-    RecordType,
 )
-from sharedq.log.records import ChangeOp
 
-from .helpers import MakeStream, eid, key
+from .helpers import MakeStream, three_puts
 
 KNOWN = "every_record, every_commit, interval_ms=N (N >= 1)"
-
-
-def _filled(make_stream: MakeStream) -> LogStream:
-    stream = make_stream()
-    with stream.writer("QM1") as w:
-        for seq in (1, 2, 3):
-            w.append(
-                RecordType.PUT, op=ChangeOp.WRITE, seq=seq, entry_id=eid(seq), list_number=0,
-                key=key(seq), data=b"kept", commit=True,
-            )  # fmt: skip
-    return stream
 
 
 def _tree(root: Path) -> list[str]:
@@ -58,7 +45,7 @@ def _tree(root: Path) -> list[str]:
 def test_a_bad_writer_or_structure_name_writes_nothing(
     make_stream: MakeStream, tmp_path: Path, writer: str, structure: str | None, words: str
 ) -> None:
-    stream = _filled(make_stream)
+    stream = three_puts(make_stream)
     before = _tree(tmp_path)
     with pytest.raises(InvalidLogRequest) as info:
         stream.writer(writer, structure=structure)

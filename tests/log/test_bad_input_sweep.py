@@ -20,18 +20,7 @@ import pytest
 from sharedq.log import InvalidLogRequest, LogConfig, LogStream, RecordType
 from sharedq.log.records import ChangeOp
 
-from .helpers import MakeStream, eid, key
-
-
-def _filled(make_stream: MakeStream) -> LogStream:
-    stream = make_stream()
-    with stream.writer("QM1") as w:
-        for seq in (1, 2, 3):
-            w.append(
-                RecordType.PUT, op=ChangeOp.WRITE, seq=seq, entry_id=eid(seq), list_number=0,
-                key=key(seq), data=b"kept", commit=True,
-            )  # fmt: skip
-    return stream
+from .helpers import MakeStream, eid, key, three_puts
 
 
 def refused(stream: LogStream, call: Callable[[], object], reason: str, *words: str) -> None:
@@ -111,7 +100,7 @@ def test_delete_before_refuses_a_seq_no_record_can_carry(
 ) -> None:
     """``10**30`` used to be taken as the structure's retention point: every record of
     the structure from then on would have been below it, and deleted."""
-    stream = _filled(make_stream)
+    stream = three_puts(make_stream)
     refused(stream, lambda: stream.delete_before("S1", seq), "BAD_ARGUMENT", words)  # type: ignore[arg-type]
 
 
@@ -121,13 +110,13 @@ def test_delete_before_refuses_a_structure_that_is_no_name(
 ) -> None:
     """``None`` or a number used to escape as ``TypeError`` (comparing names), a list
     as ``unhashable``; a malformed name was written into the retention state."""
-    stream = _filled(make_stream)
+    stream = three_puts(make_stream)
     refused(stream, lambda: stream.delete_before(structure, 1), "BAD_NAME", "structure name")  # type: ignore[arg-type]
 
 
 def test_delete_before_zero_for_a_structure_without_a_point(make_stream: MakeStream) -> None:
     """It used to escape as ``KeyError``: no point, and nothing to raise it to."""
-    stream = _filled(make_stream)
+    stream = three_puts(make_stream)
     assert stream.delete_before("OTHER", 0).files == ()
     assert [r.data for r in stream.records()] == [b"kept"] * 3
 
@@ -138,7 +127,7 @@ def test_high_water_and_last_seq_refuse_a_structure_that_is_no_name(
     make_stream: MakeStream, call: str, structure: object
 ) -> None:
     """A list used to escape as ``unhashable``; a number read as no structure (0)."""
-    stream = _filled(make_stream)
+    stream = three_puts(make_stream)
     refused(stream, lambda: getattr(stream, call)(structure), "BAD_NAME", "structure name")
 
 
@@ -165,7 +154,7 @@ def test_records_refuses_a_selection_of_the_wrong_kind(
     """Text bounds and numbers for names escaped as ``TypeError``, ``start=5`` as
     ``AttributeError``; ``nan`` silently selected nothing, and one name was read as
     the characters of names."""
-    stream = _filled(make_stream)
+    stream = three_puts(make_stream)
     refused(stream, lambda: list(stream.records(**{option: value})), "BAD_ARGUMENT", option)
 
 
@@ -183,7 +172,7 @@ def test_plan_and_check_refuse_arguments_of_the_wrong_kind(
     make_stream: MakeStream, call: Callable[[LogStream], object]
 ) -> None:
     """Each used to escape as ``AttributeError`` or ``TypeError`` (or was ignored)."""
-    stream = _filled(make_stream)
+    stream = three_puts(make_stream)
     refused(stream, lambda: call(stream), "BAD_ARGUMENT")
 
 
@@ -203,7 +192,7 @@ def test_append_refuses_a_type_or_op_that_is_no_number(
     make_stream: MakeStream, record_type: Any, op: Any
 ) -> None:
     """Each used to escape from ``int()`` as ``ValueError`` or ``TypeError``."""
-    stream = _filled(make_stream)
+    stream = three_puts(make_stream)
     with stream.writer("QM2") as w:
 
         def append() -> object:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sharedq.cf import CouplingFacility
 from sharedq.mq import Message, NoMessageAvailable, QueueManager, keys
 from sharedq.mq.messages import Decoded
 
@@ -65,3 +66,13 @@ def drain(qm: QueueManager, queue: str) -> list[Message]:
             got.append(q.get())
         except NoMessageAvailable:
             return got
+
+
+def structure_seqs(facility: CouplingFacility) -> dict[str, int]:
+    """Each structure's seq, read through a connection of its own (a connect and a
+    disconnect take two numbers per structure): whether a refused request changed any."""
+    found = {}
+    for name in facility.structure_names():
+        with facility.connect(name, "WATCHER") as watcher:
+            found[name] = watcher.statistics().seq
+    return found

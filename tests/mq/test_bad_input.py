@@ -32,20 +32,13 @@ from sharedq.mq import (
 from sharedq.mq.arguments import MAX_WAIT_SECONDS, UOW_ID_LENGTH
 from sharedq.recovery import RecoverySettings
 from tests.mq.conftest import ADMIN, APP, MakeManager
+from tests.mq.helpers import structure_seqs
 
 
 def _users(facility: CouplingFacility, structure: str) -> dict[str, UserState]:
     """The users of ``structure`` and their states, as a watcher sees them."""
     with facility.connect(structure, "WATCHER") as watcher:
         return {u.name: u.state for u in watcher.users() if u.name != "WATCHER"}
-
-
-def _seqs(facility: CouplingFacility) -> dict[str, int]:
-    found = {}
-    for name in facility.structure_names():
-        with facility.connect(name, "WATCHER") as watcher:
-            found[name] = watcher.statistics().seq
-    return found
 
 
 def refused(
@@ -56,12 +49,12 @@ def refused(
     cls: type[MQError] = InvalidArgument,
 ) -> MQError:
     """``call`` raises ``cls`` with ``code``, naming ``words``, and no structure changed."""
-    before = _seqs(facility)
+    before = structure_seqs(facility)
     started = time.monotonic()
     with pytest.raises(cls) as caught:
         call()
     assert time.monotonic() - started < 5, "refused at once, not after a wait"
-    after = _seqs(facility)
+    after = structure_seqs(facility)
     # Each watcher connect/disconnect takes two numbers per structure; nothing else may.
     assert {n: after[n] - before[n] for n in after} == {n: 2 for n in after}
     error = caught.value

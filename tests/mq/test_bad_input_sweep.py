@@ -25,19 +25,12 @@ from sharedq.mq import (
     structure_params,
 )
 from tests.mq.conftest import ADMIN, APP, MakeManager
+from tests.mq.helpers import structure_seqs
 
 
 @pytest.fixture
 def backend() -> str:
     return "memory"
-
-
-def _seqs(facility: CouplingFacility) -> dict[str, int]:
-    found = {}
-    for name in facility.structure_names():
-        with facility.connect(name, "WATCHER") as watcher:
-            found[name] = watcher.statistics().seq
-    return found
 
 
 def refused(
@@ -48,10 +41,10 @@ def refused(
     *words: str,
 ) -> None:
     """``call`` raises ``cls`` with ``code``, naming ``words``, and no structure changed."""
-    before = _seqs(facility)
+    before = structure_seqs(facility)
     with pytest.raises(cls) as caught:
         call()
-    after = _seqs(facility)
+    after = structure_seqs(facility)
     # Each watcher connect/disconnect takes two numbers per structure; nothing else may.
     assert {n: after[n] - before[n] for n in after} == {n: 2 for n in after}
     assert caught.value.reason_code == code, caught.value

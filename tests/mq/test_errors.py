@@ -30,23 +30,16 @@ from sharedq.mq import (
     structure_params,
 )
 from tests.mq.conftest import ADMIN, APP, MakeManager
-
-
-def _seqs(facility: CouplingFacility) -> dict[str, int]:
-    found = {}
-    for name in facility.structure_names():
-        with facility.connect(name, "WATCHER") as watcher:
-            found[name] = watcher.statistics().seq
-    return found
+from tests.mq.helpers import structure_seqs
 
 
 def _refused(
     facility: CouplingFacility, call: Callable[[], object], cls: type[MQError], code: int
 ) -> MQError:
-    call_seqs = _seqs(facility)
+    call_seqs = structure_seqs(facility)
     with pytest.raises(cls) as caught:
         call()
-    after = _seqs(facility)
+    after = structure_seqs(facility)
     # Each watcher connect/disconnect takes two numbers per structure; nothing else may.
     assert {n: after[n] - call_seqs[n] for n in after} == {n: 2 for n in after}
     assert caught.value.reason_code == code
