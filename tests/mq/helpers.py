@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
+
 from sharedq.cf import CouplingFacility
-from sharedq.mq import Message, NoMessageAvailable, QueueManager, keys
+from sharedq.mq import Message, MQError, NoMessageAvailable, QueueManager, keys
 from sharedq.mq.messages import Decoded
 
 
@@ -76,3 +80,24 @@ def structure_seqs(facility: CouplingFacility) -> dict[str, int]:
         with facility.connect(name, "WATCHER") as watcher:
             found[name] = watcher.statistics().seq
     return found
+
+
+def refused_unchanged(
+    facility: CouplingFacility,
+    call: Callable[[], object],
+    cls: type[MQError],
+    code: int,
+    *words: str,
+) -> MQError:
+    """``call`` raises ``cls`` with ``code``, naming ``words``, and no structure changed
+    (each structure's seq moved only by the two numbers reading it takes)."""
+    before = structure_seqs(facility)
+    with pytest.raises(cls) as caught:
+        call()
+    after = structure_seqs(facility)
+    assert {n: after[n] - before[n] for n in after} == {n: 2 for n in after}
+    error = caught.value
+    assert error.reason_code == code, error
+    for word in words:
+        assert word in str(error), (word, str(error))
+    return error

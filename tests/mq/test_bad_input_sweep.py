@@ -11,7 +11,6 @@ come before any structure is reached.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,31 +24,12 @@ from sharedq.mq import (
     structure_params,
 )
 from tests.mq.conftest import ADMIN, APP, MakeManager
-from tests.mq.helpers import structure_seqs
+from tests.mq.helpers import refused_unchanged
 
 
 @pytest.fixture
 def backend() -> str:
     return "memory"
-
-
-def refused(
-    facility: CouplingFacility,
-    call: Callable[[], object],
-    cls: type[MQError],
-    code: int,
-    *words: str,
-) -> None:
-    """``call`` raises ``cls`` with ``code``, naming ``words``, and no structure changed."""
-    before = structure_seqs(facility)
-    with pytest.raises(cls) as caught:
-        call()
-    after = structure_seqs(facility)
-    # Each watcher connect/disconnect takes two numbers per structure; nothing else may.
-    assert {n: after[n] - before[n] for n in after} == {n: 2 for n in after}
-    assert caught.value.reason_code == code, caught.value
-    for word in words:
-        assert word in str(caught.value), (word, str(caught.value))
 
 
 @pytest.fixture
@@ -77,7 +57,7 @@ def test_structures_that_are_no_collection_of_names_are_refused(
 ) -> None:
     """A single name used to be read letter by letter ("no structure 'A'"); ``None``
     or a number escaped as ``TypeError``."""
-    refused(
+    refused_unchanged(
         facility,
         lambda: make_qm(2, structures=structures),
         InvalidArgument,
@@ -103,7 +83,7 @@ def test_settings_of_the_wrong_kind_are_refused(
 ) -> None:
     """Each used to be an ``AttributeError`` ('str' object has no attribute 'root') or,
     for ``faults``, a ``TypeError`` (not callable)."""
-    refused(facility, lambda: make_qm(2, **{option: value}), InvalidArgument, 2906, words)
+    refused_unchanged(facility, lambda: make_qm(2, **{option: value}), InvalidArgument, 2906, words)
 
 
 @pytest.mark.parametrize("value", [None, "memory://", 5])
@@ -111,7 +91,9 @@ def test_a_facility_of_the_wrong_kind_is_refused(facility: CouplingFacility, val
     def construct() -> QueueManager:
         return QueueManager(value, "QM2", 2, admin=ADMIN)  # type: ignore[arg-type]
 
-    refused(facility, construct, InvalidArgument, 2906, "facility must be a CouplingFacility")
+    refused_unchanged(
+        facility, construct, InvalidArgument, 2906, "facility must be a CouplingFacility"
+    )
 
 
 @pytest.mark.parametrize("name", [[1], bytearray(b"Q"), {"Q": 1}])
@@ -121,7 +103,9 @@ def test_an_unhashable_queue_name_is_an_unknown_queue(
 ) -> None:
     """It used to escape as ``TypeError: unhashable type``."""
     args: dict[str, Any] = {"max_depth": 10} if call == "alter_queue" else {}
-    refused(facility, lambda: getattr(qm, call)(name, **args), UnknownQueue, 2085, repr(name))
+    refused_unchanged(
+        facility, lambda: getattr(qm, call)(name, **args), UnknownQueue, 2085, repr(name)
+    )
     assert qm.queue_definition("Q").max_depth != 10
 
 
@@ -130,7 +114,7 @@ def test_define_refuses_a_structure_that_is_no_name(
     facility: CouplingFacility, qm: QueueManager, structure: object
 ) -> None:
     """It used to escape as ``AttributeError: ... has no attribute 'startswith'``."""
-    refused(
+    refused_unchanged(
         facility,
         lambda: qm.define_queue("NEW", structure=structure),  # type: ignore[arg-type]
         InvalidArgument,
@@ -149,14 +133,14 @@ def test_a_description_that_is_no_short_text_is_refused(
     fail as ``UNEXPECTED_ERROR``."""
     qm.alter_queue("Q", description="before")
     words = ("description", "0..64 characters")
-    refused(
+    refused_unchanged(
         facility,
         lambda: qm.define_queue("NEW", description=description),
         InvalidArgument,
         2906,
         *words,
     )
-    refused(
+    refused_unchanged(
         facility,
         lambda: qm.alter_queue("Q", description=description),
         InvalidArgument,
@@ -177,7 +161,7 @@ def test_a_get_flag_that_is_no_bool_is_refused(
     rest of it: any truthy value was taken for ``True``."""
     browser = kept.browser()
     browser.first()
-    refused(
+    refused_unchanged(
         facility,
         lambda: kept.get(max_length=1, **{option: value}),
         InvalidArgument,
@@ -185,7 +169,7 @@ def test_a_get_flag_that_is_no_bool_is_refused(
         f"{option} must be True or False, not {value!r}",
     )
     if option == "accept_truncated":  # a browser's get takes it too
-        refused(
+        refused_unchanged(
             facility,
             lambda: browser.get(max_length=1, accept_truncated=value),
             InvalidArgument,

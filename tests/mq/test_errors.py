@@ -6,11 +6,8 @@ one, so a failed call must leave them where they were.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 
-import sharedq
 from sharedq.cf import CouplingFacility
 from sharedq.mq import (
     ConfigurationError,
@@ -30,21 +27,7 @@ from sharedq.mq import (
     structure_params,
 )
 from tests.mq.conftest import ADMIN, APP, MakeManager
-from tests.mq.helpers import structure_seqs
-
-
-def _refused(
-    facility: CouplingFacility, call: Callable[[], object], cls: type[MQError], code: int
-) -> MQError:
-    call_seqs = structure_seqs(facility)
-    with pytest.raises(cls) as caught:
-        call()
-    after = structure_seqs(facility)
-    # Each watcher connect/disconnect takes two numbers per structure; nothing else may.
-    assert {n: after[n] - call_seqs[n] for n in after} == {n: 2 for n in after}
-    assert caught.value.reason_code == code
-    assert isinstance(caught.value, sharedq.SharedqError)
-    return caught.value
+from tests.mq.helpers import refused_unchanged
 
 
 @pytest.fixture
@@ -56,18 +39,18 @@ def q(qm: QueueManager):
 
 
 def test_put_errors_change_nothing(qm: QueueManager, q, facility: CouplingFacility) -> None:
-    _refused(facility, lambda: q.put(b"x", priority=10), InvalidArgument, 2050)
-    _refused(facility, lambda: q.put(b"x", priority=True), InvalidArgument, 2050)
-    _refused(facility, lambda: q.put(b"x", persistent=1), InvalidArgument, 2047)  # type: ignore[arg-type]
-    _refused(facility, lambda: q.put(b"x", expiry=-1), InvalidArgument, 2013)
-    _refused(facility, lambda: q.put(b"x", msg_id=b"m" * 25), InvalidArgument, 2026)
-    _refused(facility, lambda: q.put("text"), InvalidArgument, 2906)  # type: ignore[arg-type]
-    _refused(facility, lambda: q.put(b"x" * 70_000), MessageTooBig, 2031)
+    refused_unchanged(facility, lambda: q.put(b"x", priority=10), InvalidArgument, 2050)
+    refused_unchanged(facility, lambda: q.put(b"x", priority=True), InvalidArgument, 2050)
+    refused_unchanged(facility, lambda: q.put(b"x", persistent=1), InvalidArgument, 2047)  # type: ignore[arg-type]
+    refused_unchanged(facility, lambda: q.put(b"x", expiry=-1), InvalidArgument, 2013)
+    refused_unchanged(facility, lambda: q.put(b"x", msg_id=b"m" * 25), InvalidArgument, 2026)
+    refused_unchanged(facility, lambda: q.put("text"), InvalidArgument, 2906)  # type: ignore[arg-type]
+    refused_unchanged(facility, lambda: q.put(b"x" * 70_000), MessageTooBig, 2031)
     q.put(b"two")
     q.put(b"three")
-    _refused(facility, lambda: q.put(b"four"), QueueFull, 2053)
+    refused_unchanged(facility, lambda: q.put(b"four"), QueueFull, 2053)
     uow = qm.unit_of_work()
-    _refused(facility, lambda: q.put(b"four", uow=uow), QueueFull, 2053)
+    refused_unchanged(facility, lambda: q.put(b"four", uow=uow), QueueFull, 2053)
     assert uow.operation_count == 0
     uow.commit()
 
@@ -76,19 +59,19 @@ def test_inhibited(make_qm: MakeManager, facility: CouplingFacility) -> None:
     qm1, qm2 = make_qm(1), make_qm(2)
     qm1.define_queue("Q", structure=APP, put_inhibited=True, get_inhibited=True)
     q2 = qm2.open("Q")
-    error = _refused(facility, lambda: q2.put(b"x"), Inhibited, 2051)
+    error = refused_unchanged(facility, lambda: q2.put(b"x"), Inhibited, 2051)
     assert error.reason is MQReason.PUT_INHIBITED
-    _refused(facility, lambda: q2.get(), Inhibited, 2016)
+    refused_unchanged(facility, lambda: q2.get(), Inhibited, 2016)
 
 
 def test_get_errors(qm: QueueManager, q, facility: CouplingFacility) -> None:
-    _refused(facility, lambda: q.get(msg_id=b"id"), InvalidArgument, 2206)
-    _refused(facility, lambda: q.get(correl_id=b"id"), InvalidArgument, 2207)
-    _refused(facility, lambda: q.get(max_length=-1), InvalidArgument, 2906)
-    _refused(facility, lambda: q.get(wait=-1), InvalidArgument, 2906)
+    refused_unchanged(facility, lambda: q.get(msg_id=b"id"), InvalidArgument, 2206)
+    refused_unchanged(facility, lambda: q.get(correl_id=b"id"), InvalidArgument, 2207)
+    refused_unchanged(facility, lambda: q.get(max_length=-1), InvalidArgument, 2906)
+    refused_unchanged(facility, lambda: q.get(wait=-1), InvalidArgument, 2906)
     qm.define_queue("BYCORREL", structure=APP, index=IndexType.CORREL_ID)
     by_correl = qm.open("BYCORREL")
-    _refused(facility, lambda: by_correl.get(msg_id=b"id"), InvalidArgument, 2206)
+    refused_unchanged(facility, lambda: by_correl.get(msg_id=b"id"), InvalidArgument, 2206)
     with pytest.raises(NoMessageAvailable) as caught:
         by_correl.get(correl_id=b"id")
     assert caught.value.reason_code == 2033
@@ -107,16 +90,22 @@ def test_get_by_both_ids(qm: QueueManager) -> None:
 
 def test_definition_errors(qm: QueueManager, facility: CouplingFacility) -> None:
     qm.define_queue("Q", structure=APP)
-    _refused(facility, lambda: qm.define_queue("Q", structure=APP), QueueExists, 2100)
-    _refused(facility, lambda: qm.define_queue("Q", structure=ADMIN), QueueExists, 2100)
-    _refused(facility, lambda: qm.define_queue("bad name!"), InvalidArgument, 2906)
-    _refused(facility, lambda: qm.define_queue("Z", max_depth=-1), InvalidArgument, 2906)
-    _refused(facility, lambda: qm.define_queue("Z", colour="red"), InvalidArgument, 2906)
-    _refused(facility, lambda: qm.define_queue("Z", structure="NOPE"), ConfigurationError, 2345)
-    _refused(facility, lambda: qm.open("NOPE"), UnknownQueue, 2085)
-    _refused(facility, lambda: qm.alter_queue("NOPE", put_inhibited=True), UnknownQueue, 2085)
-    _refused(facility, lambda: qm.alter_queue("Q", default_priority=12), InvalidArgument, 2050)
-    _refused(facility, lambda: qm.alter_queue("Q", structure=ADMIN), InvalidArgument, 2906)
+    refused_unchanged(facility, lambda: qm.define_queue("Q", structure=APP), QueueExists, 2100)
+    refused_unchanged(facility, lambda: qm.define_queue("Q", structure=ADMIN), QueueExists, 2100)
+    refused_unchanged(facility, lambda: qm.define_queue("bad name!"), InvalidArgument, 2906)
+    refused_unchanged(facility, lambda: qm.define_queue("Z", max_depth=-1), InvalidArgument, 2906)
+    refused_unchanged(facility, lambda: qm.define_queue("Z", colour="red"), InvalidArgument, 2906)
+    refused_unchanged(
+        facility, lambda: qm.define_queue("Z", structure="NOPE"), ConfigurationError, 2345
+    )
+    refused_unchanged(facility, lambda: qm.open("NOPE"), UnknownQueue, 2085)
+    refused_unchanged(
+        facility, lambda: qm.alter_queue("NOPE", put_inhibited=True), UnknownQueue, 2085
+    )
+    refused_unchanged(
+        facility, lambda: qm.alter_queue("Q", default_priority=12), InvalidArgument, 2050
+    )
+    refused_unchanged(facility, lambda: qm.alter_queue("Q", structure=ADMIN), InvalidArgument, 2906)
     assert qm.queue_names() == ["Q"]
     assert qm.queue_definition("Q").max_depth == 5000
 
@@ -152,7 +141,7 @@ def test_structure_full(make_qm: MakeManager, facility: CouplingFacility) -> Non
             q.put(b"x" * 100)
     assert caught.value.reason is MQReason.STORAGE_MEDIUM_FULL
     depth = q.depth()
-    _refused(facility, lambda: q.put(b"x" * 100), StorageFull, 2192)
+    refused_unchanged(facility, lambda: q.put(b"x" * 100), StorageFull, 2192)
     assert q.depth() == depth
 
 
