@@ -164,7 +164,15 @@ def test_locks_refuses_an_owner_that_is_no_cqs_name(
 
 @pytest.mark.parametrize(
     "token_change",
-    [{"queue": "TRANA"}, {"queue": None}, {"queue": 1}, {"entry_id": "x" * 12}],
+    [
+        {"queue": "TRANA"},
+        {"queue": None},
+        {"queue": 1},
+        {"entry_id": "x" * 12},
+        {"staged": "no"},
+        {"staged": 1},
+        {"staged": None},
+    ],
     ids=repr,
 )
 @pytest.mark.parametrize("request_", ["delete", "unlock", "browse_locked", "move"])
@@ -175,7 +183,9 @@ def test_a_token_with_fields_of_the_wrong_kind_is_no_token(
     token_change: dict[str, Any],
 ) -> None:
     """A text queue name used to escape as ``TypeError: a bytes-like object is
-    required``; a text entry id reached the structure and came back as its error."""
+    required``; a text entry id reached the structure and came back as its error; a
+    ``staged`` that is no bool was taken for its truth (``"no"``: a one-part message
+    deleted through the delete queue)."""
     cqs, token = held
     bad = dataclasses.replace(token, **token_change)
     calls: dict[str, Callable[[], object]] = {

@@ -202,3 +202,45 @@ def test_append_refuses_a_type_or_op_that_is_no_number(
             )  # fmt: skip
 
         refused(stream, append, "BAD_RECORD", "is no number")
+
+
+@pytest.mark.parametrize("value", ["no", 0, 1, None, [], 1.0], ids=repr)
+@pytest.mark.parametrize("helper", ["append", "log_event"])
+def test_a_commit_that_is_no_bool_is_refused(
+    make_stream: MakeStream, helper: str, value: Any
+) -> None:
+    """``commit="no"`` used to sync the record (a truthy string), ``0`` or ``None`` to
+    pass for ``False``; either way the record was written."""
+    stream = three_puts(make_stream)
+    with stream.writer("QM2") as w:
+
+        def append() -> object:
+            return w.append(
+                RecordType.PUT, op=ChangeOp.WRITE, seq=4, entry_id=eid(4), list_number=0,
+                key=key(4), data=b"never", commit=value,
+            )  # fmt: skip
+
+        def log_event() -> object:
+            return w.log_event(RecordType.SYSTEM_CHECKPOINT, payload={"n": 1}, commit=value)
+
+        call = append if helper == "append" else log_event
+        refused(stream, call, "BAD_ARGUMENT", f"commit must be True or False, not {value!r}")
+        assert w.last_lsn == 0  # no lsn taken
+
+
+@pytest.mark.parametrize("value", ["no", 0, 1, None, "strict"], ids=repr)
+@pytest.mark.parametrize("call", ["records", "plan", "reader.records", "reader.batches"])
+def test_a_strict_that_is_no_bool_is_refused(
+    make_stream: MakeStream, call: str, value: Any
+) -> None:
+    """``strict="no"`` used to read strictly (a truthy string: the first damage raises),
+    ``0`` or ``None`` to pass for ``False``."""
+    stream = three_puts(make_stream)
+    reader = stream.reader()
+    calls: dict[str, Callable[[], object]] = {
+        "records": lambda: list(stream.records(strict=value)),
+        "plan": lambda: stream.plan(strict=value),
+        "reader.records": lambda: list(reader.records(strict=value)),
+        "reader.batches": lambda: list(reader.batches(strict=value)),
+    }
+    refused(stream, calls[call], "BAD_ARGUMENT", f"strict must be True or False, not {value!r}")

@@ -367,6 +367,7 @@ class CQS:
             isinstance(token, LockToken)
             and type(token.queue) is bytes
             and type(token.entry_id) is bytes
+            and type(token.staged) is bool  # "no" would delete through the delete queue
         ):
             raise cqs_error(CQSReason.BAD_TOKEN, f"{token!r} is not a lock token")
         site = self._site(token.kind)

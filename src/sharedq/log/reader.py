@@ -408,6 +408,8 @@ class LogReader:
     def plan(self, selection: ReadFilter | None = None, *, strict: bool = False) -> ReadPlan:
         """List the files, read staging and verify the data sets' footers: a read ready
         to be checked (:meth:`ReadPlan.check`) and then yielded (:meth:`ReadPlan.batches`)."""
+        if strict is not True and strict is not False:  # "no" would stop at any damage
+            raise log_error(LogReason.BAD_ARGUMENT, f"strict must be True or False, not {strict!r}")
         selection = selection if selection is not None else ReadFilter()
         self.damage = []
         notes = Coverage()

@@ -450,6 +450,8 @@ class LogWriter(ChangeLogging):
     ) -> LogPosition:
         # The path of every record: kept to a few calls (each costs more in a server's
         # cycle, where little of this code stays in the CPU's caches, than here alone).
+        if commit is not True and commit is not False:  # "no" would sync: it is truthy
+            raise log_error(LogReason.BAD_ARGUMENT, f"commit must be True or False, not {commit!r}")
         name = self.structure if structure is None else structure
         values[_WRITER] = self.name
         values[_STRUCTURE] = name
