@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from sharedq.log import InvalidLogRequest, LogConfig, LogStream, RecordType
+from sharedq.log import InvalidLogRequest, LogConfig, LogFull, LogStream, RecordType
 from sharedq.log.records import ChangeOp
 
 from .helpers import MakeStream, eid, key, three_puts
@@ -244,3 +244,26 @@ def test_a_strict_that_is_no_bool_is_refused(
         "reader.batches": lambda: list(reader.batches(strict=value)),
     }
     refused(stream, calls[call], "BAD_ARGUMENT", f"strict must be True or False, not {value!r}")
+
+
+@pytest.mark.parametrize("handler", ["checkpoint", 5, [print], b"x"], ids=repr)
+def test_a_log_full_handler_that_is_not_callable_is_refused(
+    make_stream: MakeStream, handler: Any
+) -> None:
+    """It used to be kept and found out only when the log was full: the append that
+    needed room failed with ``LogFull`` caused by ``'str' object is not callable``.
+    Now it is refused, and the handler set before is the one that runs."""
+    stream = make_stream(max_bytes=8192, staging_bytes=8192, segment_bytes=2048)
+    calls: list[object] = []
+    stream.set_full_handler(calls.append)  # frees nothing: the log stays full
+    with pytest.raises(InvalidLogRequest) as caught:
+        stream.set_full_handler(handler)
+    assert caught.value.reason.name == "BAD_ARGUMENT"
+    assert f"a function or None, not {type(handler).__name__}" in str(caught.value)
+    with stream.writer("QM1") as w, pytest.raises(LogFull) as full:
+        for seq in range(1, 1000):
+            w.append(
+                RecordType.PUT, op=ChangeOp.WRITE, seq=seq, entry_id=eid(seq), list_number=0,
+                key=key(seq), data=b"r" * 60,
+            )  # fmt: skip
+    assert len(calls) == 1 and full.value.__cause__ is None

@@ -263,7 +263,14 @@ class LogStream:
 
         The handler takes a structure checkpoint and calls :meth:`delete_before`; it
         runs in the appending thread, once for all threads that found the log full.
+        ``BAD_ARGUMENT`` for what is not callable (nor ``None``): found only when the log
+        is full, it would make every append then fail; the handler set before stays.
         """
+        if handler is not None and not callable(handler):
+            raise log_error(
+                LogReason.BAD_ARGUMENT,
+                f"the log-full handler must be a function or None, not {type(handler).__name__}",
+            )
         self.space.set_handler(handler)
 
     def exempt_from_maximum(self) -> contextlib.AbstractContextManager[None]:
