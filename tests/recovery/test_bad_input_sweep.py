@@ -66,3 +66,22 @@ def test_an_srds_path_that_is_no_path_is_refused(
 ) -> None:
     """Each used to escape as ``TypeError: expected str, bytes or os.PathLike``."""
     refused(tmp_path, lambda: call(where), "must be a path, not", type(where).__name__)
+
+
+@pytest.mark.parametrize("where", ["{file}", "{file}/root"])
+@pytest.mark.parametrize("option", ["root", "dual_log_root"])
+def test_settings_refuse_a_root_that_is_a_file_or_under_one(
+    tmp_path: Path, option: str, where: str
+) -> None:
+    """They used to be taken: the server failed only when it made the pair's
+    directories there, with ``FileExistsError`` or ``NotADirectoryError``."""
+    (tmp_path / "file").write_text("not a root\n")
+    path = Path(where.format(file=tmp_path / "file"))
+    roots = {"root": tmp_path / "root", option: path}
+    with pytest.raises(InvalidRecoveryRequest) as caught:
+        RecoverySettings(**roots)
+    assert caught.value.reason.name == "BAD_ARGUMENT" and caught.value.reason_code == 3501
+    what = "the recovery root" if option == "root" else "dual_log_root"
+    assert f"{what} {path}: {tmp_path / 'file'} is not a directory" in str(caught.value)
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+    assert (tmp_path / "file").read_text() == "not a root\n"

@@ -88,8 +88,10 @@ class RecoverySettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "root", recovery_root(self.root))
+        _check_directory(self.root, "the recovery root")
         if self.dual_log_root is not None:
             dual = recovery_root(self.dual_log_root, "dual_log_root")
+            _check_directory(dual, "dual_log_root")
             object.__setattr__(self, "dual_log_root", dual)
             if dual.resolve() == self.root.resolve():
                 raise _bad("dual_log_root must be another directory than root (another disk)")
@@ -121,6 +123,15 @@ class RecoverySettings:
     def log(self) -> LogConfig:
         """The log settings of every pair's stream."""
         return replace(self.log_config, durability=self.durability, max_bytes=self.max_log_bytes)
+
+
+def _check_directory(path: Path, what: str) -> None:
+    """``BAD_ARGUMENT`` if ``path``, or the nearest of its parents that exists, is no
+    directory: the settings would be taken, and the server fail only when it first
+    made a pair's directories there (``FileExistsError``, ``NotADirectoryError``)."""
+    found = next((p for p in (path, *path.parents) if p.exists()), None)
+    if found is not None and not found.is_dir():
+        raise _bad(f"{what} {path}: {found} is not a directory")
 
 
 def _is_int(value: object) -> bool:
