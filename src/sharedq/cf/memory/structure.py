@@ -388,7 +388,7 @@ class MemoryStructure:
     def attach(self, user_name: str) -> User:
         """Connect a user by name: reattach a failed one, or take the lowest free id."""
         if self.deleted:
-            raise cf_error(CFReason.NO_SUCH_STRUCTURE, f"no structure {self.params.name}")
+            raise cf_error(CFReason.NO_SUCH_STRUCTURE, f"no structure {self.params.name!r}")
         if not isinstance(user_name, str) or not 1 <= len(user_name) <= 64:
             raise cf_error(CFReason.BAD_ARGUMENT, f"user name {user_name!r} must be 1-64 chars")
         incarnation = self.next_incarnation

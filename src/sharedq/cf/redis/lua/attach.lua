@@ -6,7 +6,7 @@
 -- Reply: user id, token, list count, element size, lock count.
 local name, lease = ARGV[2], tonumber(ARGV[4])
 local meta = redis.call('HMGET', M, 'inst', 'c', 'lc', 'es', 'lk', 'fmt')
-if not meta[1] then fail(ERR.NO_SUCH_STRUCTURE, 'no structure ' .. structure_name()) end
+if not meta[1] then fail(ERR.NO_SUCH_STRUCTURE, "no structure '" .. structure_name() .. "'") end
 if meta[6] ~= ARGV[5] then
   fail(ERR.SERVER_UNSUITABLE, 'structure ' .. structure_name() .. ' is kept in format '
     .. (meta[6] or '1') .. ', not ' .. ARGV[5] .. ': it was made by another sharedq version; '
