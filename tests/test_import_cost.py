@@ -21,8 +21,10 @@ import pytest
 
 import sharedq.log
 import sharedq.recovery
+from sharedq.cli import pipeline
 from sharedq.cli.main import SUBCOMMANDS, cli
 from sharedq.log import records
+from sharedq.pipeline import sizing
 from sharedq.recovery import srds
 
 
@@ -161,7 +163,10 @@ CLI = """
         main()
     except SystemExit as exit:
         code = exit.code
-    heavy = ("pyarrow", "pyspark", "matplotlib", "rich", "sharedq.cli.pipeline", "sharedq.mq")
+    heavy = (
+        "pyarrow", "pyspark", "matplotlib", "rich", "sharedq.cli.pipeline", "sharedq.mq",
+        "sharedq.pipeline.job",
+    )  # fmt: skip
     print("exit", code, sorted(m for m in heavy if m in sys.modules))
 """
 
@@ -175,7 +180,13 @@ CLI = """
         (["demo", "--help"], []),
         (["recovery", "--help"], []),
         (["walk"], ["rich"]),
+        (["pipeline", "--help"], ["sharedq.cli.pipeline"]),
+        *(
+            (["pipeline", job.name, "--help"], ["sharedq.cli.pipeline"])
+            for job in pipeline.JOB_COMMANDS
+        ),
     ],
+    ids=" ".join,
 )
 def test_sharedq_imports_only_the_subcommand_it_runs(
     args: list[str], loaded: list[str], tmp_path: Path
@@ -208,3 +219,18 @@ def test_the_help_listing_is_the_same_before_and_after_the_imports(tmp_path: Pat
     from click.testing import CliRunner
 
     assert CliRunner().invoke(cli, ["--help"]).output + "\n" == fresh
+
+
+def test_each_job_command_shows_its_job_function_s_docstring() -> None:
+    """A job's help is held in :mod:`sharedq.cli.pipeline` (``Job.help``) so that showing
+    it imports no job module; it is the job function's own docstring, word for word."""
+    assert sorted(pipeline.pipeline.commands) == sorted(c.name for c in pipeline.JOB_COMMANDS)
+    for command in pipeline.JOB_COMMANDS:
+        function = command.load()
+        assert function.__module__.startswith("sharedq."), command.name
+        help_text = inspect.cleandoc(command.help or "")
+        assert help_text == inspect.cleandoc(function.__doc__ or ""), command.name
+        if isinstance(command.job, pipeline.Job):
+            assert function.__module__ == f"sharedq.pipeline.jobs.{command.job.module}"
+            assert function.__name__ == "run"
+    assert pipeline.DEFAULT_HEADROOM == sizing.DEFAULT_HEADROOM

@@ -5,31 +5,36 @@ Each job is a plain function in :mod:`sharedq.pipeline.jobs` (``run(ctx, **optio
 options every job takes (``--input``, ``--output``, ``--master``, ``--conf``) to the
 job's own, starts the session, shows progress, writes and prints the summary.  The
 ``spark-submit`` entry (:mod:`sharedq.cli.submit`) runs the same commands.
+
+A job's module is imported when the job runs, not when the commands are made: every
+one imports pyarrow, some pyspark or matplotlib (about a second), which ``sharedq
+pipeline --help`` and ``sharedq pipeline JOB --help`` do without.  So a command is made
+from a :class:`Job` (the module and a copy of its function's docstring, which
+``tests/test_import_cost.py`` holds to the function's own), and what its options'
+checks need is imported by the checks, which run only when a job is run.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
-from rich.console import Console
 
 from sharedq.cli.names import named_path, queue_name, server_name, structure_name
 from sharedq.pipeline.errors import PipelineError, PipelineReason, pipeline_error
-from sharedq.pipeline.job import JobContext, JobResult
-from sharedq.pipeline.jobs import capacity, events, ims, print_log, recover, report, stats, track
-from sharedq.pipeline.session import check_master, parse_conf, start_session
-from sharedq.pipeline.sizing import DEFAULT_HEADROOM, check_headroom
-from sharedq.pipeline.sources import find_pairs
-from sharedq.pipeline.transforms.printing import parse_time, parse_types, parse_uow
+from sharedq.pipeline.session import check_master, parse_conf
+
+if TYPE_CHECKING:
+    from sharedq.pipeline.job import JobContext, JobResult
 
 #: A job: ``fn(ctx, **options) -> JobResult``; its docstring is the command's help.
-JobFunction = Callable[..., JobResult]
+JobFunction = Callable[..., "JobResult"]
 #: A ``click.option(...)`` decorator.
 Option = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -45,19 +50,46 @@ def pipeline() -> None:
 # -- how a job becomes a command ---------------------------------------------------------
 
 
-def job_command(name: str, fn: JobFunction, *options: Option) -> click.Command:
-    """The command ``name`` that runs the job ``fn`` (``fn(ctx, **options)``).
+class Job(NamedTuple):
+    """A job's ``run`` function, not imported yet: its module (in
+    :mod:`sharedq.pipeline.jobs`) and its docstring, the command's help."""
+
+    module: str
+    help: str
+
+    def load(self) -> JobFunction:
+        function: JobFunction = importlib.import_module(f"sharedq.pipeline.jobs.{self.module}").run
+        return function
+
+
+class JobCommand(click.Command):
+    """A job's command; ``job`` is the function it runs, or the :class:`Job` that
+    imports it."""
+
+    def __init__(self, *args: Any, job: JobFunction | Job, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.job = job
+
+    def load(self) -> JobFunction:
+        """The job's function (its module imported now if it was not)."""
+        return self.job.load() if isinstance(self.job, Job) else self.job
+
+
+def job_command(name: str, fn: JobFunction | Job, *options: Option) -> JobCommand:
+    """The command ``name`` that runs the job ``fn`` (``fn(ctx, **options)``), or the
+    function a :class:`Job` names, imported when the command runs.
 
     Its options are those every job takes, then ``options`` (``click.option``
     decorators) in the order given; its help is ``fn``'s docstring.
     """
 
-    # The job's name and docstring, not its attributes: progress says "<fn name>: ...".
-    @functools.wraps(fn, updated=())
     def command(
         input_path: str, output: str, master: str | None, conf: tuple[str, ...], **values: Any
     ) -> None:
-        result = run_job(fn, input_path, output, master=master, conf=parse_conf(conf), **values)
+        from rich.console import Console
+
+        job = fn.load() if isinstance(fn, Job) else fn
+        result = run_job(job, input_path, output, master=master, conf=parse_conf(conf), **values)
         console = Console()
         console.print(result.summary.rstrip(), markup=False, highlight=False)
         console.print(
@@ -66,10 +98,13 @@ def job_command(name: str, fn: JobFunction, *options: Option) -> click.Command:
             f"output in {output}[/dim]"
         )
 
+    if not isinstance(fn, Job):  # the job's name and docstring, not its attributes
+        command = functools.wraps(fn, updated=())(command)
     decorated: Callable[..., Any] = command
     for option in (*_COMMON_OPTIONS, *options)[::-1]:  # the last applied is shown first
         decorated = option(decorated)
-    return click.command(name, help=fn.__doc__)(decorated)
+    help_text = fn.help if isinstance(fn, Job) else fn.__doc__
+    return click.command(name, cls=JobCommand, help=help_text, job=fn)(decorated)
 
 
 def run_job(
@@ -87,6 +122,12 @@ def run_job(
     output the system refuses, is named at once, not after the seconds a JVM takes
     to start.
     """
+    from rich.console import Console
+
+    from sharedq.pipeline.job import JobContext
+    from sharedq.pipeline.session import start_session
+    from sharedq.pipeline.sources import find_pairs
+
     find_pairs(input_path)
     Path(output).mkdir(parents=True, exist_ok=True)
     started = start_session(_master(master), conf)
@@ -127,6 +168,27 @@ def _checked(parse: Callable[[Any], Any]) -> Callable[[click.Context, click.Para
     return callback
 
 
+def _parse_time(option: str) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        from sharedq.pipeline.transforms.printing import parse_time
+
+        return parse_time(value, option)
+
+    return parse
+
+
+def _parse_types(value: Any) -> Any:
+    from sharedq.pipeline.transforms.printing import parse_types
+
+    return parse_types(value)
+
+
+def _parse_uow(value: Any) -> Any:
+    from sharedq.pipeline.transforms.printing import parse_uow
+
+    return parse_uow(value)
+
+
 _COMMON_OPTIONS: tuple[Option, ...] = (
     click.option(
         "--input",
@@ -155,7 +217,14 @@ _COMMON_OPTIONS: tuple[Option, ...] = (
 # -- checks made before Spark starts -----------------------------------------------------
 
 
+#: :data:`sharedq.pipeline.sizing.DEFAULT_HEADROOM`, which comes with pyarrow; the two
+#: are held equal by ``tests/test_import_cost.py``.
+DEFAULT_HEADROOM = 30.0
+
+
 def _checked_headroom(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    from sharedq.pipeline.sizing import check_headroom
+
     check_headroom(value)
     return value
 
@@ -201,6 +270,8 @@ def _recover(
     accept_loss: bool,
 ) -> JobResult:
     """A structure's image at the end of the log or at a point: SRDS + log, on Spark."""
+    from sharedq.pipeline.jobs import recover
+
     return recover.run(
         ctx, structure=structure, at_seq=at_seq, at_time=at_time, accept_loss=accept_loss
     )
@@ -224,7 +295,7 @@ recover_command = job_command(
     click.option(
         "--at-time",
         default=None,
-        callback=_checked(lambda v: parse_time(v, "--at-time")),
+        callback=_checked(_parse_time("--at-time")),
         help="recover to this time (ISO 8601; without a zone: UTC)",
     ),
     click.option(
@@ -236,26 +307,29 @@ recover_command = job_command(
 
 print_command = job_command(
     "print",
-    print_log.run,
+    Job(
+        "print_log",
+        "Print log records for people, filtered by time, type, queue, server or unit of work.",
+    ),
     click.option(
         "--from",
         "start",
         default=None,
-        callback=_checked(lambda v: parse_time(v, "--from")),
+        callback=_checked(_parse_time("--from")),
         help="first time to print (ISO, UTC if naive)",
     ),
     click.option(
         "--to",
         "end",
         default=None,
-        callback=_checked(lambda v: parse_time(v, "--to")),
+        callback=_checked(_parse_time("--to")),
         help="last time to print (ISO, UTC if naive)",
     ),
     click.option(
         "--type",
         "types",
         multiple=True,
-        callback=_checked(parse_types),
+        callback=_checked(_parse_types),
         help="record type: a name (PUT) or hex code (07); repeatable",
     ),
     click.option(
@@ -271,7 +345,7 @@ print_command = job_command(
     click.option(
         "--uow",
         default=None,
-        callback=_checked(parse_uow),
+        callback=_checked(_parse_uow),
         help="unit of work id in hex, or its leading bytes",
     ),
     click.option(
@@ -288,7 +362,11 @@ print_command = job_command(
 
 track_command = job_command(
     "track",
-    track.run,
+    Job(
+        "track",
+        """Track every message: who put and got it, latencies, stuck ones, the balance sheet;
+        and follow a CQS unit of work (--uow) across systems.""",
+    ),
     click.option(
         "--held-ms",
         default=1000.0,
@@ -326,14 +404,17 @@ track_command = job_command(
     click.option(
         "--uow",
         default=None,
-        callback=_checked(parse_uow),
+        callback=_checked(_parse_uow),
         help="follow a CQS unit of work: SYSTEM/TOKEN (its origin) or hex (a prefix)",
     ),
 )
 
 stats_command = job_command(
     "stats",
-    stats.run,
+    Job(
+        "stats",
+        "Statistics per queue and interval (puts, gets, backouts, depth) and per server.",
+    ),
     click.option(
         "--interval",
         default=1.0,
@@ -349,6 +430,8 @@ stats_command = job_command(
 def capacity_job(ctx: JobContext, headroom: float = DEFAULT_HEADROOM) -> JobResult:
     """Peak list entries and data elements per structure, and the structure size and
     overflow threshold (OVFLWMAX) recommended for them with HEADROOM per cent to spare."""
+    from sharedq.pipeline.jobs import capacity
+
     return capacity.run(ctx, headroom=headroom)
 
 
@@ -357,7 +440,11 @@ capacity_command = job_command("capacity", capacity_job, headroom_option)
 
 events_command = job_command(
     "events",
-    events.run,
+    Job(
+        "events",
+        """Queue depth events: each queue's depth over time with every event marked, and the
+        event messages of each CorrelId grouped (type, queue, coordinator, managers).""",
+    ),
     no_srds_depth_option,
     click.option(
         "--limit",
@@ -375,7 +462,16 @@ emhq_option = click.option(
     callback=structure_name,
     help="an EMHQ (Fast Path) structure; repeatable (default: names containing EMHQ)",
 )
-ims_command = job_command("ims", ims.run, emhq_option)
+ims_command = job_command(
+    "ims",
+    Job(
+        "ims",
+        """An IMS group's work per IMS, local vs global inputs, input-to-reply latency and
+        the balance per queue type, from the CQS log records (EMHQ structures: --emhq, or
+        those whose name contains EMHQ).""",
+    ),
+    emhq_option,
+)
 
 
 def report_job(
@@ -386,6 +482,8 @@ def report_job(
 ) -> JobResult:
     """Run every job on one reading of the log (ims when it holds CQS records), draw the
     charts and write OUTPUT/report.html with every job's summary."""
+    from sharedq.pipeline.jobs import report
+
     return report.run(ctx, headroom=headroom, interval=interval, emhq=emhq)
 
 
