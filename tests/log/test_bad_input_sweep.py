@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from sharedq.cf.types import BulkResult
 from sharedq.log import InvalidLogRequest, LogConfig, LogFull, LogStream, RecordType
 from sharedq.log.records import ChangeOp
 
@@ -205,7 +206,7 @@ def test_append_refuses_a_type_or_op_that_is_no_number(
 
 
 @pytest.mark.parametrize("value", ["no", 0, 1, None, [], 1.0], ids=repr)
-@pytest.mark.parametrize("helper", ["append", "log_event"])
+@pytest.mark.parametrize("helper", ["append", "log_event", "log_bulk_delete"])
 def test_a_commit_that_is_no_bool_is_refused(
     make_stream: MakeStream, helper: str, value: Any
 ) -> None:
@@ -223,7 +224,12 @@ def test_a_commit_that_is_no_bool_is_refused(
         def log_event() -> object:
             return w.log_event(RecordType.SYSTEM_CHECKPOINT, payload={"n": 1}, commit=value)
 
-        call = append if helper == "append" else log_event
+        def log_bulk_delete() -> object:
+            result = BulkResult(requested=1, processed=1, seqs=[4], missing=[])
+            return w.log_bulk_delete([eid(4)], result, commit=value)
+
+        calls = {"append": append, "log_event": log_event, "log_bulk_delete": log_bulk_delete}
+        call = calls[helper]
         refused(stream, call, "BAD_ARGUMENT", f"commit must be True or False, not {value!r}")
         assert w.last_lsn == 0  # no lsn taken
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from sharedq.cf.types import UNCHANGED, BulkMove, BulkResult, Change, Position, Unchanged
+from sharedq.log.errors import LogReason, log_error
 from sharedq.log.records import (
     FIELD_NAMES,
     LIMIT_NONE,
@@ -432,6 +433,8 @@ class ChangeLogging(ABC):
         commit: bool,
         fill: Callable[[list[Any], Any], None] | None,
     ) -> list[LogPosition]:
+        if commit is not True and commit is not False:  # checked before any record
+            raise log_error(LogReason.BAD_ARGUMENT, f"commit must be True or False, not {commit!r}")
         positions: list[LogPosition] = []
         for index, item, seq in _handled(items, result):
             info = _message_at(message, index)
