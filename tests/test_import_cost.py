@@ -24,7 +24,6 @@ import sharedq.recovery
 from sharedq.cli import pipeline
 from sharedq.cli.main import SUBCOMMANDS, cli
 from sharedq.log import records
-from sharedq.pipeline import sizing
 from sharedq.recovery import srds
 
 
@@ -233,4 +232,3 @@ def test_each_job_command_shows_its_job_function_s_docstring() -> None:
         if isinstance(command.job, pipeline.Job):
             assert function.__module__ == f"sharedq.pipeline.jobs.{command.job.module}"
             assert function.__name__ == "run"
-    assert pipeline.DEFAULT_HEADROOM == sizing.DEFAULT_HEADROOM

@@ -29,6 +29,7 @@ import click
 from sharedq.cli.names import named_path, queue_name, server_name, structure_name
 from sharedq.pipeline.errors import PipelineError, PipelineReason, pipeline_error
 from sharedq.pipeline.session import check_master, parse_conf
+from sharedq.pipeline.sizing import DEFAULT_HEADROOM
 
 if TYPE_CHECKING:
     from sharedq.pipeline.job import JobContext, JobResult
@@ -215,11 +216,6 @@ _COMMON_OPTIONS: tuple[Option, ...] = (
 
 
 # -- checks made before Spark starts -----------------------------------------------------
-
-
-#: :data:`sharedq.pipeline.sizing.DEFAULT_HEADROOM`, which comes with pyarrow; the two
-#: are held equal by ``tests/test_import_cost.py``.
-DEFAULT_HEADROOM = 30.0
 
 
 def _checked_headroom(_ctx: click.Context, _param: click.Parameter, value: float) -> float:

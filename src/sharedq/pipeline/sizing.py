@@ -10,11 +10,13 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sharedq.cf.params import DEFAULT_EMC_PERCENT, StructureParams, capacity_of
 from sharedq.pipeline.errors import PipelineReason, pipeline_error
-from sharedq.pipeline.sources import PairInput
+
+if TYPE_CHECKING:  # sources brings pyarrow, which the CLI's option defaults must not
+    from sharedq.pipeline.sources import PairInput
 
 #: The headroom, in per cent of the peaks, when none is given.
 DEFAULT_HEADROOM = 30.0
