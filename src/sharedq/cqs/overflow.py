@@ -40,6 +40,7 @@ from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import Private
 from sharedq.cqs.messages import unpack
 from sharedq.cqs.names import text
+from sharedq.cqs.overflow_room import FULL, NoRoom, fitting, move_back
 from sharedq.cqs.overflow_select import MAX_QUEUES, Selection, Target, select
 from sharedq.cqs.site import Site
 from sharedq.recovery.control import ControlArea
@@ -74,6 +75,8 @@ class OverflowReport:
     moved: int = 0
     target: float = 0.0
     left: float = 0.0
+    #: Approved queues left in the primary: the overflow structure had no room for them.
+    full: tuple[bytes, ...] = ()
 
 
 @dataclass
@@ -290,10 +293,29 @@ class Overflow:
         return True
 
     def finish_queues(self) -> int:
-        """Whatever of a queue in overflow is still on the primary goes over too."""
+        """Whatever of a queue in overflow is still on the primary goes over too, while
+        the overflow structure has room."""
         if self.overflow is None:
             return 0
-        return sum(self.move_queue(queue) for queue in self.table.queues)
+        return self._move_while_room(tuple(self.table.queues))
+
+    def _move_while_room(self, queues: tuple[bytes, ...]) -> int:
+        """:meth:`move_queue` of each queue until the overflow structure is full; the
+        rest stays on the primary, readable (reads look at both structures while the
+        pair is in overflow mode), and the next scan moves it when there is room."""
+        moved = 0
+        for queue in queues:
+            try:
+                moved += self.move_queue(queue)
+            except NoRoom as stop:
+                logger.warning(
+                    "%s: %s full while moving %s: the rest stays in the primary for now",
+                    self.name,
+                    self.overflow.acc.name if self.overflow is not None else "",
+                    text(queue),
+                )
+                return moved + stop.moved
+        return moved
 
     def run(self) -> OverflowReport | None:
         """The overflow process as master; ``None`` when another CQS is master."""
@@ -321,24 +343,31 @@ class Overflow:
                 approved = tuple(q for q in selection.queues if self._approved(q))
                 if not approved:
                     logger.warning("%s: overflow mode, no queue approved by the exit", self.name)
+                moving, full = approved, tuple[bytes, ...]()
+                if self.overflow is not None:
+                    moving, full = fitting(self.primary, self.overflow, approved)
+                if full:
+                    logger.warning(
+                        "%s: no room on %s for %s: they stay in the primary",
+                        self.name,
+                        self.overflow.acc.name if self.overflow is not None else "",
+                        ", ".join(text(q) for q in full),
+                    )
                 now = self.clock.now_us()
                 self.table.mode = True
                 sizes = self._sizes()
-                for queue in approved:
+                for queue in moving:
                     self.table.queues[queue] = now
                     self.table.sizes[queue] = sizes.get(queue, 0)
                 self._store()  # first: a master that takes over knows what to finish
                 self._fault("recorded")
-                moved = 0
-                if self.overflow is not None:
-                    for queue in approved:
-                        moved += self.move_queue(queue)
+                moved = self._move_while_room(moving) if self.overflow is not None else 0
                 self._fault("moved")
             if self.checkpoint is not None:
                 self.checkpoint()
-            self._tell("overflow", approved)
+            self._tell("overflow", moving)
             return OverflowReport(
-                False, selection.queues, approved, moved, selection.target, selection.left
+                False, selection.queues, approved, moved, selection.target, selection.left, full
             )
 
     def _alter(self) -> bool:
@@ -392,7 +421,10 @@ class Overflow:
         while (entry := primary.acc.read(ByKey(header, queue))) is not None:
             prefix, _ = unpack(entry.data)
             if prefix.staging is not None:
-                self.move_queue(prefix.staging)
+                try:
+                    self.move_queue(prefix.staging)
+                except NoRoom:
+                    raise NoRoom(moved) from None  # staged parts are not counted
             primary.acc.move(
                 ById(entry.entry_id, header),
                 via,
@@ -403,7 +435,11 @@ class Overflow:
                 uow=prefix.uow,
             )
             self._fault("on-move-queue")
-            self._finish(entry.entry_id, via)
+            try:
+                self._finish(entry.entry_id, via)
+            except NoRoom as stop:
+                stop.moved += moved
+                raise
             moved += 1
         return moved
 
@@ -424,15 +460,19 @@ class Overflow:
             e.data == entry.data for e in overflow.acc.scan(header, entry.key, entry.key)
         )
         if not there:
-            overflow.acc.write(
-                header,
-                entry.key,
-                entry.data,
-                kind=overflow.means(Request.PUT),
-                queue=text(entry.key),
-                uow=prefix.uow,
-                persistent=prefix.recoverable,
-            )
+            try:
+                overflow.acc.write(
+                    header,
+                    entry.key,
+                    entry.data,
+                    kind=overflow.means(Request.PUT),
+                    queue=text(entry.key),
+                    uow=prefix.uow,
+                    persistent=prefix.recoverable,
+                )
+            except FULL:
+                move_back(primary, entry_id, via, entry.key, prefix.uow)
+                raise NoRoom(0) from None
         self._fault("written")
         primary.acc.delete(
             ById(entry_id, via),
@@ -450,7 +490,10 @@ class Overflow:
         for via in Private.MOVE.headers():
             for entry in self.primary.acc.scan(via, LOWEST_KEY, HIGHEST_KEY):
                 if entry.secondary_key == MOVING:
-                    self._finish(entry.entry_id, via, taken_over=True)
+                    try:
+                        self._finish(entry.entry_id, via, taken_over=True)
+                    except NoRoom:
+                        return done  # back on the primary: the next scan moves it
                     done += 1
         return done
 
