@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -90,3 +92,63 @@ def test_a_committer_alone_stays_marked_active_for_the_others(make_stream: MakeS
             # (the counters are the file's first bytes; its futex words follow them)
             started, _done, *slots = struct.unpack_from("<66Q", counters.read_bytes())
             assert started - 1 <= slots[mine] <= started + 1
+
+
+#: Run in a fresh interpreter whose host files are its own (``HOST_DIR``), so that no
+#: other process's committers (the rest of the suite) are active beside it.
+_LONE_COMMITTER = """
+import fcntl, sys, threading
+from pathlib import Path
+import sharedq.log.groupsync as groupsync
+from sharedq.log import LogStream, RecordType
+root = Path(sys.argv[1])
+groupsync.HOST_DIR = root / "host"
+groupsync.HOST_DIR.mkdir()
+with LogStream(root / "log", name="S1.LOG", structure="S1") as stream:
+    group = groupsync.host_sync(stream.root)
+    assert group is not None
+    w = stream.writer("QM1")
+    first_done, held, second_done = threading.Event(), threading.Event(), threading.Event()
+
+    def commit_twice():  # one thread: one counters slot, marked by its first commit
+        w.log_event(RecordType.STATISTICS, payload={"n": 1})
+        w.commit()
+        first_done.set()
+        held.wait()
+        w.log_event(RecordType.STATISTICS, payload={"n": 2})
+        w.commit()
+        second_done.set()
+
+    committer = threading.Thread(target=commit_twice)
+    # Given a committer whose first commit was alone (it marks it for the next sync)
+    committer.start()
+    first_done.wait()
+    # and the leader lock held through another open file, as another process's is
+    with open(group.lock_path, "rb") as other:
+        fcntl.flock(other, fcntl.LOCK_EX)
+        # When the committer commits a second record
+        held.set()
+        returned = second_done.wait(timeout=20)
+        fcntl.flock(other, fcntl.LOCK_UN)
+    committer.join()
+    print(returned, w.durable_lsn)
+    w.close()
+"""
+
+
+def test_a_committer_alone_does_not_queue_behind_another_process_holding_the_lock(
+    tmp_path: Path,
+) -> None:
+    # A lone committer already marked for the next sync syncs its own segment at once
+    # (its records durable whatever the others do), without the host's leader lock,
+    # which another process may hold for a background sync of its own.
+    done = subprocess.run(
+        [sys.executable, "-c", _LONE_COMMITTER, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # Then it returned while the lock was still held, its record durable
+    assert done.stdout.split() == ["True", "2"]
