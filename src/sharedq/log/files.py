@@ -26,6 +26,15 @@ FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 
+def file_in_the_way(path: Path) -> Path | None:
+    """The file where ``path``, or the nearest of its parents that exists, should be a
+    directory; ``None`` when nothing stands in the way of making ``path``.  Checked
+    when settings are given, so that a bad root is refused then, not when the first
+    directory is made there (``FileExistsError``, ``NotADirectoryError``)."""
+    found = next((p for p in (path, *path.parents) if p.exists()), None)
+    return found if found is not None and not found.is_dir() else None
+
+
 def make_dirs(path: Path) -> None:
     """Create directory ``path`` and its missing parents, each ``0700``; what exists
     stays as it is (as ``path.mkdir(parents=True, exist_ok=True)`` otherwise)."""

@@ -46,7 +46,7 @@ from sharedq.log.codec import Damage
 from sharedq.log.config import LogConfig
 from sharedq.log.continuity import Coverage
 from sharedq.log.errors import LogError, LogReason, log_error
-from sharedq.log.files import make_dirs, open_lock
+from sharedq.log.files import file_in_the_way, make_dirs, open_lock
 from sharedq.log.layout import Layout
 from sharedq.log.reader import (
     DecodedSources,
@@ -418,8 +418,8 @@ def _check_directory(where: object, what: str) -> None:
     if os.fspath(where) == "":  # Path("") is the working directory: never meant
         raise log_error(LogReason.BAD_ARGUMENT, f"a log stream's {what} is empty ('')")
     path = Path(where)
-    found = next((p for p in (path, *path.parents) if p.exists()), None)
-    if found is not None and not found.is_dir():
+    found = file_in_the_way(path)
+    if found is not None:
         raise log_error(
             LogReason.BAD_ARGUMENT, f"a log stream's {what} {path}: {found} is not a directory"
         )

@@ -14,6 +14,7 @@ from pathlib import Path
 from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log import Durability, InvalidLogRequest, LogConfig
 from sharedq.log.config import DURABILITY_NAMES
+from sharedq.log.files import file_in_the_way
 from sharedq.recovery.errors import RecoveryReason, recovery_error
 from sharedq.recovery.layout import recovery_root
 
@@ -126,11 +127,9 @@ class RecoverySettings:
 
 
 def _check_directory(path: Path, what: str) -> None:
-    """``BAD_ARGUMENT`` if ``path``, or the nearest of its parents that exists, is no
-    directory: the settings would be taken, and the server fail only when it first
-    made a pair's directories there (``FileExistsError``, ``NotADirectoryError``)."""
-    found = next((p for p in (path, *path.parents) if p.exists()), None)
-    if found is not None and not found.is_dir():
+    """``BAD_ARGUMENT`` if a file stands where ``path`` or a parent should be a directory."""
+    found = file_in_the_way(path)
+    if found is not None:
         raise _bad(f"{what} {path}: {found} is not a directory")
 
 
