@@ -29,7 +29,7 @@ import click
 from sharedq.cli.names import named_path, queue_name, server_name, structure_name
 from sharedq.pipeline.errors import PipelineError, PipelineReason, pipeline_error
 from sharedq.pipeline.session import check_master, parse_conf
-from sharedq.pipeline.sizing import DEFAULT_HEADROOM
+from sharedq.pipeline.sizing import DEFAULT_HEADROOM, check_headroom
 
 if TYPE_CHECKING:
     from sharedq.pipeline.job import JobContext, JobResult
@@ -219,8 +219,6 @@ _COMMON_OPTIONS: tuple[Option, ...] = (
 
 
 def _checked_headroom(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
-    from sharedq.pipeline.sizing import check_headroom
-
     check_headroom(value)
     return value
 
