@@ -39,10 +39,15 @@ class DurabilityMode(Enum):
     EVERY_RECORD = "every_record"
     EVERY_COMMIT = "every_commit"
     INTERVAL = "interval"
+    DUPLEX = "duplex"
 
 
 #: The durability settings by name, as ``Durability.parse`` reads them and messages list them.
-DURABILITY_NAMES = "every_record, every_commit, interval_ms=N (N >= 1)"
+DURABILITY_NAMES = "every_record, every_commit, interval_ms=N, duplex_ms=N (N >= 1)"
+
+
+#: The modes whose writer syncs on a clock of its own (``interval_ms``).
+_TIMED = frozenset({DurabilityMode.INTERVAL, DurabilityMode.DUPLEX})
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,13 @@ class Durability:
     * ``interval_ms=N``: a background thread of the writer syncs every ``N`` ms, so at
       most the last ``N`` ms (plus one sync) of records can be lost; ``commit()``
       still syncs at once.
+    * ``duplex_ms=N``: the seed's logger (``sharedq.log.logging_structure``):
+      ``commit()`` returns once the records are written to the operating system
+      *and* copied to the stream's logging structure (a Redis, ideally on another
+      machine); a background thread syncs the segment every ``N`` ms and then drops
+      what it made durable from the logging structure.  A record survives the loss
+      of either the writer's machine or the logging structure, not of both at once.
+      Where the logging structure does not answer, a commit syncs to disk instead.
     """
 
     mode: DurabilityMode = DurabilityMode.EVERY_COMMIT
@@ -72,15 +84,17 @@ class Durability:
                 f"durability mode {self.mode!r} is not one of {DURABILITY_NAMES} "
                 "(a DurabilityMode; Durability.parse reads the names)",
             )
-        if self.mode is DurabilityMode.INTERVAL:
-            if not isinstance(self.interval_ms, int) or self.interval_ms < 1:
+        if self.mode in _TIMED:
+            interval = self.interval_ms
+            if not isinstance(interval, int) or isinstance(interval, bool) or interval < 1:
                 raise log_error(
                     LogReason.BAD_CONFIG,
-                    f"interval durability needs interval_ms >= 1, not {self.interval_ms!r}",
+                    f"{self.mode.value} durability needs interval_ms >= 1, not {interval!r}",
                 )
         elif self.interval_ms is not None:
             raise log_error(
-                LogReason.BAD_CONFIG, f"interval_ms applies only to interval durability ({self})"
+                LogReason.BAD_CONFIG,
+                f"interval_ms applies only to interval and duplex durability ({self})",
             )
 
     @classmethod
@@ -96,8 +110,13 @@ class Durability:
         return cls(DurabilityMode.INTERVAL, interval_ms)
 
     @classmethod
+    def duplex(cls, interval_ms: int) -> Durability:
+        return cls(DurabilityMode.DUPLEX, interval_ms)
+
+    @classmethod
     def parse(cls, text: str) -> Durability:
-        """``every_record``, ``every_commit`` or ``interval_ms=N`` (as in a config member)."""
+        """``every_record``, ``every_commit``, ``interval_ms=N`` or ``duplex_ms=N`` (as in
+        a config member)."""
         if not isinstance(text, str):
             raise log_error(
                 LogReason.BAD_CONFIG,
@@ -108,17 +127,17 @@ class Durability:
             return cls.every_record()
         if spec == DurabilityMode.EVERY_COMMIT.value:
             return cls.every_commit()
-        match = re.fullmatch(r"interval_ms\s*=\s*(\d+)", spec)
+        match = re.fullmatch(r"(interval|duplex)_ms\s*=\s*(\d+)", spec)
         if match:
-            return cls.interval(int(match.group(1)))
+            return cls(DurabilityMode(match.group(1)), int(match.group(2)))
         raise log_error(
             LogReason.BAD_CONFIG,
             f"durability {text!r} is not one of {DURABILITY_NAMES}",
         )
 
     def __str__(self) -> str:
-        if self.mode is DurabilityMode.INTERVAL:
-            return f"interval_ms={self.interval_ms}"
+        if self.mode in _TIMED:
+            return f"{self.mode.value}_ms={self.interval_ms}"
         return str(self.mode.value)
 
 

@@ -40,6 +40,9 @@ class LogReason(IntEnum):
     # The file system refused.
     IO_FAILED = 3050
     OFFLOAD_FAILED = 3051
+    # The logging structure (``Durability.duplex``) did not answer when a writer or
+    # reader needed the records only it holds.
+    LOGGING_UNAVAILABLE = 3060
 
 
 class LogError(SharedqError):
@@ -96,6 +99,7 @@ _CLASS_OF: dict[LogReason, type[LogError]] = {
     LogReason.REPLAY_FAILED: ReplayError,
     LogReason.IO_FAILED: LogIOError,
     LogReason.OFFLOAD_FAILED: LogIOError,
+    LogReason.LOGGING_UNAVAILABLE: LogIOError,
 }
 
 

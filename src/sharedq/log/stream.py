@@ -27,6 +27,13 @@ Dual logging.  ``copy_root`` (a directory on another disk) makes every writer wr
 each staging segment, and offload each data set, under both roots; readers repair a
 damaged or missing file from the other copy.  The ``STREAM`` file records the copy's
 place, so every later process of the stream (readers included) uses it.
+
+Logging structure.  ``logging_structure`` (a Redis URL) is where writers under
+``Durability.duplex`` copy their records until a sync makes them durable, the seed's
+coupling-facility copy (:mod:`sharedq.log.logging_structure`).  The ``STREAM`` file
+records it as it does the copy's place.  A reader copies back the records of a writer
+that stopped on a machine that has booted since, before it reads
+(:meth:`LogStream.reader`).
 """
 
 from __future__ import annotations
@@ -45,9 +52,10 @@ from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log.codec import Damage
 from sharedq.log.config import LogConfig
 from sharedq.log.continuity import Coverage
-from sharedq.log.errors import LogError, LogReason, log_error
+from sharedq.log.errors import LogError, LogReason, WriterInUse, log_error
 from sharedq.log.files import file_in_the_way, make_dirs, open_lock
 from sharedq.log.layout import Layout
+from sharedq.log.logging_structure import LoggingStructure, check_url, needs_copy_back
 from sharedq.log.reader import (
     DecodedSources,
     LogReader,
@@ -96,6 +104,8 @@ class LogStream:
         copy_root: the second root of a dual log (another disk).  A stream's copy is
             chosen once, when the first process names it; later processes may omit it
             (the ``STREAM`` file says where it is) but not name another.
+        logging_structure: the Redis URL of the stream's logging structure, for
+            writers with ``Durability.duplex``; recorded and checked as ``copy_root``.
     """
 
     def __init__(
@@ -107,6 +117,7 @@ class LogStream:
         config: LogConfig | None = None,
         clock: Clock = SYSTEM_CLOCK,
         copy_root: str | os.PathLike[str] | None = None,
+        logging_structure: str | None = None,
     ) -> None:
         for what, where in (("directory", root), ("copy directory", copy_root)):
             if where is not None or what == "directory":
@@ -123,7 +134,10 @@ class LogStream:
         #: The stream's identity: a random name given when it was created.
         self.identity = ""
         self.copy: Layout | None = None
-        self._open_stream_file(None if copy_root is None else Path(copy_root))
+        #: Where duplex writers copy their unsynced records (``None``: nowhere).
+        self.logging: LoggingStructure | None = None
+        wanted = None if logging_structure is None else check_url(logging_structure)
+        self._open_stream_file(None if copy_root is None else Path(copy_root), wanted)
         self.layout.make_dirs()
         self.layouts = [self.layout] if self.copy is None else [self.layout, self.copy]
         if self.copy is not None:
@@ -157,8 +171,9 @@ class LogStream:
     def root(self) -> Path:
         return self.layout.root
 
-    def _open_stream_file(self, copy_root: Path | None) -> None:
-        """Create the ``STREAM`` file, or check it: name, format, identity, copy."""
+    def _open_stream_file(self, copy_root: Path | None, logging_url: str | None) -> None:
+        """Create the ``STREAM`` file, or check it: name, format, identity, copy,
+        logging structure."""
         path = self.layout.stream_file
         make_dirs(self.layout.root)
         with _stream_lock(self.layout.root):
@@ -169,6 +184,7 @@ class LogStream:
                     "schema_version": SCHEMA_VERSION,
                     "id": os.urandom(8).hex(),
                     "copy": None if copy_root is None else str(copy_root.resolve()),
+                    "logging_structure": logging_url,
                 }
                 write_state(path, body)
             if body.get("name") != self.name:
@@ -193,7 +209,20 @@ class LogStream:
                     f"stream {self.name} at {self.layout.root} keeps its second copy in "
                     f"{copy}, not {copy_root}",
                 )
+            recorded = body.get("logging_structure")
+            if logging_url is not None and recorded is None:
+                body = {**body, "logging_structure": logging_url}
+                write_state(path, body)
+                recorded = logging_url
+            elif logging_url is not None and recorded != logging_url:
+                raise log_error(
+                    LogReason.STREAM_MISMATCH,
+                    f"stream {self.name} at {self.layout.root} has its logging structure "
+                    f"at {recorded}, not {logging_url}",
+                )
             self.identity = str(body["id"])
+            if recorded is not None:
+                self.logging = LoggingStructure(str(recorded), self.identity)
             if copy is not None:
                 self.copy = Layout(str(copy))
                 make_dirs(self.copy.root)
@@ -253,6 +282,7 @@ class LogStream:
             structure=structure if structure is not None else self.structure,
             clock=self._clock,
             copy=self.copy,
+            logging=self.logging,
         )
         with self._lock:
             self._writers.add(writer)
@@ -285,7 +315,35 @@ class LogStream:
     # -- reading ---------------------------------------------------------------------
 
     def reader(self) -> LogReader:
+        """A reader of every writer's records, after copying back what a writer that
+        stopped on a machine booted since left only in the logging structure."""
+        if self.logging is not None:
+            self._copy_back_stopped_writers()
         return LogReader(self.layouts, self.space, self.retention)
+
+    def _copy_back_stopped_writers(self) -> None:
+        """Reopen (and close) each writer whose last records may be only in the
+        logging structure: opening copies them into its segment (``LogWriter``).
+
+        A writer open elsewhere (``WRITER_IN_USE``) is left to itself: its machine is
+        up.  ``LOGGING_UNAVAILABLE`` when a copy is needed and the logging structure
+        does not answer: the read would miss records, so it is refused.
+        """
+        with self._lock:
+            open_here = {w.name for w in self._writers if not w.closed}
+        for name in self.layout.writers():
+            if name in open_here:
+                continue
+            try:
+                state = read_state(self.layout.writer_state(name))
+            except LogError:
+                continue  # a damaged state file: the reader reports it
+            if not needs_copy_back(state):
+                continue
+            try:
+                self.writer(name).close()
+            except WriterInUse:
+                continue
 
     def plan(self, selection: ReadFilter | None = None, *, strict: bool = False) -> ReadPlan:
         """A read prepared (staging read, data set footers verified), to check and yield."""
@@ -403,6 +461,8 @@ class LogStream:
             writers = list(self._writers)
         for writer in writers:
             writer.close()
+        if self.logging is not None:
+            self.logging.close()
 
     def __enter__(self) -> LogStream:
         return self

@@ -26,6 +26,11 @@ the segment the state file names is gone altogether, the lsns it held are unknow
 the writer jumps :data:`LSN_JUMP` ahead and records the skipped range in its state as
 lost, for recovery to refuse or an operator to accept.  :attr:`LogWriter.repaired`
 says what was cut off, :attr:`LogWriter.found_damage` what was left in place.
+
+Duplex.  Under ``Durability.duplex`` a commit pushes the frames written since the last
+push to the stream's logging structure instead of syncing (:mod:`.duplex`), and a
+reopening writer whose machine booted since it stopped copies back what only the
+logging structure holds before it appends.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from sharedq.log.changes import ChangeLogging, blank
 from sharedq.log.codec import FRAME, FRAME_HEADER_BYTES, MAX_BODY_BYTES, Damage
 from sharedq.log.config import DurabilityMode, GroupCommit, LogConfig
 from sharedq.log.datasets import arrow_exception, read_dataset_meta
+from sharedq.log.duplex import DuplexCopy, held_frames
 from sharedq.log.errors import LogError, LogReason, log_error
 from sharedq.log.files import make_dirs
 from sharedq.log.groupsync import HostSync, count_commit, host_sync
@@ -59,6 +65,12 @@ from sharedq.log.layout import (
     segment_copies,
     segment_name,
     take_ownership,
+)
+from sharedq.log.logging_structure import (
+    LoggingStructure,
+    LoggingUnavailable,
+    needs_copy_back,
+    this_boot,
 )
 from sharedq.log.offload import (
     ClosedSegment,
@@ -119,8 +131,16 @@ class LogWriter(ChangeLogging):
         structure: str,
         clock: Clock = SYSTEM_CLOCK,
         copy: Layout | None = None,
+        logging: LoggingStructure | None = None,
     ) -> None:
         self.name = check_writer_name(name)
+        duplex = config.durability.mode is DurabilityMode.DUPLEX
+        if duplex and logging is None:
+            raise log_error(
+                LogReason.BAD_CONFIG,
+                f"writer {name}: duplex durability needs the stream's logging structure "
+                "(LogStream(logging_structure=...))",
+            )
         self.structure = structure
         self._layout = layout
         self._copy = copy
@@ -147,8 +167,19 @@ class LogWriter(ChangeLogging):
         self.lost: list[tuple[int, int, str]] = []
         #: What the most recent offload did.
         self.last_offload: OffloadResult | None = None
+        #: The state file the previous owner left (read when reopening).
+        self._stopped: dict[str, Any] | None = None
+        #: The copy of unsynced records in the logging structure (duplex durability).
+        self._duplex = DuplexCopy(logging, self.name) if logging is not None and duplex else None
+        self._boot = this_boot()
+        #: What the state file says: commits push to the logging structure.
+        self._pushing = False
         try:
             self._active = self._recover()
+            if logging is not None and needs_copy_back(self._stopped):
+                self._copy_back(logging)
+            if self._duplex is not None:
+                self._duplex.start()
             self._write_state(closed=False)
         except BaseException:
             self._release_ownership()
@@ -175,7 +206,7 @@ class LogWriter(ChangeLogging):
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         durability = config.durability
-        if durability.mode is DurabilityMode.INTERVAL:
+        if durability.interval_ms is not None:  # interval, duplex
             assert durability.interval_ms is not None
             self._flusher = threading.Thread(
                 target=self._flush_every,
@@ -202,7 +233,7 @@ class LogWriter(ChangeLogging):
             make_dirs(directory)
             for leftover in directory.glob(".*.tmp"):  # a segment being created at a crash
                 leftover.unlink(missing_ok=True)
-        state = self._read_state()
+        state = self._stopped = self._read_state()
         last_lsn = 0
         own = [(d, p) for d, p in self._layout.dataset_files() if d.writer == self.name]
         if own:
@@ -296,6 +327,64 @@ class LogWriter(ChangeLogging):
         logger.error("%s; lsns %d and on are skipped", why, expected)
         return self._create_segment()
 
+    def _copy_back(self, logging: LoggingStructure) -> None:
+        """Append, synced, what only the logging structure holds of the previous
+        owner's records: it pushed instead of syncing and its machine booted since.
+
+        If the structure lost the writer's set, the records after the last sync may be
+        gone: the lsn jumps as for a vanished segment and the range is recorded lost.
+        """
+        try:
+            held = held_frames(logging, self.name)
+        except LoggingUnavailable as exc:
+            raise log_error(
+                LogReason.LOGGING_UNAVAILABLE,
+                f"writer {self.name} stopped without closing on a machine that has booted "
+                "since: its last records may be only in the logging structure, which does "
+                f"not answer ({exc}); start it again once the logging structure is back",
+                writer=self.name,
+            ) from exc
+        if held is None:
+            self._next_lsn += LSN_JUMP
+            why = (
+                f"writer {self.name} stopped without closing on a machine that has booted "
+                f"since, and the logging structure {logging.url} lost its copy: records "
+                "written after its last sync (if any) are lost"
+            )
+            self.lost.append((self._next_lsn - LSN_JUMP, self._next_lsn - 1, why))
+            logger.error("%s; lsns %d and on are skipped", why, self._next_lsn - LSN_JUMP)
+            self._active.close(sync=True)
+            self._active = self._create_segment()
+            return
+        active = self._active
+        copied = 0
+        for record, frame in held:
+            if record.lsn < self._next_lsn:
+                continue  # on disk already
+            if record.lsn > self._next_lsn:
+                why = (
+                    f"writer {self.name}: lsns {self._next_lsn}..{record.lsn - 1} are neither "
+                    f"in its segment nor in the logging structure {logging.url}"
+                )
+                self.lost.append((self._next_lsn, record.lsn - 1, why))
+                logger.error("%s", why)
+            active.write(frame)
+            active.last_lsn = record.lsn
+            self._next_lsn = record.lsn + 1
+            if record.op != _NONE:
+                self._note_observed(record.structure, record.seq)
+            copied += 1
+        active.sync()
+        logger.warning(
+            "writer %s: copied back %d records from the logging structure %s (its machine "
+            "booted since it stopped)",
+            self.name,
+            copied,
+            logging.url,
+        )
+        with contextlib.suppress(LoggingUnavailable):
+            logging.drop(self.name)
+
     def _segment_copies(self) -> list[tuple[int, list[Path]]]:
         return segment_copies(self._layouts, self.name)
 
@@ -320,9 +409,14 @@ class LogWriter(ChangeLogging):
             "last_lsn": self._next_lsn - 1,
             "observed": dict(self._observed),
             "lost": [list(item) for item in self.lost],
+            # Only while commits push: a reopening writer then needs the logging
+            # structure's copy; while they sync to disk (structure down), it does not.
+            "duplex": self._duplex is not None and self._duplex.whole,
+            "boot": self._boot,
         }
         for layout in self._layouts:
             write_state(layout.writer_state(self.name), body)
+        self._pushing = bool(body["duplex"])
 
     def _note_observed(self, structure: str, seq: int) -> None:
         if seq > self._observed.get(structure, 0):
@@ -491,8 +585,9 @@ class LogWriter(ChangeLogging):
                     if active.size + size > self._segment_bytes:
                         self._roll_locked()  # unless empty: a larger record goes alone
                         active = self._active
+                    frame = _frame_header(length, _crc(body)) + body
                     try:
-                        active.write(_frame_header(length, _crc(body)) + body)
+                        active.write(frame)
                     except OSError as exc:
                         if active.broken:
                             self._closed = True
@@ -508,6 +603,8 @@ class LogWriter(ChangeLogging):
                         self._observed[name] = seq
                     self._space.add(size)
                     self._staging += size
+                    if self._duplex is not None:
+                        self._duplex.unpushed.append((lsn, frame))
                     offload = self._staging >= self._high_bytes and not self._offload_pending
                     if offload:
                         self._offload_pending = True
@@ -555,13 +652,41 @@ class LogWriter(ChangeLogging):
             return
         if waiting:
             count_commit()
-        if self._groups:
+        if waiting and self._duplex is not None:
+            self._push_through(lsn)
+        elif self._groups:
             self._group_sync(lsn, committer=waiting)
         else:
             self._own_sync(lsn)
         # (os.access: no exception built when it is absent, as it almost always is)
         if os.access(self._roll_request_path, os.F_OK, effective_ids=_EFFECTIVE_IDS):
             self._roll_on_request()
+
+    def _push_through(self, lsn: int) -> None:
+        """Duplex: the records up to ``lsn`` are safe once pushed to the logging
+        structure (with every unpushed one before them); where it cannot take them,
+        once synced to disk, as a strict commit."""
+        duplex = self._duplex
+        assert duplex is not None
+        with duplex.lock:
+            if duplex.pushed_lsn >= lsn or self._durable_lsn >= lsn:
+                return  # another commit's push or a sync covered it
+            with self._lock:
+                batch, duplex.unpushed = duplex.unpushed, []
+                target = self._written_lsn
+            durable = self._durable_lsn
+            frames = b"".join([frame for at, frame in batch if at > durable])
+            if frames and not duplex.push(frames, target):
+                pushing = self._pushing
+                if self._groups:
+                    self._group_sync(target, committer=True)
+                else:
+                    self._own_sync(target)
+                duplex.after_sync()
+                if duplex.whole is not pushing:  # what a reopening writer must know
+                    with self._lock:
+                        self._write_state(closed=False)
+            duplex.pushed_lsn = target
 
     def _group_sync(self, lsn: int, *, committer: bool) -> None:
         """Every record written so far (``target``) is durable once a sync of its file
@@ -615,9 +740,15 @@ class LogWriter(ChangeLogging):
             self._roll_request.unlink(missing_ok=True)
 
     def _flush_every(self, seconds: float) -> None:
+        duplex = self._duplex
         while not self._stop.wait(seconds):
             try:
                 self._sync_through(self._written_lsn)
+                if duplex is not None:  # what is on disk leaves the logging structure
+                    durable = self._durable_lsn
+                    with self._lock:
+                        duplex.unpushed = [item for item in duplex.unpushed if item[0] > durable]
+                    duplex.synced(durable)
             except LogError:
                 logger.exception("writer %s: interval sync failed", self.name)
 
@@ -741,6 +872,8 @@ class LogWriter(ChangeLogging):
                     self._write_state(closed=True)
                 except OSError as exc:  # readers then take it as not closed cleanly
                     logger.warning("writer %s: cannot record its clean close: %s", self.name, exc)
+        if self._duplex is not None and not already and not broken:
+            self._duplex.close()
         for group in self._groups:
             group.leave(self)
         self._space.count_room(self.name, None)

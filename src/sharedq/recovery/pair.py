@@ -107,6 +107,7 @@ class PairRecovery:
                 if settings.dual_log_root is None
                 else PairLayout(settings.dual_log_root, self.pair).log
             ),
+            logging_structure=settings.logging_structure,
         )
         self.gate = QuiesceGate(
             self.area,

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from sharedq.clock import SYSTEM_CLOCK, Clock
 from sharedq.log import Durability, InvalidLogRequest, LogConfig
-from sharedq.log.config import DURABILITY_NAMES
+from sharedq.log.config import DURABILITY_NAMES, DurabilityMode
 from sharedq.log.files import file_in_the_way
+from sharedq.log.logging_structure import check_url
 from sharedq.recovery.errors import RecoveryReason, recovery_error
 from sharedq.recovery.layout import recovery_root
 
@@ -64,6 +65,10 @@ class RecoverySettings:
             readers make damaged or missing files good from it.  ``None``: one copy.
             Chosen when a pair's log is created; servers that omit it later still use
             the copy the log records.
+        logging_structure: the Redis URL of the logging structure (the seed's
+            coupling-facility copy of each log record, ``docs/log.md``), on another
+            machine than the servers; needed by ``Durability.duplex``.  Chosen when a
+            pair's log is created, as ``dual_log_root``.
         clock: where the server's recovery reads the time (log record times,
             checkpoint times) and paces its waits (for a lock, a quiesced structure,
             another server's checkpoint); also the server's own clock when it is given
@@ -85,6 +90,7 @@ class RecoverySettings:
     max_wait_seconds: float = DEFAULT_MAX_WAIT_SECONDS
     log_config: LogConfig = field(default_factory=LogConfig)
     dual_log_root: Path | None = None
+    logging_structure: str | None = None
     clock: Clock = field(default=SYSTEM_CLOCK, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +120,16 @@ class RecoverySettings:
         for what in ("chknearfull", "cold_start"):  # cold_start="no" would start cold
             if not isinstance(getattr(self, what), bool):
                 raise _bad(f"{what} {getattr(self, what)!r} must be True or False")
+        if self.logging_structure is not None:
+            try:
+                check_url(self.logging_structure)
+            except InvalidLogRequest as exc:
+                raise _bad(exc.detail) from None
+        elif self.durability.mode is DurabilityMode.DUPLEX:
+            raise _bad(
+                f"durability {self.durability} copies records to the logging structure: "
+                "give logging_structure (a Redis URL)"
+            )
         if not isinstance(self.log_config, LogConfig):
             raise _bad(f"log_config must be a LogConfig, not {type(self.log_config).__name__}")
         try:  # the log's own checks (max_log_bytes, log_config), now rather than at start

@@ -1,0 +1,173 @@
+"""The logging structure: a second copy of each writer's unsynced records, in Redis.
+
+The seed's CQS does not wait for a disk per request (``seeds/002_*`` §2.13): the MVS
+system logger puts each record in a *logging structure* in the coupling facility and
+keeps a second copy in the writing system's memory (its data space); the log reaches
+DASD later, at offload.  A record is safe against the loss of either copy alone, and
+the seed says plainly that losing both at once loses the log stream.
+
+``Durability.duplex(N)`` is that configuration here.  A commit returns once its
+records are written to the segment (the operating system's page cache: the "data
+space", which a process crash does not lose) *and* pushed to this structure, a sorted
+set per writer in a Redis that should live on another machine (the facility).  The
+writer syncs its segment every ``N`` ms and then trims what the sync made durable from
+the set, so the set holds only the records a machine crash could cost.
+
+Who reads the set back: a writer reopening after it stopped without closing, and a
+reader (a peer recovering a structure) finding such a writer, when the machine it
+ran on has booted since (:func:`this_boot` differs from the one its state file
+recorded): then the page cache is gone and the records after the last sync are only
+here.  Each writer's set carries an ``@open`` member from the moment it starts
+pushing: a set without it is one the facility lost (a Redis restarted empty), and a
+writer that finds it gone syncs to disk before it pushes again, so that ``@open``
+present always means "every committed record not on disk is here".
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from sharedq.log.errors import LogReason, log_error
+
+#: Where this machine's boot id is read (Linux); a test may point it at a file of its
+#: own to play a machine that rebooted.
+BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
+#: The member that says the writer's set is whole (see the module docstring).
+OPEN_MEMBER = b"@open"
+#: Seconds a request to the logging structure may take before it counts as down.
+TIMEOUT_S = 2.0
+#: URL schemes redis-py opens.
+_SCHEMES = ("redis", "rediss", "unix")
+
+#: Push one batch of frames, scored by its last lsn, only while the set is whole.
+_PUSH = """
+if not redis.call('ZSCORE', KEYS[1], '@open') then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
+
+
+def this_boot() -> str:
+    """This machine's name and boot id: what a page cache's life is tied to.
+
+    ``""`` where the boot id cannot be read: then no page cache is trusted.
+    """
+    try:
+        boot = BOOT_ID_FILE.read_text().strip()
+    except OSError:
+        return ""
+    return f"{socket.gethostname()}/{boot}" if boot else ""
+
+
+def check_url(url: object) -> str:
+    """``BAD_CONFIG`` unless ``url`` is a Redis URL (``redis://``, ``rediss://``, ``unix://``)."""
+    if not isinstance(url, str) or urlsplit(url).scheme not in _SCHEMES:
+        raise log_error(
+            LogReason.BAD_CONFIG,
+            f"the logging structure is a Redis URL (redis://host:port/db), not {url!r}",
+        )
+    return url
+
+
+class LoggingUnavailable(Exception):
+    """The logging structure did not answer (its Redis is down or unreachable)."""
+
+
+class LoggingStructure:
+    """One log stream's logging structure: a sorted set per writer, by lsn.
+
+    Args:
+        url: the Redis that holds it (ideally on another machine than the writers).
+        identity: the stream's identity, so that two streams never share a key.
+    """
+
+    def __init__(self, url: str, identity: str) -> None:
+        self.url = check_url(url)
+        import redis  # here: a stream without a logging structure never loads redis-py
+
+        self._prefix = f"sharedq:logging:{identity}:"
+        self._failed: type[Exception] = redis.RedisError
+        self._client = redis.Redis.from_url(
+            url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S
+        )
+        self._push = self._client.register_script(_PUSH)
+
+    def __repr__(self) -> str:
+        return f"<LoggingStructure {self.url!r} {self._prefix!r}>"
+
+    def key(self, writer: str) -> str:
+        return self._prefix + writer
+
+    def open(self, writer: str) -> None:
+        """Start the writer's set afresh: everything it wrote before is on disk."""
+        key = self.key(writer)
+        try:
+            with self._client.pipeline(transaction=True) as pipe:
+                pipe.delete(key)
+                pipe.zadd(key, {OPEN_MEMBER: 0})
+                pipe.execute()
+        except self._failed as exc:
+            raise LoggingUnavailable(f"{self.url}: {exc}") from exc
+
+    def push(self, writer: str, last_lsn: int, frames: bytes) -> bool:
+        """Add frames ending at ``last_lsn``; ``False`` if the set is no longer whole."""
+        try:
+            return bool(self._push(keys=[self.key(writer)], args=[last_lsn, frames]))
+        except self._failed as exc:
+            raise LoggingUnavailable(f"{self.url}: {exc}") from exc
+
+    def trim(self, writer: str, through_lsn: int) -> None:
+        """Drop the batches a sync of the segment made durable (``@open`` stays)."""
+        try:
+            self._client.zremrangebyscore(self.key(writer), 1, through_lsn)
+        except self._failed as exc:
+            raise LoggingUnavailable(f"{self.url}: {exc}") from exc
+
+    def held(self, writer: str) -> list[bytes] | None:
+        """The writer's batches in lsn order, or ``None`` if its set is not whole."""
+        key = self.key(writer)
+        try:
+            with self._client.pipeline(transaction=True) as pipe:
+                pipe.zscore(key, OPEN_MEMBER)
+                pipe.zrangebyscore(key, 1, "+inf")
+                whole, batches = pipe.execute()
+        except self._failed as exc:
+            raise LoggingUnavailable(f"{self.url}: {exc}") from exc
+        return None if whole is None else list(batches)
+
+    def drop(self, writer: str) -> None:
+        """Forget the writer's set: it closed cleanly, everything is on disk."""
+        try:
+            self._client.delete(self.key(writer))
+        except self._failed as exc:
+            raise LoggingUnavailable(f"{self.url}: {exc}") from exc
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def boot_of(state: dict[str, object] | None) -> str:
+    """The boot a writer's state file says it ran on (``""``: not recorded)."""
+    return "" if state is None else str(state.get("boot", ""))
+
+
+def needs_copy_back(state: dict[str, object] | None) -> bool:
+    """Whether a writer's unsynced records may be only in the logging structure: it
+    pushed instead of syncing, stopped without closing, and its machine has booted
+    since (or is another machine, or no boot id could be read)."""
+    if state is None or state.get("closed") or not state.get("duplex"):
+        return False
+    boot = boot_of(state)
+    return not boot or boot != this_boot()
+
+
+__all__ = [
+    "BOOT_ID_FILE",
+    "LoggingStructure",
+    "LoggingUnavailable",
+    "check_url",
+    "needs_copy_back",
+    "this_boot",
+]
