@@ -7,7 +7,9 @@ queue).  It is measured on the memory backend and on Redis (a private
 process, each its own CQS and connection, all on one queue), without a log and with a
 recovery log (``RecoverySettings`` in a temporary directory, records synced at each
 request's end: a quarter of the cycles per round, they wait for the disk; once with
-only puts waiting for the sync, ``Sync.PUTS``; and once synced every 10 ms instead),
+only puts waiting for the sync, ``Sync.PUTS``; once synced every 10 ms instead; and
+once under ``Durability.duplex``, the seed's logging structure: each request waits
+for its records' push to a second private Redis, the segment syncs every 100 ms),
 and with a multi-part variant: a 4 KiB body in eight 512-byte parts (seven staged,
 one on the ready queue).
 
@@ -57,10 +59,18 @@ PARTS = [b"y" * 512] * 8
 #: Cycles per timed round (quick, full) and rounds.
 CYCLES = (200, 2_000)
 ROUNDS = (2, 4)
+#: How often a duplex writer syncs its segment (ms): the logging structure holds at
+#: most this much of its records.
+DUPLEX_SYNC_MS = 100
 
 
 def _options(parser: Any) -> None:
     parser.add_argument("--redis", metavar="URL", help="measure on this Redis server")
+    parser.add_argument(
+        "--logging-redis",
+        metavar="URL",
+        help="the logging structure's Redis for the duplex figures (default: a private one)",
+    )
 
 
 def cycler(cqs: CQS, body: bytes | list[bytes]) -> Callable[[int], None]:
@@ -89,6 +99,7 @@ def group(
     sync: Sync = Sync.EVERY_REQUEST,
     structure: str = MSGQ,
     preallocate: bool = True,
+    logging_structure: str | None = None,
 ) -> tuple[list[CQS], Callable[[], None]]:
     fresh(facility, structure)
     settings = (
@@ -99,6 +110,7 @@ def group(
             strchkpt=None,
             durability=durability or Durability.every_commit(),
             log_config=LogConfig(preallocate=preallocate),
+            logging_structure=logging_structure,
         )
     )
     cqss = [
@@ -218,8 +230,12 @@ def paired_ratio(ours: Callable[[int], None], theirs: Callable[[int], None], qui
     return statistics.median(pairs)
 
 
-def paired_figures(facility: RedisFacility, public: Any, quick: bool) -> dict[str, float]:
-    """The two target ratios as medians of paired turns (see :func:`paired_ratio`).
+def paired_figures(
+    facility: RedisFacility, public: Any, quick: bool, logging_url: str
+) -> dict[str, float]:
+    """The two target ratios as medians of paired turns (see :func:`paired_ratio`), and
+    the logged cycle under each durability (``logging_url``: the logging structure's
+    Redis, another server than the queues').
 
     The unlogged ratio is measured first, with no logged CQS connected yet: their
     background threads (checkpoint watchers) would take their share of two cores."""
@@ -236,12 +252,24 @@ def paired_figures(facility: RedisFacility, public: Any, quick: bool) -> dict[st
             appended, close_appended = group(
                 facility, 1, Path(tmp) / "a", structure="BENCHLOG3", preallocate=False
             )
+            duplex, close_duplex = group(
+                facility,
+                1,
+                Path(tmp) / "d",
+                Durability.duplex(DUPLEX_SYNC_MS),
+                structure="BENCHLOG4",
+                logging_structure=logging_url,
+            )
             try:
-                for logger in (strict, puts, appended):
+                for logger in (strict, puts, appended, duplex):
                     cycler(logger[0], BODY)(50)
                 found["strict"] = paired_ratio(cycler(strict[0], BODY), unlogged, quick)
                 found["puts"] = paired_ratio(cycler(puts[0], BODY), unlogged, quick)
                 found["appended"] = paired_ratio(cycler(appended[0], BODY), unlogged, quick)
+                found["duplex"] = paired_ratio(cycler(duplex[0], BODY), unlogged, quick)
+                found["duplex_vs_strict"] = paired_ratio(
+                    cycler(duplex[0], BODY), cycler(strict[0], BODY), quick
+                )
                 found["preallocated_vs_appended"] = paired_ratio(
                     cycler(strict[0], BODY), cycler(appended[0], BODY), quick
                 )
@@ -249,7 +277,8 @@ def paired_figures(facility: RedisFacility, public: Any, quick: bool) -> dict[st
                 close_strict()
                 close_puts()
                 close_appended()
-                for name in ("BENCHLOG1", "BENCHLOG2", "BENCHLOG3"):
+                close_duplex()
+                for name in ("BENCHLOG1", "BENCHLOG2", "BENCHLOG3", "BENCHLOG4"):
                     facility.delete(name, force=True)
         return found
     finally:
@@ -280,7 +309,8 @@ def main() -> None:
         raw = lpush_rpop(public, n)
         rates = measure(facility, "redis", report, n, rounds, {"lpush_rpop": partial(raw, n)})
         report.add("lpush_rpop_per_s", rates["lpush_rpop"], "cycles/s", "raw redis-py, 1 KiB")
-        paired = paired_figures(facility, public, args.quick)
+        with redis_url(args.logging_redis) as logging_url:
+            paired = paired_figures(facility, public, args.quick, logging_url)
         report.add(
             "redis_ratio_vs_lpush_rpop",
             paired["redis"],
@@ -298,6 +328,19 @@ def main() -> None:
             paired["strict"],
             "",
             "target >= 0.6 (Redis, 1 CQS, 1 KiB; synced per request; median of paired turns)",
+        )
+        report.add(
+            "logged_duplex_ratio_vs_unlogged",
+            paired["duplex"],
+            "",
+            f"Durability.duplex({DUPLEX_SYNC_MS}): the seed's logging structure on a second "
+            "Redis, every request waits for its push (median of paired turns)",
+        )
+        report.add(
+            "logged_duplex_vs_strict",
+            paired["duplex_vs_strict"],
+            "",
+            "the duplex logged cycle over the strict one (paired)",
         )
         report.add(
             "logged_appended_ratio_vs_unlogged",

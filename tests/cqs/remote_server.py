@@ -29,9 +29,12 @@ class ServedCQS:
         *,
         emhq: str | None = None,
         recovery_root: str | None = None,
+        options: tuple[str, ...] = (),
     ) -> None:
         self.url, self.name, self.system, self.emhq = url, name, system, emhq
         self.recovery_root = recovery_root
+        #: Further ``cqs serve`` options (``--durability``, ``--logging-structure``).
+        self.options = options
         self.directory = Path(tempfile.mkdtemp(prefix="cqs"))  # short: a socket path
         self.socket = str(self.directory / "cqs.sock")
         self.key_file = self.directory / "key"
@@ -47,6 +50,7 @@ class ServedCQS:
             command += ["--emhq", self.emhq]
         if self.recovery_root is not None:
             command += ["--recovery-root", self.recovery_root]
+        command += self.options
         self.incarnations += 1
         log = open(self.directory / f"stderr.{self.incarnations}", "w")  # noqa: SIM115
         self._logs.append(log)

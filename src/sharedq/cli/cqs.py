@@ -22,6 +22,8 @@ from sharedq.cf import open_facility
 from sharedq.cf.urls import REDIS_SCHEMES, scheme_of
 from sharedq.cli import credentials
 from sharedq.cqs import CQS, authkey_file, serve
+from sharedq.errors import SharedqError
+from sharedq.log import Durability
 from sharedq.recovery.settings import RecoverySettings
 
 
@@ -53,6 +55,18 @@ def cqs() -> None:
     help="the client's key (made, 0600, if missing)",
 )
 @click.option("--recovery-root", default=None, help="log and checkpoints under this root")
+@click.option(
+    "--durability",
+    default="every_commit",
+    show_default=True,
+    help="when log records are safe: every_record, every_commit, interval_ms=N, duplex_ms=N",
+)
+@click.option(
+    "--logging-structure",
+    default=None,
+    metavar="URL",
+    help="the Redis of the log's logging structure (needed by duplex_ms=N)",
+)
 def serve_command(
     facility_url: str,
     password_file: Path | None,
@@ -63,6 +77,8 @@ def serve_command(
     address: str,
     key_file: Path,
     recovery_root: str | None,
+    durability: str,
+    logging_structure: str | None,
 ) -> None:
     """Serve one CQS on a Unix socket until SIGTERM.
 
@@ -70,9 +86,9 @@ def serve_command(
     """
     if scheme_of(facility_url) not in REDIS_SCHEMES:
         raise click.UsageError("--facility: a redis:// URL (another process must reach it)")
+    recovery = _recovery(recovery_root, durability, logging_structure)
     key = authkey_file(key_file, create=True)
     facility = open_facility(credentials.facility_url(facility_url, password_file))
-    recovery = None if recovery_root is None else RecoverySettings(root=Path(recovery_root))
     server = CQS(facility, name, system=system, msgq=msgq, emhq=emhq, recovery=recovery)
     stop = threading.Event()
 
@@ -90,3 +106,21 @@ def serve_command(
         serve(server, address, key, ready=ready, stop=stop)
     finally:
         facility.close()
+
+
+def _recovery(
+    root: str | None, durability: str, logging_structure: str | None
+) -> RecoverySettings | None:
+    """The server's recovery settings; a usage error naming what is wrong."""
+    if root is None:
+        if logging_structure is not None or durability != "every_commit":
+            raise click.UsageError("--durability and --logging-structure need --recovery-root")
+        return None
+    try:
+        return RecoverySettings(
+            root=Path(root),
+            durability=Durability.parse(durability),
+            logging_structure=logging_structure,
+        )
+    except SharedqError as exc:
+        raise click.UsageError(str(exc)) from None
