@@ -304,3 +304,26 @@ def test_duplex_settings_are_checked(root: Path, redis_server: RedisServer) -> N
         RecoverySettings(root=root.parent / "rec", durability=Durability.duplex(100))
     with pytest.raises(RecoveryError, match="Redis URL"):
         RecoverySettings(root=root.parent / "rec", logging_structure="nowhere")
+
+
+def test_a_damaged_batch_in_the_logging_structure_is_a_reported_loss_from_there_on(
+    root: Path, boot: Path, redis_servers: Callable[..., RedisServer]
+) -> None:
+    server = redis_servers()
+    seen = _run_child(root, server.url, boot, 30)
+    _crash_machine(root, seen["durable"], boot)
+    client = redis.Redis.from_url(server.url)
+    (key,) = client.keys("sharedq:logging:*")
+    batches = client.zrange(key, 1, -1, withscores=True)  # one per commit: 30 of them
+    bad, score = batches[10]
+    client.zrem(key, bad)
+    client.zadd(key, {bad[:-3] + b"???": score})  # its last bytes changed: the crc fails
+    with LogStream(root, name=NAME, config=_config()) as stream:
+        writer = stream.writer(WRITER)
+        assert [(first, why.split(":")[0]) for first, _, why in writer.lost] == [
+            (11, f"writer {WRITER}")
+        ]
+        assert "does not decode" in writer.lost[0][2]
+        writer.close()
+        assert _payloads(stream) == _expected(10)  # those before the bad batch
+        assert not stream.check().whole

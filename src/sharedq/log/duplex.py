@@ -133,23 +133,29 @@ class DuplexCopy:
         self._trimmed = 0
 
 
-def held_frames(structure: LoggingStructure, writer: str) -> list[tuple[LogRecord, bytes]] | None:
-    """Every frame the logging structure holds for ``writer``, by lsn, with its record;
-    ``None`` if its set is not whole (the structure lost it).
+def held_frames(
+    structure: LoggingStructure, writer: str
+) -> tuple[list[tuple[LogRecord, bytes]], str | None] | None:
+    """Every frame the logging structure holds for ``writer``, by lsn, with its record,
+    and what was wrong with the batch the list stops at (``None``: nothing); ``None``
+    if the writer's set is not whole (the structure lost it).
 
     Raises :class:`LoggingUnavailable` when the structure does not answer.  A batch
     that does not decode stops the list there: what follows cannot be trusted to
-    continue it (the caller reports the rest as lost).
+    continue it, and the caller reports the rest as lost.
     """
     batches = structure.held(writer)
     if batches is None:
         return None
     frames: dict[int, tuple[LogRecord, bytes]] = {}
     label = f"logging structure {structure.url} writer {writer}"
+    problem = None
     for batch in batches:
         records, end, damages = decode_frames(batch, label, 0)
         if damages or end != len(batch):
-            logger.error("%s: a batch does not decode: %s", label, damages)
+            problem = "; ".join(map(str, damages)) or f"{len(batch) - end} bytes after its frames"
+            problem = f"a batch does not decode: {problem}"
+            logger.error("%s: %s", label, problem)
             break
         pos = 0
         for record in records:
@@ -157,4 +163,4 @@ def held_frames(structure: LoggingStructure, writer: str) -> list[tuple[LogRecor
             size = FRAME_HEADER_BYTES + length
             frames[record.lsn] = (record, batch[pos : pos + size])
             pos += size
-    return [frames[lsn] for lsn in sorted(frames)]
+    return [frames[lsn] for lsn in sorted(frames)], problem

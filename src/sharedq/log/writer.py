@@ -345,20 +345,16 @@ class LogWriter(ChangeLogging):
                 writer=self.name,
             ) from exc
         if held is None:
-            self._next_lsn += LSN_JUMP
-            why = (
+            self._skip_unknown(
                 f"writer {self.name} stopped without closing on a machine that has booted "
                 f"since, and the logging structure {logging.url} lost its copy: records "
                 "written after its last sync (if any) are lost"
             )
-            self.lost.append((self._next_lsn - LSN_JUMP, self._next_lsn - 1, why))
-            logger.error("%s; lsns %d and on are skipped", why, self._next_lsn - LSN_JUMP)
-            self._active.close(sync=True)
-            self._active = self._create_segment()
             return
+        frames, problem = held
         active = self._active
         copied = 0
-        for record, frame in held:
+        for record, frame in frames:
             if record.lsn < self._next_lsn:
                 continue  # on disk already
             if record.lsn > self._next_lsn:
@@ -382,8 +378,23 @@ class LogWriter(ChangeLogging):
             copied,
             logging.url,
         )
+        if problem is not None:  # what followed the bad batch is unknown
+            self._skip_unknown(
+                f"writer {self.name}: the logging structure {logging.url} holds its records "
+                f"only up to lsn {self._next_lsn - 1}: {problem}; any later are lost"
+            )
         with contextlib.suppress(LoggingUnavailable):
             logging.drop(self.name)
+
+    def _skip_unknown(self, why: str) -> None:
+        """Records from the next lsn on may have existed and are nowhere: jump past any
+        lsn they could have had, record the range lost, and start a new segment."""
+        first = self._next_lsn
+        self._next_lsn += LSN_JUMP
+        self.lost.append((first, self._next_lsn - 1, why))
+        logger.error("%s; lsns %d and on are skipped", why, first)
+        self._active.close(sync=True)
+        self._active = self._create_segment()
 
     def _segment_copies(self) -> list[tuple[int, list[Path]]]:
         return segment_copies(self._layouts, self.name)
