@@ -260,13 +260,23 @@ def paired_figures(
                 structure="BENCHLOG4",
                 logging_structure=logging_url,
             )
+            duplex_puts, close_duplex_puts = group(
+                facility,
+                1,
+                Path(tmp) / "dp",
+                Durability.duplex(DUPLEX_SYNC_MS),
+                sync=Sync.PUTS,
+                structure="BENCHLOG5",
+                logging_structure=logging_url,
+            )
             try:
-                for logger in (strict, puts, appended, duplex):
+                for logger in (strict, puts, appended, duplex, duplex_puts):
                     cycler(logger[0], BODY)(50)
                 found["strict"] = paired_ratio(cycler(strict[0], BODY), unlogged, quick)
                 found["puts"] = paired_ratio(cycler(puts[0], BODY), unlogged, quick)
                 found["appended"] = paired_ratio(cycler(appended[0], BODY), unlogged, quick)
                 found["duplex"] = paired_ratio(cycler(duplex[0], BODY), unlogged, quick)
+                found["duplex_puts"] = paired_ratio(cycler(duplex_puts[0], BODY), unlogged, quick)
                 found["duplex_vs_strict"] = paired_ratio(
                     cycler(duplex[0], BODY), cycler(strict[0], BODY), quick
                 )
@@ -278,7 +288,8 @@ def paired_figures(
                 close_puts()
                 close_appended()
                 close_duplex()
-                for name in ("BENCHLOG1", "BENCHLOG2", "BENCHLOG3", "BENCHLOG4"):
+                close_duplex_puts()
+                for name in ("BENCHLOG1", "BENCHLOG2", "BENCHLOG3", "BENCHLOG4", "BENCHLOG5"):
                     facility.delete(name, force=True)
         return found
     finally:
@@ -335,6 +346,12 @@ def main() -> None:
             "",
             f"Durability.duplex({DUPLEX_SYNC_MS}): the seed's logging structure on a second "
             "Redis, every request waits for its push (median of paired turns)",
+        )
+        report.add(
+            "logged_duplex_puts_ratio_vs_unlogged",
+            paired["duplex_puts"],
+            "",
+            "duplex with Sync.PUTS: only a put waits for its push (median of paired turns)",
         )
         report.add(
             "logged_duplex_vs_strict",
