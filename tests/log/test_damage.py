@@ -27,7 +27,7 @@ from sharedq.log import (
     RecordType,
 )
 from sharedq.log.codec import SEGMENT_HEADER_BYTES
-from sharedq.log.writer import LSN_JUMP
+from sharedq.log.records import LSN_JUMP
 
 from .helpers import SMALL, MakeStream, crashed_writer, eid, fill, frames, key, step_clock
 

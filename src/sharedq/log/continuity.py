@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from sharedq.log.records import LSN_JUMP
 from sharedq.log.retention import PurgedRange
 
 Runs = list[tuple[int, int]]
@@ -79,6 +80,9 @@ class Gap:
     last_lsn: int | None
     why: str
     files: tuple[str, ...] = ()
+    #: ``False``: the lsns are a jump the writer made past records it could not account
+    #: for (:data:`~sharedq.log.records.LSN_JUMP`); how many records they held is unknown.
+    counted: bool = True
 
     @property
     def count(self) -> int | None:
@@ -93,6 +97,11 @@ class Gap:
             which = f"lsns {self.first_lsn} and on (how many is unknown)"
         elif self.last_lsn == self.first_lsn:
             which = f"lsn {self.first_lsn}"
+        elif not self.counted:
+            which = (
+                f"lsns {self.first_lsn}..{self.last_lsn} (skipped by the writer: how many "
+                "records they held is unknown)"
+            )
         else:
             which = f"lsns {self.first_lsn}..{self.last_lsn} ({self.count} records)"
         where = f" [{', '.join(self.files)}]" if self.files else ""
@@ -273,7 +282,7 @@ def _attribute(
     """Say which files should hold lsns ``low..high`` and why they do not."""
     for first, last, why in end.lost if end is not None else ():
         if (first <= low and high <= last) or (first <= high and low <= last):
-            return Gap(writer, low, high, why)
+            return Gap(writer, low, high, why, counted=last - first + 1 < LSN_JUMP)
     for item in purged:
         if item.first_lsn <= high and low <= item.last_lsn:
             return Gap(

@@ -209,6 +209,18 @@ OWNERSHIP_RETRY_SECONDS = 0.5
 OWNERSHIP_RETRY_PAUSE = 0.01
 
 
+def owned(directory: Path) -> bool:
+    """Whether a writer object, in this or another process, holds the directory now
+    (asked once, without the wait :func:`take_ownership` allows)."""
+    with open_lock(directory / LOCK_FILE) as lock_file:
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(lock_file, fcntl.LOCK_UN)
+        return False
+
+
 def take_ownership(directory: Path, writer: str, clock: Clock = SYSTEM_CLOCK) -> TextIO:
     """Lock a writer's staging directory for this writer object; ``WRITER_IN_USE`` if taken.
 

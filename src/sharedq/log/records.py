@@ -38,6 +38,11 @@ from sharedq.log.errors import LogReason, log_error
 if TYPE_CHECKING:
     import pyarrow as pa
 
+#: How far a writer's lsn jumps past records it cannot account for (a segment that
+#: vanished, a logging structure that lost its copy): beyond any number of records
+#: it could have written meanwhile, so that no lsn is ever given twice.
+LSN_JUMP = 2**40
+
 #: Version of the record layout, written in every segment header and data set footer.
 SCHEMA_VERSION = 1
 #: The most bytes of a unit-of-work id (the redbook's 32-byte CQS form; the patent's

@@ -54,7 +54,7 @@ from sharedq.log.config import LogConfig
 from sharedq.log.continuity import Coverage
 from sharedq.log.errors import LogError, LogReason, WriterInUse, log_error
 from sharedq.log.files import file_in_the_way, make_dirs, open_lock
-from sharedq.log.layout import Layout
+from sharedq.log.layout import Layout, owned
 from sharedq.log.logging_structure import LoggingStructure, check_url, needs_copy_back
 from sharedq.log.reader import (
     DecodedSources,
@@ -338,8 +338,8 @@ class LogStream:
                 state = read_state(self.layout.writer_state(name))
             except LogError:
                 continue  # a damaged state file: the reader reports it
-            if not needs_copy_back(state):
-                continue
+            if not needs_copy_back(state) or owned(self.layout.writer_dir(name)):
+                continue  # (owned: up, on a machine whose page cache holds its records)
             try:
                 self.writer(name).close()
             except WriterInUse:

@@ -82,6 +82,7 @@ from sharedq.log.offload import (
 from sharedq.log.records import (
     ALL_FIELDS,
     FIELD_NAMES,
+    LSN_JUMP,
     ChangeOp,
     Checker,
     LogPosition,
@@ -102,9 +103,6 @@ from sharedq.log.statefile import read_state, write_state
 
 logger = logging.getLogger("sharedq.log")
 
-#: How far a writer's lsn jumps past a segment that vanished: beyond any number of
-#: records one segment could have held, so that no lsn is ever given twice.
-LSN_JUMP = 2**40
 
 _SEQ, _OP, _WRITER, _LSN, _TYPE, _STRUCTURE, _TIME = range(7)
 _time_ns = time.time_ns
