@@ -77,7 +77,7 @@ _CHILD = textwrap.dedent(
 )
 
 
-def _run_child(
+def run_child(
     root: Path,
     url: str,
     boot: Path,
@@ -115,7 +115,7 @@ def _run_child(
     return dict(json.loads(out.strip().splitlines()[-1]))
 
 
-def _crash_machine(root: Path, durable_lsn: int, boot: Path) -> int:
+def crash_machine(root: Path, durable_lsn: int, boot: Path) -> int:
     """What a power loss leaves: every byte after the last synced record of the writer's
     open segment reads as zeros, and the machine comes back with a new boot id.
     Returns how many records the segment still holds."""
@@ -168,9 +168,9 @@ def test_a_reopened_writer_copies_back_what_a_machine_crash_took_from_its_segmen
     root: Path, boot: Path, redis_servers: Callable[..., RedisServer]
 ) -> None:
     server = redis_servers()
-    seen = _run_child(root, server.url, boot, 200)
+    seen = run_child(root, server.url, boot, 200)
     assert seen == {"durable": 0, "last": 200}  # nothing synced: the commits only pushed
-    assert _crash_machine(root, seen["durable"], boot) == 0
+    assert crash_machine(root, seen["durable"], boot) == 0
     with LogStream(root, name=NAME, config=_config()) as stream:  # the STREAM file says where
         assert stream.logging is not None and stream.logging.url == server.url
         writer = stream.writer(WRITER)
@@ -184,8 +184,8 @@ def test_a_peer_reading_the_log_copies_back_for_a_writer_whose_machine_crashed(
     root: Path, boot: Path, redis_servers: Callable[..., RedisServer]
 ) -> None:
     server = redis_servers()
-    seen = _run_child(root, server.url, boot, 150)
-    _crash_machine(root, seen["durable"], boot)
+    seen = run_child(root, server.url, boot, 150)
+    crash_machine(root, seen["durable"], boot)
     with LogStream(root, name=NAME) as stream:  # a reader: no writer of its own
         assert _payloads(stream) == _expected(150)
         assert stream.check().whole
@@ -202,7 +202,7 @@ def test_a_process_crash_alone_needs_no_logging_structure(
     root: Path, boot: Path, redis_servers: Callable[..., RedisServer]
 ) -> None:
     server = redis_servers()
-    seen = _run_child(root, server.url, boot, 120)
+    seen = run_child(root, server.url, boot, 120)
     server.kill()  # gone for good: the same boot's page cache holds everything
     with LogStream(root, name=NAME, config=_config()) as stream:
         assert _payloads(stream) == _expected(120)
@@ -214,8 +214,8 @@ def test_both_copies_lost_is_reported_as_a_loss_not_a_clean_read(
     root: Path, boot: Path, redis_servers: Callable[..., RedisServer]
 ) -> None:
     server = redis_servers()
-    seen = _run_child(root, server.url, boot, 80)
-    _crash_machine(root, seen["durable"], boot)
+    seen = run_child(root, server.url, boot, 80)
+    crash_machine(root, seen["durable"], boot)
     server.kill()
     server.start()  # back empty: the logging structure lost the writer's set
     with LogStream(root, name=NAME, config=_config()) as stream:
@@ -234,8 +234,8 @@ def test_the_logging_structure_down_at_copy_back_refuses_rather_than_guess(
     root: Path, boot: Path, redis_servers: Callable[..., RedisServer]
 ) -> None:
     server = redis_servers()
-    seen = _run_child(root, server.url, boot, 40)
-    _crash_machine(root, seen["durable"], boot)
+    seen = run_child(root, server.url, boot, 40)
+    crash_machine(root, seen["durable"], boot)
     server.kill()
     with LogStream(root, name=NAME, config=_config()) as stream:
         with pytest.raises(LogIOError) as refused:
@@ -255,11 +255,11 @@ def test_commits_sync_to_disk_while_the_logging_structure_is_down_and_lose_nothi
     root: Path, boot: Path, redis_servers: Callable[..., RedisServer]
 ) -> None:
     server = redis_servers()
-    seen = _run_child(root, server.url, boot, 300, server=server, kill_at=100, restart_at=200)
+    seen = run_child(root, server.url, boot, 300, server=server, kill_at=100, restart_at=200)
     # Records 101..200 were committed with Redis down (synced to disk); the restart came
     # back empty, so the first commit after it synced again and started the set afresh.
     assert seen["durable"] >= 200
-    _crash_machine(root, seen["durable"], boot)
+    crash_machine(root, seen["durable"], boot)
     with LogStream(root, name=NAME, config=_config()) as stream:
         writer = stream.writer(WRITER)
         assert writer.lost == [] and writer.last_lsn == 300
@@ -311,8 +311,8 @@ def test_a_damaged_batch_in_the_logging_structure_is_a_reported_loss_from_there_
     root: Path, boot: Path, redis_servers: Callable[..., RedisServer]
 ) -> None:
     server = redis_servers()
-    seen = _run_child(root, server.url, boot, 30)
-    _crash_machine(root, seen["durable"], boot)
+    seen = run_child(root, server.url, boot, 30)
+    crash_machine(root, seen["durable"], boot)
     client = redis.Redis.from_url(server.url)
     (key,) = client.keys("sharedq:logging:*")
     batches = client.zrange(key, 1, -1, withscores=True)  # one per commit: 30 of them
