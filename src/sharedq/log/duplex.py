@@ -70,14 +70,8 @@ class DuplexCopy:
         try:
             pushed = self.structure.push(self.writer, last_lsn, frames)
         except LoggingUnavailable as exc:
-            logger.warning(
-                "writer %s: the logging structure does not answer; commits sync to disk "
-                "until it does: %s",
-                self.writer,
-                exc,
-            )
+            self._unanswered(exc)
             pushed = False
-            self._retry_at = time.monotonic() + RETRY_S
         else:
             if not pushed:
                 logger.warning(
@@ -120,17 +114,20 @@ class DuplexCopy:
         try:
             self.structure.open(self.writer)
         except LoggingUnavailable as exc:
-            logger.warning(
-                "writer %s: the logging structure does not answer; commits sync to disk "
-                "until it does: %s",
-                self.writer,
-                exc,
-            )
+            self._unanswered(exc)
             self._whole = False
-            self._retry_at = time.monotonic() + RETRY_S
             return
         self._whole = True
         self._trimmed = 0
+
+    def _unanswered(self, exc: LoggingUnavailable) -> None:
+        logger.warning(
+            "writer %s: the logging structure does not answer; commits sync to disk until "
+            "it does: %s",
+            self.writer,
+            exc,
+        )
+        self._retry_at = time.monotonic() + RETRY_S
 
 
 def held_frames(
