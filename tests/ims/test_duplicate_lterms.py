@@ -7,6 +7,7 @@ refuses the second LTERMA ("a restriction ... that is not enforced")."""
 from __future__ import annotations
 
 from sharedq.cf import CouplingFacility
+from sharedq.clock import retry_until
 from sharedq.cqs import Kind
 from sharedq.ims import Lterm, Transaction
 from sharedq.ims.queues import lterm_ready
@@ -42,6 +43,13 @@ def test_either_ims_delivers_either_response_to_the_duplicate_lterm(
     queue = (Kind.MSGQ, lterm_ready("LTERMA"))
     assert queue in imsa.cqs.registered() and queue in imsb.cqs.registered()
 
+    # The region ends its program after the response went out: wait for it, or the
+    # next input finds no region free and goes global.
+    assert retry_until(
+        lambda: set(imsa.display_active().values()) == {"WAITING"},
+        timeout_s=WAIT_S,
+        first_pause_s=0.01,
+    )
     assert nodea.enter("TRANA SECOND").routing == "local"  # entered on IMSA ...
     second = nodeb.receive(WAIT_S)  # ... its response delivered by IMSB, to NODEB
     assert second is not None and second.text == "OUT TRANA SECOND"
@@ -57,3 +65,11 @@ def test_either_ims_delivers_either_response_to_the_duplicate_lterm(
     nodea.ack(third)
     assert imsa.counts["delivered"] == 2 and imsb.counts["delivered"] == 1
     assert where(facility) == {}
+
+
+def test_display_active_shows_each_region_waiting_when_idle(make_ims: MakeIMS) -> None:
+    imsa = make_ims(
+        define("IMSA", transactions=(Transaction("TRANA", 1, "PGMA"),)), {"PGMA": echo()}
+    )
+    shown = imsa.display_active()
+    assert shown and set(shown.values()) == {"WAITING"}

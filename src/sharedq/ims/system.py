@@ -281,6 +281,15 @@ class IMS(Commands, Failures, ETO):
         with self._reg_lock:
             return sorted(self._interest)
 
+    def display_active(self) -> dict[str, str]:
+        """/DISPLAY ACTIVE REGION: each message region, ``ACTIVE`` while it runs a
+        program, ``WAITING`` when a message would be processed locally at once.
+
+        Its output reaches the terminal before a program ends, so a region is briefly
+        still ``ACTIVE`` after its response was delivered."""
+        with self._lock:
+            return {name: "ACTIVE" if r.busy else "WAITING" for name, r in self._regions.items()}
+
     # -- notification -------------------------------------------------------------------------
 
     def _told(self, kind: Kind, queue: bytes) -> None:
