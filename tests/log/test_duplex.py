@@ -328,3 +328,21 @@ def test_a_damaged_batch_in_the_logging_structure_is_a_reported_loss_from_there_
         writer.close()
         assert _payloads(stream) == _expected(10)  # those before the bad batch
         assert not stream.check().whole
+
+
+def test_the_logging_structures_password_is_used_and_never_recorded(
+    root: Path, redis_servers: Callable[..., RedisServer]
+) -> None:
+    server = redis_servers(password="s3cret-logger")
+    secret_url = server.url  # redis://:s3cret-logger@127.0.0.1:PORT/0
+    assert "s3cret-logger@" in secret_url
+    with LogStream(root, name=NAME, config=_config(), logging_structure=secret_url) as stream:
+        writer = stream.writer(WRITER)
+        writer.append(RecordType.COMMIT, payload={"n": 1}, commit=True)
+        assert writer.durable_lsn == 0  # pushed, through the password, not synced
+        assert "s3cret" not in repr(stream.logging)
+        writer.close()
+    recorded = (root / "STREAM").read_bytes()
+    assert b"s3cret" not in recorded and b"127.0.0.1:%d/0" % server.port in recorded
+    # A later process names it with its password again: the same logging structure.
+    LogStream(root, name=NAME, logging_structure=secret_url).close()

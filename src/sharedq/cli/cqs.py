@@ -65,7 +65,8 @@ def cqs() -> None:
     "--logging-structure",
     default=None,
     metavar="URL",
-    help="the Redis of the log's logging structure (needed by duplex_ms=N)",
+    help="the Redis of the log's logging structure (needed by duplex_ms=N); its "
+    "password as the facility's",
 )
 def serve_command(
     facility_url: str,
@@ -86,6 +87,10 @@ def serve_command(
     """
     if scheme_of(facility_url) not in REDIS_SCHEMES:
         raise click.UsageError("--facility: a redis:// URL (another process must reach it)")
+    if logging_structure is not None:  # its credentials as the facility's, not typed
+        logging_structure = credentials.facility_url(
+            logging_structure, password_file, "--logging-structure"
+        )
     recovery = _recovery(recovery_root, durability, logging_structure)
     key = authkey_file(key_file, create=True)
     facility = open_facility(credentials.facility_url(facility_url, password_file))

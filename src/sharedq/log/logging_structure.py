@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from sharedq.cf.urls import redact_url, scrub
 from sharedq.log.errors import LogReason, log_error
 
 #: Where this machine's boot id is read (Linux); a test may point it at a file of its
@@ -61,9 +62,18 @@ def check_url(url: object) -> str:
     if not isinstance(url, str) or urlsplit(url).scheme not in _SCHEMES:
         raise log_error(
             LogReason.BAD_CONFIG,
-            f"the logging structure is a Redis URL (redis://host:port/db), not {url!r}",
+            f"the logging structure is a Redis URL (redis://host:port/db), not {redact_url(url)!r}",
         )
     return url
+
+
+def without_credentials(url: str) -> str:
+    """``url`` without its user information: what the ``STREAM`` file may record (every
+    process of the stream reads that file; a password does not belong in it)."""
+    head, sep, rest = url.partition("://")
+    authority_end = len(rest) if "/" not in rest else rest.index("/")
+    at = rest.rfind("@", 0, authority_end)
+    return url if at < 0 else f"{head}{sep}{rest[at + 1 :]}"
 
 
 class LoggingUnavailable(Exception):
@@ -79,7 +89,9 @@ class LoggingStructure:
     """
 
     def __init__(self, url: str, identity: str) -> None:
-        self.url = check_url(url)
+        #: The URL as messages show it (a password masked).
+        self.url = redact_url(check_url(url))
+        self._secret_url = url
         import redis  # here: a stream without a logging structure never loads redis-py
 
         self._prefix = f"sharedq:logging:{identity}:"
@@ -95,6 +107,9 @@ class LoggingStructure:
     def __repr__(self) -> str:
         return f"<LoggingStructure {self.url!r} {self._prefix!r}>"
 
+    def _unavailable(self, exc: Exception) -> LoggingUnavailable:
+        return LoggingUnavailable(f"{self.url}: {scrub(str(exc), self._secret_url)}")
+
     def key(self, writer: str) -> str:
         return self._prefix + writer
 
@@ -107,7 +122,7 @@ class LoggingStructure:
                 pipe.zadd(key, {OPEN_MEMBER: 0})
                 pipe.execute()
         except self._failed as exc:
-            raise LoggingUnavailable(f"{self.url}: {exc}") from exc
+            raise self._unavailable(exc) from exc
 
     def push(self, writer: str, last_lsn: int, frames: bytes) -> bool:
         """Add frames ending at ``last_lsn``; ``False`` if the set is no longer whole.
@@ -129,7 +144,7 @@ class LoggingStructure:
                 connection.read_response()
             except self._failed as exc:
                 connection.disconnect()  # a reply may be left unread
-                raise LoggingUnavailable(f"{self.url}: {exc}") from exc
+                raise self._unavailable(exc) from exc
         return whole is not None
 
     def trim(self, writer: str, through_lsn: int) -> None:
@@ -137,7 +152,7 @@ class LoggingStructure:
         try:
             self._client.zremrangebyscore(self.key(writer), 1, through_lsn)
         except self._failed as exc:
-            raise LoggingUnavailable(f"{self.url}: {exc}") from exc
+            raise self._unavailable(exc) from exc
 
     def held(self, writer: str) -> list[bytes] | None:
         """The writer's batches in lsn order, or ``None`` if its set is not whole."""
@@ -148,7 +163,7 @@ class LoggingStructure:
                 pipe.zrangebyscore(key, 1, "+inf")
                 whole, batches = pipe.execute()
         except self._failed as exc:
-            raise LoggingUnavailable(f"{self.url}: {exc}") from exc
+            raise self._unavailable(exc) from exc
         return None if whole is None else list(batches)
 
     def drop(self, writer: str) -> None:
@@ -156,7 +171,7 @@ class LoggingStructure:
         try:
             self._client.delete(self.key(writer))
         except self._failed as exc:
-            raise LoggingUnavailable(f"{self.url}: {exc}") from exc
+            raise self._unavailable(exc) from exc
 
     def close(self) -> None:
         with self._pushing:
@@ -186,4 +201,5 @@ __all__ = [
     "check_url",
     "needs_copy_back",
     "this_boot",
+    "without_credentials",
 ]

@@ -55,7 +55,12 @@ from sharedq.log.continuity import Coverage
 from sharedq.log.errors import LogError, LogReason, WriterInUse, log_error
 from sharedq.log.files import file_in_the_way, make_dirs, open_lock
 from sharedq.log.layout import Layout, owned
-from sharedq.log.logging_structure import LoggingStructure, check_url, needs_copy_back
+from sharedq.log.logging_structure import (
+    LoggingStructure,
+    check_url,
+    needs_copy_back,
+    without_credentials,
+)
 from sharedq.log.reader import (
     DecodedSources,
     LogReader,
@@ -184,7 +189,9 @@ class LogStream:
                     "schema_version": SCHEMA_VERSION,
                     "id": os.urandom(8).hex(),
                     "copy": None if copy_root is None else str(copy_root.resolve()),
-                    "logging_structure": logging_url,
+                    "logging_structure": (
+                        None if logging_url is None else without_credentials(logging_url)
+                    ),
                 }
                 write_state(path, body)
             if body.get("name") != self.name:
@@ -210,19 +217,20 @@ class LogStream:
                     f"{copy}, not {copy_root}",
                 )
             recorded = body.get("logging_structure")
-            if logging_url is not None and recorded is None:
-                body = {**body, "logging_structure": logging_url}
+            public = None if logging_url is None else without_credentials(logging_url)
+            if public is not None and recorded is None:
+                body = {**body, "logging_structure": public}
                 write_state(path, body)
-                recorded = logging_url
-            elif logging_url is not None and recorded != logging_url:
+                recorded = public
+            elif public is not None and recorded != public:
                 raise log_error(
                     LogReason.STREAM_MISMATCH,
                     f"stream {self.name} at {self.layout.root} has its logging structure "
-                    f"at {recorded}, not {logging_url}",
+                    f"at {recorded}, not {public}",
                 )
             self.identity = str(body["id"])
-            if recorded is not None:
-                self.logging = LoggingStructure(str(recorded), self.identity)
+            if recorded is not None:  # given with its credentials, or as recorded
+                self.logging = LoggingStructure(logging_url or str(recorded), self.identity)
             if copy is not None:
                 self.copy = Layout(str(copy))
                 make_dirs(self.copy.root)
