@@ -346,3 +346,14 @@ def test_the_logging_structures_password_is_used_and_never_recorded(
     assert b"s3cret" not in recorded and b"127.0.0.1:%d/0" % server.port in recorded
     # A later process names it with its password again: the same logging structure.
     LogStream(root, name=NAME, logging_structure=secret_url).close()
+
+
+def test_a_logging_structure_on_the_writers_machine_is_warned_of(
+    root: Path, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert logging_structure.on_this_machine(redis_server.url)
+    assert logging_structure.on_this_machine(redis_server.unix_url)
+    assert not logging_structure.on_this_machine("redis://192.0.2.1:6379/0")  # TEST-NET-1
+    with LogStream(root, name=NAME, config=_config(), logging_structure=redis_server.url) as stream:
+        stream.writer(WRITER).close()
+    assert any("single point of failure" in r.getMessage() for r in caplog.records)

@@ -19,7 +19,11 @@ import threading
 import time
 
 from sharedq.log.codec import FRAME, FRAME_HEADER_BYTES, decode_frames
-from sharedq.log.logging_structure import LoggingStructure, LoggingUnavailable
+from sharedq.log.logging_structure import (
+    LoggingStructure,
+    LoggingUnavailable,
+    on_this_machine,
+)
 from sharedq.log.records import LogRecord
 
 logger = logging.getLogger(__name__)
@@ -60,6 +64,15 @@ class DuplexCopy:
 
     def start(self) -> None:
         """Begin the writer's set; everything it wrote before is on disk."""
+        if on_this_machine(self.structure.url):
+            logger.warning(
+                "writer %s: the logging structure %s is on this machine: a machine crash "
+                "loses both copies of a commit's records (the seed's single point of "
+                "failure, where its logger writes staging data sets); give it a Redis on "
+                "another machine, or use every_commit durability",
+                self.writer,
+                self.structure.url,
+            )
         self._restart()
 
     def push(self, frames: bytes, last_lsn: int) -> bool:

@@ -67,6 +67,31 @@ def check_url(url: object) -> str:
     return url
 
 
+def on_this_machine(url: str) -> bool:
+    """Whether the Redis of ``url`` runs on this machine: a Unix socket, or a host whose
+    address this machine can bind (a loopback address, or one of its own).
+
+    A logging structure there shares the writers' failure: the seed's single point of
+    failure, where its logger writes staging data sets instead.  (A Redis in another
+    container or virtual machine on the same physical machine is not seen.)
+    """
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return True
+    try:
+        found = socket.getaddrinfo(parts.hostname or "localhost", None, type=socket.SOCK_DGRAM)
+    except OSError:
+        return False  # unresolvable here: the first push says so
+    for family, kind, proto, _, address in found:
+        with socket.socket(family, kind, proto) as probe:
+            try:
+                probe.bind((address[0], 0))
+            except OSError:
+                continue
+            return True
+    return False
+
+
 def without_credentials(url: str) -> str:
     """``url`` without its user information: what the ``STREAM`` file may record (every
     process of the stream reads that file; a password does not belong in it)."""
@@ -200,6 +225,7 @@ __all__ = [
     "LoggingUnavailable",
     "check_url",
     "needs_copy_back",
+    "on_this_machine",
     "this_boot",
     "without_credentials",
 ]
