@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -116,3 +117,19 @@ def facility_on(
         fac.close()
         if server is not None:
             server.flush()
+
+
+# -- the machine, as the log's logging structure sees it ---------------------------------
+
+
+@pytest.fixture
+def boot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This test's machine: a boot id file of its own
+    (``sharedq.log.logging_structure.BOOT_ID_FILE``), which a test rewrites to play a
+    machine that crashed and booted again; child processes are given its path."""
+    from sharedq.log import logging_structure
+
+    path = tmp_path / "boot_id"
+    path.write_text("boot-before-crash\n")
+    monkeypatch.setattr(logging_structure, "BOOT_ID_FILE", path)
+    return path

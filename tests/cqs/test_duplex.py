@@ -41,7 +41,7 @@ from sharedq.cf import CouplingFacility, open_facility
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY
 from sharedq.cqs import CQS, LIST_COUNT, Private, structure_params
 from sharedq.cqs.messages import unpack
-from sharedq.log import LogIOError, LogReason, logging_structure
+from sharedq.log import LogIOError, LogReason
 from sharedq.log.codec import FRAME, FRAME_HEADER_BYTES, SEGMENT_HEADER_BYTES, decode_frames
 from sharedq.log.layout import Layout
 from sharedq.recovery import LogIncomplete, PairLayout, RecoveryReason, StructureContents
@@ -75,13 +75,10 @@ class Rig:
 def rig(
     redis_servers: Callable[..., RedisServer],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    boot: Path,
 ) -> Iterator[Rig]:
-    """Two private Redis servers, the MSGQ structure on A, and a boot id file that
-    this process (and the doomed CQS's) read as the machine's."""
-    boot = tmp_path / "boot_id"
-    boot.write_text("boot-before-crash\n")
-    monkeypatch.setattr(logging_structure, "BOOT_ID_FILE", boot)
+    """Two private Redis servers, the MSGQ structure on A, and the machine's boot id
+    file (this process's and the doomed CQS's)."""
     queues, logging = redis_servers(), redis_servers()
     facility = open_facility(f"{queues.url}?lease=2&retry=2")
     facility.create(structure_params(MSGQ, messages=500))

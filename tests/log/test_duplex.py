@@ -147,15 +147,6 @@ def _payloads(stream: LogStream) -> list[bytes]:
 
 
 @pytest.fixture
-def boot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """This test's machine: a boot id file of its own, which a crash rewrites."""
-    path = tmp_path / "boot_id"
-    path.write_text("boot-before-crash\n")
-    monkeypatch.setattr(logging_structure, "BOOT_ID_FILE", path)
-    return path
-
-
-@pytest.fixture
 def root(tmp_path: Path) -> Path:
     return tmp_path / "log"
 

@@ -32,7 +32,6 @@ from pathlib import Path
 import pytest
 
 from sharedq.cf import CouplingFacility, open_facility
-from sharedq.log import logging_structure
 from sharedq.mq import QueueManager
 from sharedq.recovery import PairLayout
 from sharedq.testing.redis_server import RedisServer
@@ -67,13 +66,10 @@ class Rig:
 def rig(
     redis_servers: Callable[..., RedisServer],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    boot: Path,
 ) -> Iterator[Rig]:
-    """Two private Redis servers, both structures on A, and a boot id file that this
-    process (and the doomed manager's) read as the machine's."""
-    boot = tmp_path / "boot_id"
-    boot.write_text("boot-before-crash\n")
-    monkeypatch.setattr(logging_structure, "BOOT_ID_FILE", boot)
+    """Two private Redis servers, both structures on A, and the machine's boot id file
+    (this process's and the doomed manager's)."""
     structures, logging = redis_servers(), redis_servers()
     url = f"{structures.url}?lease=2&retry=2"
     facility = open_facility(url)

@@ -8,10 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from pyspark.sql import SparkSession
 
-from sharedq.log import logging_structure
 from sharedq.pipeline.sources import find_pairs, read_log
 from sharedq.testing.redis_server import RedisServer
 from tests.log.test_duplex import crash_machine, run_child
@@ -20,12 +18,9 @@ from tests.log.test_duplex import crash_machine, run_child
 def test_spark_reads_every_committed_record_after_a_machine_crash(
     spark: SparkSession,
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    boot: Path,
     redis_servers: Callable[..., RedisServer],
 ) -> None:
-    boot = tmp_path / "boot_id"
-    boot.write_text("boot-before-crash\n")
-    monkeypatch.setattr(logging_structure, "BOOT_ID_FILE", boot)
     root = tmp_path / "log"
     seen = run_child(root, redis_servers().url, boot, 120)
     assert seen["durable"] == 0  # the segment on disk holds none of them
