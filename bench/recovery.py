@@ -27,7 +27,9 @@ backend and on Redis (a private ``redis-server`` unless ``--redis URL`` names on
     syncpoint and the commit each end a unit; ``every_record`` pays four).  These
     figures are as steady as the disk's fsync: on a shared virtual disk its latency
     varies several times over from one round to the next, so each is the best of
-    several rounds, all settings in turns.
+    several rounds, all settings in turns.  ``duplex_ms_100`` is ``Durability.duplex``
+    with the logging structure on a second private Redis: a commit waits for its push
+    there instead of an fsync (on this one machine, standing in for another's).
 (d) **four producers**.  The same cycle on Redis by four producers at once, each on a
     queue of its own, with the recovery log (``every_commit``, one figure per group
     commit setting: ``host``, the default, and ``writer``) against a group without
@@ -328,12 +330,14 @@ def cycle_figures(
     facilities: dict[str, Callable[[], CouplingFacility]],
     counts: dict[str, int],
     rounds: int,
+    logging_url: str,
 ) -> None:
     settings = {
         "unlogged": None,
         "every_commit": Durability.every_commit(),
         "interval_ms_50": Durability.interval(50),
         "every_record": Durability.every_record(),
+        "duplex_ms_100": Durability.duplex(100),
     }
     for backend, open_one in facilities.items():
         managers: dict[str, QueueManager] = {}
@@ -344,7 +348,10 @@ def cycle_figures(
             recovery = None
             if durability is not None:
                 recovery = RecoverySettings(
-                    base / f"cycles-{backend}" / label, durability=durability, strchkpt=None
+                    base / f"cycles-{backend}" / label,
+                    durability=durability,
+                    strchkpt=None,
+                    logging_structure=logging_url,
                 )
             qm = QueueManager(facility, f"C{number}", number, admin=admin, recovery=recovery)
             qm.define_queue("CYCLE")
@@ -774,6 +781,7 @@ def main() -> None:
                         "every_commit": 150,
                         "interval_ms_50": 1000,
                         "every_record": 100,
+                        "duplex_ms_100": 400,
                     }
                     if quick
                     else {
@@ -781,9 +789,11 @@ def main() -> None:
                         "every_commit": 600,
                         "interval_ms_50": 5000,
                         "every_record": 400,
+                        "duplex_ms_100": 2000,
                     }
                 )
-                cycle_figures(report, base, facilities, counts, 3 if quick else 5)
+                with redis_url(None) as logging_url:  # the logging structure's own Redis
+                    cycle_figures(report, base, facilities, counts, 3 if quick else 5, logging_url)
             if "producers" in parts:
                 producer_figures(report, base, url, 100 if quick else 1000, 3 if quick else 5)
     finally:
