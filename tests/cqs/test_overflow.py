@@ -420,3 +420,24 @@ def test_a_put_to_the_primary_by_a_cqs_that_had_not_seen_the_table(
     with facility.connect(PRIMARY, "LOOK") as conn:
         assert list(conn.scan(header, A, A)) == []
     assert len(master.browse(A)) == 31
+
+
+def test_display_overflowq_is_the_pairs_overflow_state(
+    facility: CouplingFacility, make_cqs: MakeCQS
+) -> None:
+    allocate(facility)
+    cqs = make_cqs("IMSA", msgq=pair(True), overflow=options())
+    assert cqs.display_overflowq() == {
+        "structure": PRIMARY,
+        "overflow_structure": OVERFLOW,
+        "mode": False,
+        "queues": [],
+    }
+    fill(cqs, {A: 30, B: 20, C: 10, D: 10})
+    assert cqs.overflow[Kind.MSGQ].check() is not None
+    shown = cqs.display_overflowq()
+    assert shown["mode"] is True
+    assert [(q["queue"], q["elements"]) for q in shown["queues"]] == [(A, 300)]  # type: ignore[union-attr]
+    with pytest.raises(CQSError) as refused:
+        cqs.display_overflowq(kind=Kind.EMHQ)  # no EMHQ pair
+    assert refused.value.reason is CQSReason.NOT_CONNECTED

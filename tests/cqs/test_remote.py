@@ -281,3 +281,13 @@ def test_a_logged_server_restarts_warm_after_sigkill(
     finally:
         served.stop()
     assert where(redis_facility, MSGQ)["ready"] == [(TRANB, b"ready")]
+
+
+def test_display_overflowq_crosses_the_socket(remote: RemoteCQS) -> None:
+    remote.connect()
+    assert remote.display_overflowq() == {
+        "structure": MSGQ,
+        "overflow_structure": None,
+        "mode": False,
+        "queues": [],
+    }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sharedq.cf import CouplingFacility
+from sharedq.cqs import Kind
 from sharedq.ims import IMSError, IMSReason, Lterm
 from sharedq.ims.display import QcntRow, stamp
 from sharedq.testing import ManualClock
@@ -49,3 +50,10 @@ def test_a_bad_msgage_is_refused(make_ims: MakeIMS, msgage: object) -> None:
     with pytest.raises(IMSError) as caught:
         ims.display_qcnt_lterm(msgage)  # type: ignore[arg-type]
     assert caught.value.reason is IMSReason.BAD_ARGUMENT
+
+
+def test_display_overflowq_shows_each_pair_from_its_cqs(make_ims: MakeIMS) -> None:
+    ims = make_ims(define("IMSA", transactions=(TRANA,)), {"PGMA": echo()})
+    (shown,) = ims.display_overflowq()  # MSGQ only: no Fast Path
+    assert shown == ims.cqs.display_overflowq()
+    assert shown["structure"] == ims.cqs.pairs[Kind.MSGQ].primary and shown["queues"] == []

@@ -473,5 +473,9 @@ class RemoteCQS:
         stats: StructureStats = self._call("statistics", kind=kind)
         return stats
 
+    def display_overflowq(self, *, kind: Kind = Kind.MSGQ) -> dict[str, object]:
+        state: dict[str, object] = self._call("display_overflowq", kind=kind)
+        return state
+
     def checkpoint(self, scope: Literal["system", "structure"] = "system") -> None:
         self._call("checkpoint", scope)

@@ -64,6 +64,7 @@ REQUESTS = frozenset(
         "locks",
         "query",
         "statistics",
+        "display_overflowq",
         "checkpoint",
     }
 )

@@ -664,6 +664,13 @@ class CQS:
         with requests.translated("statistics"):
             return site.acc.conn.statistics()
 
+    def display_overflowq(self, *, kind: Kind = Kind.MSGQ) -> dict[str, object]:
+        """``/DISPLAY OVERFLOWQ STRUCTURE``: the pair's overflow mode and each queue in
+        overflow, since when and its size (:meth:`Overflow.state`, read afresh)."""
+        self._site(kind)  # NOT_CONNECTED, or a bad kind, as every request
+        with requests.translated("display_overflowq"):
+            return self.overflow[kind].state()
+
     def checkpoint(self, scope: Literal["system", "structure"] = "system") -> None:
         """CQSCHKPT: a system checkpoint (this CQS's restart point in the log) or a
         structure checkpoint (each structure copied to its SRDS); needs recovery."""

@@ -281,6 +281,12 @@ class IMS(Commands, Failures, ETO):
         with self._reg_lock:
             return sorted(self._interest)
 
+    def display_overflowq(self) -> list[dict[str, object]]:
+        """/DISPLAY OVERFLOWQ STRUCTURE ALL: each structure pair's overflow state, as
+        its CQS keeps it (MSGQ, and EMHQ with Fast Path): the mode, and each queue in
+        the overflow structure with since when and its size."""
+        return [self.cqs.display_overflowq(kind=kind) for kind in self.cqs.pairs]
+
     def display_active(self) -> dict[str, str]:
         """/DISPLAY ACTIVE REGION: each message region, ``ACTIVE`` while it runs a
         program, ``WAITING`` when a message would be processed locally at once.
