@@ -337,6 +337,10 @@ def test_the_logging_structures_password_is_used_and_never_recorded(
     assert b"s3cret" not in recorded and b"127.0.0.1:%d/0" % server.port in recorded
     # A later process names it with its password again: the same logging structure.
     LogStream(root, name=NAME, logging_structure=secret_url).close()
+    # A password in the query is not recorded either; other parameters are.
+    strip = logging_structure.without_credentials
+    assert strip("unix:///run/r.sock?db=2&password=pw") == "unix:///run/r.sock?db=2"
+    assert strip("redis://u:pw@h:6379/0?password=pw") == "redis://h:6379/0"
 
 
 def test_a_logging_structure_on_the_writers_machine_is_warned_of(

@@ -29,7 +29,7 @@ import socket
 import threading
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from sharedq.cf.urls import redact_url, scrub
 from sharedq.log.errors import LogReason, log_error
@@ -41,6 +41,8 @@ BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 OPEN_MEMBER = b"@open"
 #: Seconds a request to the logging structure may take before it counts as down.
 TIMEOUT_S = 2.0
+#: Query parameters of a Redis URL that carry credentials.
+_SECRET_QUERY = frozenset({"username", "password"})
 #: URL schemes redis-py opens.
 _SCHEMES = ("redis", "rediss", "unix")
 
@@ -93,12 +95,16 @@ def on_this_machine(url: str) -> bool:
 
 
 def without_credentials(url: str) -> str:
-    """``url`` without its user information: what the ``STREAM`` file may record (every
-    process of the stream reads that file; a password does not belong in it)."""
+    """``url`` without its user information nor a ``username=``/``password=`` in its
+    query: what the ``STREAM`` file may record (every process of the stream reads that
+    file; a password does not belong in it)."""
     head, sep, rest = url.partition("://")
     authority_end = len(rest) if "/" not in rest else rest.index("/")
     at = rest.rfind("@", 0, authority_end)
-    return url if at < 0 else f"{head}{sep}{rest[at + 1 :]}"
+    bare = url if at < 0 else f"{head}{sep}{rest[at + 1 :]}"
+    base, question, query = bare.partition("?")
+    kept = [(k, v) for k, v in parse_qsl(query) if k not in _SECRET_QUERY]
+    return f"{base}?{urlencode(kept)}" if question and kept else base
 
 
 class LoggingUnavailable(Exception):
