@@ -352,3 +352,17 @@ def test_a_logging_structure_on_the_writers_machine_is_warned_of(
     with LogStream(root, name=NAME, config=_config(), logging_structure=redis_server.url) as stream:
         stream.writer(WRITER).close()
     assert any("single point of failure" in r.getMessage() for r in caplog.records)
+
+
+def test_a_logging_structure_that_may_evict_is_warned_of(
+    root: Path, redis_servers: Callable[..., RedisServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    evicting = redis_servers(["--maxmemory-policy", "allkeys-lru"])
+    with LogStream(root, name=NAME, config=_config(), logging_structure=evicting.url) as stream:
+        stream.writer(WRITER).close()
+    assert any("allkeys-lru" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with LogStream(root.parent / "other", name=NAME, config=_config(),
+                   logging_structure=redis_servers().url) as stream:  # fmt: skip
+        stream.writer(WRITER).close()
+    assert not any("maxmemory-policy" in r.getMessage() for r in caplog.records)

@@ -73,6 +73,16 @@ class DuplexCopy:
                 self.writer,
                 self.structure.url,
             )
+        policy = self.structure.eviction()
+        if policy is not None:
+            logger.warning(
+                "writer %s: the logging structure %s may evict keys (maxmemory-policy %s): "
+                "a set evicted makes commits sync to disk, and lost together with a "
+                "machine crash loses records; set maxmemory-policy noeviction",
+                self.writer,
+                self.structure.url,
+                policy,
+            )
         self._restart()
 
     def push(self, frames: bytes, last_lsn: int) -> bool:

@@ -155,6 +155,16 @@ class LoggingStructure:
         except self._failed as exc:
             raise self._unavailable(exc) from exc
 
+    def eviction(self) -> str | None:
+        """The Redis's ``maxmemory-policy`` when it may evict the writers' sets (any
+        policy but ``noeviction``; a set evicted is a set lost); ``None`` when it may not,
+        or when ``CONFIG`` is not allowed to this user (nothing to say then)."""
+        try:
+            policy = self._client.config_get("maxmemory-policy").get("maxmemory-policy")
+        except self._failed:
+            return None
+        return None if policy in (None, "noeviction") else str(policy)
+
     def push(self, writer: str, last_lsn: int, frames: bytes) -> bool:
         """Add frames ending at ``last_lsn``; ``False`` if the set is no longer whole.
 
