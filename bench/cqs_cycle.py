@@ -9,7 +9,9 @@ recovery log (``RecoverySettings`` in a temporary directory, records synced at e
 request's end: a quarter of the cycles per round, they wait for the disk; once with
 only puts waiting for the sync, ``Sync.PUTS``; once synced every 10 ms instead; and
 once under ``Durability.duplex``, the seed's logging structure: each request waits
-for its records' push to a second private Redis, the segment syncs every 100 ms),
+for its records' push to a second private Redis, the segment syncs every 100 ms;
+and once more with ``replicas=1``, each push also waiting, ``WAIT``, until a replica
+of that Redis holds it: a third private Redis, a replica of the second),
 and with a multi-part variant: a 4 KiB body in eight 512-byte parts (seven staged,
 one on the ready queue).
 
@@ -38,7 +40,9 @@ import statistics
 import sys
 import tempfile
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -230,12 +234,41 @@ def paired_ratio(ours: Callable[[int], None], theirs: Callable[[int], None], qui
     return statistics.median(pairs)
 
 
+@contextmanager
+def logging_redis(given: str | None) -> Iterator[tuple[str, int]]:
+    """The logging structure's Redis and how many replicas it has: the one given (its
+    replicas as it reports them), or a private one with a private replica, linked and
+    acknowledging before the first figure."""
+    if given:
+        import redis
+
+        with redis.Redis.from_url(given) as client:
+            yield given, int(client.info("replication").get("connected_slaves", 0))
+        return
+    from sharedq.testing.redis_server import RedisServer
+
+    no_delay = ["--repl-diskless-sync-delay", "0"]
+    with RedisServer(no_delay) as primary:
+        args = [*no_delay, "--replicaof", "127.0.0.1", str(primary.port)]
+        with RedisServer(args):
+            import redis
+
+            with redis.Redis.from_url(primary.url) as client:
+                deadline = time.monotonic() + 30
+                while client.set("sharedq:bench:ping", 1) and client.wait(1, 1000) < 1:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the logging structure's replica never linked")
+                client.delete("sharedq:bench:ping")
+            yield primary.url, 1
+
+
 def paired_figures(
-    facility: RedisFacility, public: Any, quick: bool, logging_url: str
+    facility: RedisFacility, public: Any, quick: bool, logging_url: str, replicas: int = 0
 ) -> dict[str, float]:
     """The two target ratios as medians of paired turns (see :func:`paired_ratio`), and
     the logged cycle under each durability (``logging_url``: the logging structure's
-    Redis, another server than the queues').
+    Redis, another server than the queues'; with ``replicas``, also duplex pushes
+    waiting for them).
 
     The unlogged ratio is measured first, with no logged CQS connected yet: their
     background threads (checkpoint watchers) would take their share of two cores."""
@@ -269,14 +302,34 @@ def paired_figures(
                 structure="BENCHLOG5",
                 logging_structure=logging_url,
             )
+            # With replicas: duplex pushes that wait for one (else the plain duplex again).
+            replicated, close_replicated = (
+                group(
+                    facility,
+                    1,
+                    Path(tmp) / "dr",
+                    Durability.duplex(DUPLEX_SYNC_MS, replicas=replicas),
+                    structure="BENCHLOG6",
+                    logging_structure=logging_url,
+                )
+                if replicas
+                else (duplex, lambda: None)
+            )
             try:
-                for logger in (strict, puts, appended, duplex, duplex_puts):
+                for logger in (strict, puts, appended, duplex, duplex_puts, replicated):
                     cycler(logger[0], BODY)(50)
                 found["strict"] = paired_ratio(cycler(strict[0], BODY), unlogged, quick)
                 found["puts"] = paired_ratio(cycler(puts[0], BODY), unlogged, quick)
                 found["appended"] = paired_ratio(cycler(appended[0], BODY), unlogged, quick)
                 found["duplex"] = paired_ratio(cycler(duplex[0], BODY), unlogged, quick)
                 found["duplex_puts"] = paired_ratio(cycler(duplex_puts[0], BODY), unlogged, quick)
+                if replicas:
+                    found["duplex_replicas"] = paired_ratio(
+                        cycler(replicated[0], BODY), unlogged, quick
+                    )
+                    found["duplex_replicas_vs_duplex"] = paired_ratio(
+                        cycler(replicated[0], BODY), cycler(duplex[0], BODY), quick
+                    )
                 found["duplex_vs_strict"] = paired_ratio(
                     cycler(duplex[0], BODY), cycler(strict[0], BODY), quick
                 )
@@ -289,6 +342,7 @@ def paired_figures(
                 close_appended()
                 close_duplex()
                 close_duplex_puts()
+                close_replicated()
                 for name in ("BENCHLOG1", "BENCHLOG2", "BENCHLOG3", "BENCHLOG4", "BENCHLOG5"):
                     facility.delete(name, force=True)
         return found
@@ -320,8 +374,8 @@ def main() -> None:
         raw = lpush_rpop(public, n)
         rates = measure(facility, "redis", report, n, rounds, {"lpush_rpop": partial(raw, n)})
         report.add("lpush_rpop_per_s", rates["lpush_rpop"], "cycles/s", "raw redis-py, 1 KiB")
-        with redis_url(args.logging_redis) as logging_url:
-            paired = paired_figures(facility, public, args.quick, logging_url)
+        with logging_redis(args.logging_redis) as (logging_url, replicas):
+            paired = paired_figures(facility, public, args.quick, logging_url, replicas)
         report.add(
             "redis_ratio_vs_lpush_rpop",
             paired["redis"],
@@ -353,6 +407,20 @@ def main() -> None:
             "",
             "duplex with Sync.PUTS: only a put waits for its push (median of paired turns)",
         )
+        if "duplex_replicas" in paired:
+            report.add(
+                "logged_duplex_replicas_ratio_vs_unlogged",
+                paired["duplex_replicas"],
+                "",
+                "duplex, each push also waiting until a replica of the logging structure "
+                "holds it (replicas=1; median of paired turns)",
+            )
+            report.add(
+                "logged_duplex_replicas_vs_duplex",
+                paired["duplex_replicas_vs_duplex"],
+                "",
+                "the cost of the replica's acknowledgement (paired)",
+            )
         report.add(
             "logged_duplex_vs_strict",
             paired["duplex_vs_strict"],

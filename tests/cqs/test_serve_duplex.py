@@ -58,6 +58,8 @@ def test_a_served_cqs_pushes_each_request_to_the_logging_structure(
     [
         (["--durability", "duplex_ms=100"], "logging_structure"),
         (["--durability", "sometimes"], "duplex_ms=N"),
+        (["--durability", "duplex_ms=100,replicas=some"], "duplex_ms=N,replicas=R"),
+        (["--durability", "every_commit,replicas=1"], "duplex_ms=N,replicas=R"),
         (["--durability", "duplex_ms=100", "--logging-structure", "http://x"], "Redis URL"),
     ],
 )

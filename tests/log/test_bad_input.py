@@ -23,7 +23,7 @@ from sharedq.log import (
 
 from .helpers import MakeStream, three_puts
 
-KNOWN = "every_record, every_commit, interval_ms=N, duplex_ms=N (N >= 1)"
+KNOWN = "every_record, every_commit, interval_ms=N, duplex_ms=N or duplex_ms=N,replicas=R"
 
 
 def _tree(root: Path) -> list[str]:

@@ -59,7 +59,8 @@ def cqs() -> None:
     "--durability",
     default="every_commit",
     show_default=True,
-    help="when log records are safe: every_record, every_commit, interval_ms=N, duplex_ms=N",
+    help="when log records are safe: every_record, every_commit, interval_ms=N, duplex_ms=N "
+    "or duplex_ms=N,replicas=R",
 )
 @click.option(
     "--logging-structure",

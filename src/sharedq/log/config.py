@@ -43,7 +43,10 @@ class DurabilityMode(Enum):
 
 
 #: The durability settings by name, as ``Durability.parse`` reads them and messages list them.
-DURABILITY_NAMES = "every_record, every_commit, interval_ms=N, duplex_ms=N (N >= 1)"
+DURABILITY_NAMES = (
+    "every_record, every_commit, interval_ms=N, duplex_ms=N or duplex_ms=N,replicas=R "
+    "(N >= 1, R >= 0)"
+)
 
 
 #: The modes whose writer syncs on a clock of its own (``interval_ms``).
@@ -72,10 +75,16 @@ class Durability:
       what it made durable from the logging structure.  A record survives the loss
       of either the writer's machine or the logging structure, not of both at once.
       Where the logging structure does not answer, a commit syncs to disk instead.
+      ``duplex_ms=N,replicas=R``: a push also waits (Redis ``WAIT``) until ``R`` of
+      the logging structure's replicas hold it, so that a failover to one of them
+      loses no committed record; where fewer acknowledge within
+      ``logging_structure.REPLICA_WAIT_MS``, the commit syncs to disk instead.
     """
 
     mode: DurabilityMode = DurabilityMode.EVERY_COMMIT
     interval_ms: int | None = None
+    #: Replicas of the logging structure a duplex push waits for (``WAIT``).
+    replicas: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.mode, DurabilityMode):
@@ -96,6 +105,17 @@ class Durability:
                 LogReason.BAD_CONFIG,
                 f"interval_ms applies only to interval and duplex durability ({self})",
             )
+        replicas = self.replicas
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise log_error(
+                LogReason.BAD_CONFIG,
+                f"replicas is a count of the logging structure's replicas (>= 0), not {replicas!r}",
+            )
+        if replicas and self.mode is not DurabilityMode.DUPLEX:
+            raise log_error(
+                LogReason.BAD_CONFIG,
+                f"replicas applies only to duplex durability, not {self.mode.value}",
+            )
 
     @classmethod
     def every_record(cls) -> Durability:
@@ -110,13 +130,13 @@ class Durability:
         return cls(DurabilityMode.INTERVAL, interval_ms)
 
     @classmethod
-    def duplex(cls, interval_ms: int) -> Durability:
-        return cls(DurabilityMode.DUPLEX, interval_ms)
+    def duplex(cls, interval_ms: int, *, replicas: int = 0) -> Durability:
+        return cls(DurabilityMode.DUPLEX, interval_ms, replicas)
 
     @classmethod
     def parse(cls, text: str) -> Durability:
-        """``every_record``, ``every_commit``, ``interval_ms=N`` or ``duplex_ms=N`` (as in
-        a config member)."""
+        """``every_record``, ``every_commit``, ``interval_ms=N``, ``duplex_ms=N`` or
+        ``duplex_ms=N,replicas=R`` (as in a config member)."""
         if not isinstance(text, str):
             raise log_error(
                 LogReason.BAD_CONFIG,
@@ -130,12 +150,17 @@ class Durability:
         match = re.fullmatch(r"(interval|duplex)_ms\s*=\s*(\d+)", spec)
         if match:
             return cls(DurabilityMode(match.group(1)), int(match.group(2)))
+        match = re.fullmatch(r"duplex_ms\s*=\s*(\d+)\s*,\s*replicas\s*=\s*(\d+)", spec)
+        if match:
+            return cls.duplex(int(match.group(1)), replicas=int(match.group(2)))
         raise log_error(
             LogReason.BAD_CONFIG,
             f"durability {text!r} is not one of {DURABILITY_NAMES}",
         )
 
     def __str__(self) -> str:
+        if self.replicas:
+            return f"{self.mode.value}_ms={self.interval_ms},replicas={self.replicas}"
         if self.mode in _TIMED:
             return f"{self.mode.value}_ms={self.interval_ms}"
         return str(self.mode.value)

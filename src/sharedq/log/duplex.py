@@ -40,9 +40,11 @@ class DuplexCopy:
     writes each frame, and takes the list (under that lock) to push it.
     """
 
-    def __init__(self, structure: LoggingStructure, writer: str) -> None:
+    def __init__(self, structure: LoggingStructure, writer: str, *, replicas: int = 0) -> None:
         self.structure = structure
         self.writer = writer
+        #: Replicas of the logging structure each push waits for (``WAIT``).
+        self.replicas = replicas
         #: Frames written and not yet pushed: ``(lsn, frame)``, in lsn order.
         self.unpushed: list[tuple[int, bytes]] = []
         #: Held for a push: commits that come meanwhile find their records pushed.
@@ -83,6 +85,25 @@ class DuplexCopy:
                 self.structure.url,
                 policy,
             )
+        connected = self.structure.replicas()
+        if connected and not self.replicas:
+            logger.warning(
+                "writer %s: the logging structure %s has %d replica(s) and pushes do not "
+                "wait for them: a failover to one that had not received the last pushes "
+                "loses those commits' records; use duplex_ms=N,replicas=R",
+                self.writer,
+                self.structure.url,
+                connected,
+            )
+        elif connected is not None and connected < self.replicas:
+            logger.warning(
+                "writer %s: the logging structure %s has %d replica(s) connected, %d asked "
+                "for: commits sync to disk until enough acknowledge",
+                self.writer,
+                self.structure.url,
+                connected,
+                self.replicas,
+            )
         self._restart()
 
     def push(self, frames: bytes, last_lsn: int) -> bool:
@@ -91,7 +112,7 @@ class DuplexCopy:
         if not self._whole:
             return False
         try:
-            pushed = self.structure.push(self.writer, last_lsn, frames)
+            pushed = self.structure.push(self.writer, last_lsn, frames, replicas=self.replicas)
         except LoggingUnavailable as exc:
             self._unanswered(exc)
             pushed = False
@@ -145,8 +166,8 @@ class DuplexCopy:
 
     def _unanswered(self, exc: LoggingUnavailable) -> None:
         logger.warning(
-            "writer %s: the logging structure does not answer; commits sync to disk until "
-            "it does: %s",
+            "writer %s: the logging structure does not answer or its replicas did not "
+            "acknowledge; commits sync to disk until it does: %s",
             self.writer,
             exc,
         )

@@ -21,6 +21,12 @@ here.  Each writer's set carries an ``@open`` member from the moment it starts
 pushing: a set without it is one the facility lost (a Redis restarted empty), and a
 writer that finds it gone syncs to disk before it pushes again, so that ``@open``
 present always means "every committed record not on disk is here".
+
+Replicas.  A Redis replica is copied asynchronously: a failover to one that had not yet
+received the last pushes would keep ``@open`` and lose them, with nothing to say so.
+``Durability.duplex(N, replicas=R)`` makes each push wait (``WAIT R``, in the push's
+own round trip) until ``R`` replicas hold it; a push that fewer acknowledge within
+:data:`REPLICA_WAIT_MS` counts as a push that failed, and the commit syncs to disk.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ BOOT_ID_FILE = Path("/proc/sys/kernel/random/boot_id")
 OPEN_MEMBER = b"@open"
 #: Seconds a request to the logging structure may take before it counts as down.
 TIMEOUT_S = 2.0
+#: Milliseconds a push waits for the replicas it asks for before it counts as failed.
+REPLICA_WAIT_MS = 100
 #: Query parameters of a Redis URL that carry credentials.
 _SECRET_QUERY = frozenset({"username", "password"})
 #: URL schemes redis-py opens.
@@ -108,7 +116,8 @@ def without_credentials(url: str) -> str:
 
 
 class LoggingUnavailable(Exception):
-    """The logging structure did not answer (its Redis is down or unreachable)."""
+    """The logging structure did not answer (its Redis is down or unreachable), or
+    fewer of its replicas than asked acknowledged a push."""
 
 
 class LoggingStructure:
@@ -165,27 +174,45 @@ class LoggingStructure:
             return None
         return None if policy in (None, "noeviction") else str(policy)
 
-    def push(self, writer: str, last_lsn: int, frames: bytes) -> bool:
+    def replicas(self) -> int | None:
+        """How many replicas the Redis has connected now (``None``: it will not say)."""
+        try:
+            info = self._client.info("replication")
+        except self._failed:
+            return None
+        count = info.get("connected_slaves")
+        return count if isinstance(count, int) else None
+
+    def push(self, writer: str, last_lsn: int, frames: bytes, *, replicas: int = 0) -> bool:
         """Add frames ending at ``last_lsn``; ``False`` if the set is no longer whole.
 
         One round trip of two commands: whether ``@open`` is there, and the batch.  A
         batch added to a set without ``@open`` (recreated by this very ``ZADD``) is
-        never read back: a set without it is not whole.
+        never read back: a set without it is not whole.  With ``replicas``, a third
+        command in the same round trip, ``WAIT``: :class:`LoggingUnavailable` when
+        fewer replicas than that hold the batch after :data:`REPLICA_WAIT_MS`.
         """
         key = self._prefix + writer
         with self._pushing:
             connection = self._connection
             try:
-                connection.send_packed_command(
-                    connection.pack_command("ZSCORE", key, OPEN_MEMBER)
-                    + connection.pack_command("ZADD", key, last_lsn, frames),
-                    False,
-                )
+                packed = connection.pack_command(
+                    "ZSCORE", key, OPEN_MEMBER
+                ) + connection.pack_command("ZADD", key, last_lsn, frames)
+                if replicas:
+                    packed += connection.pack_command("WAIT", replicas, REPLICA_WAIT_MS)
+                connection.send_packed_command(packed, False)
                 whole = connection.read_response()
                 connection.read_response()
+                acknowledged = connection.read_response() if replicas else 0
             except self._failed as exc:
                 connection.disconnect()  # a reply may be left unread
                 raise self._unavailable(exc) from exc
+        if acknowledged < replicas:
+            raise LoggingUnavailable(
+                f"{self.url}: {acknowledged} of the {replicas} replica(s) asked for held a "
+                f"push after {REPLICA_WAIT_MS} ms"
+            )
         return whole is not None
 
     def trim(self, writer: str, through_lsn: int) -> None:
@@ -237,6 +264,7 @@ def needs_copy_back(state: dict[str, object] | None) -> bool:
 
 __all__ = [
     "BOOT_ID_FILE",
+    "REPLICA_WAIT_MS",
     "LoggingStructure",
     "LoggingUnavailable",
     "check_url",

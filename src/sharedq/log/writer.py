@@ -168,7 +168,11 @@ class LogWriter(ChangeLogging):
         #: The state file the previous owner left (read when reopening).
         self._stopped: dict[str, Any] | None = None
         #: The copy of unsynced records in the logging structure (duplex durability).
-        self._duplex = DuplexCopy(logging, self.name) if logging is not None and duplex else None
+        self._duplex = (
+            DuplexCopy(logging, self.name, replicas=config.durability.replicas)
+            if logging is not None and duplex
+            else None
+        )
         self._boot = this_boot()
         #: What the state file says: commits push to the logging structure.
         self._pushing = False
