@@ -23,6 +23,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def _definition(imsid: str, node: str, local: bool) -> SystemDefinition:
 def run(facility: CouplingFacility, systems: int, local: bool, n: int) -> tuple[float, float]:
     """Transactions per second over all terminals, and the share processed locally."""
     facility.create(structure_params(MSGQ, messages=2_000))
-    programs: dict[str, Program] = {"PGMA": _program}
+    programs: dict[str, Callable[[DLI], object]] = {"PGMA": _program}
     group = [
         IMS(facility, _definition(f"IMS{i}", f"NODE{i}", local), programs, msgq=MSGQ).start()
         for i in range(systems)

@@ -211,7 +211,7 @@ def append_figures(report: Report, base: Path, n: int, n_sync: int) -> None:
 
 def _fill(root: Path, n: int, consumed: float, **config: object) -> LogStream:
     """Four writers logging one structure's changes round robin."""
-    stream = _stream(root, **config)
+    stream = _stream(root, None, **config)
     writers = [stream.writer(f"QM{i}") for i in range(WRITERS)]
     info = MessageInfo(uow=b"U" * 8, queue=b"Q", message_id=b"M" * 24)
     for index, (kind, change) in enumerate(_changes(n, consumed)):

@@ -122,6 +122,7 @@ def read_ratio(facility: CouplingFacility, quick: bool) -> float:
         report = cqs.overflow[Kind.MSGQ].check()
         assert report is not None and report.approved == (big,)
         while (message := cqs.read(big)) is not None:
+            assert message.token is not None
             cqs.delete(message.token)
 
         def cycle(queue: bytes, n: int) -> None:
@@ -129,7 +130,7 @@ def read_ratio(facility: CouplingFacility, quick: bool) -> float:
                 cqs.put(queue, BODY)
             for _ in range(n):
                 message = cqs.read(queue)
-                assert message is not None
+                assert message is not None and message.token is not None
                 cqs.delete(message.token)
 
         return paired(partial(cycle, big), partial(cycle, small), quick)
