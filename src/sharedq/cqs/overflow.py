@@ -35,6 +35,7 @@ from sharedq.cf import CFError, LockHeld
 from sharedq.cf.errors import AlterRejected
 from sharedq.cf.types import HIGHEST_KEY, LOWEST_KEY, ById, ByKey
 from sharedq.clock import Clock
+from sharedq.cqs import overflow_parts as parts
 from sharedq.cqs.errors import CQSReason, cqs_error
 from sharedq.cqs.journal import Request
 from sharedq.cqs.layout import Private
@@ -413,18 +414,13 @@ class Overflow:
     # -- moving a queue whole --------------------------------------------------------------------
 
     def move_queue(self, queue: bytes) -> int:
-        """Every message of ``queue`` (and its staged parts) from the primary to the
-        overflow structure, each through the primary's move queue; returns how many."""
+        """Every message of ``queue`` from the primary to the overflow structure, each
+        whole (its staged parts too: :mod:`sharedq.cqs.overflow_parts`) through the
+        primary's move queue; returns how many."""
         primary = self.primary
         header, via = primary.layout.header(queue), Private.MOVE.header(queue)
         moved = 0
         while (entry := primary.acc.read(ByKey(header, queue))) is not None:
-            prefix, _ = unpack(entry.data)
-            if prefix.staging is not None:
-                try:
-                    self.move_queue(prefix.staging)
-                except NoRoom:
-                    raise NoRoom(moved) from None  # staged parts are not counted
             primary.acc.move(
                 ById(entry.entry_id, header),
                 via,
@@ -432,7 +428,7 @@ class Overflow:
                 new_secondary_key=MOVING,
                 kind=primary.means(Request.MOVE_STEP),
                 queue=text(queue),
-                uow=prefix.uow,
+                uow=unpack(entry.data)[0].uow,
             )
             self._fault("on-move-queue")
             try:
@@ -444,35 +440,29 @@ class Overflow:
         return moved
 
     def _finish(self, entry_id: bytes, via: int, *, taken_over: bool = False) -> None:
-        """From the primary's move queue to the overflow structure, then deleted from
-        the move queue.  ``taken_over``: a dead master's move, which may have been
-        written already: looked for first (the same bytes, with their put time and unit
-        of work, on the queue there).  Entry ids are each structure's own, so a copy
-        cannot keep its id."""
+        """From the primary's move queue to the overflow structure with its staged
+        parts, then deleted from the move queue.  No room: the parts written go back,
+        then part 1 to the head of its queue (:class:`NoRoom`), so the message stays
+        whole on the primary; if the primary has no room for the parts either, part 1
+        stays on the move queue, unread, for the next scan.  ``taken_over``: a dead
+        master's move, which may have been written already."""
         assert self.overflow is not None
         primary, overflow = self.primary, self.overflow
         entry = primary.acc.read(ById(entry_id, via))
         if entry is None:
             return
         prefix, _ = unpack(entry.data)
-        header = overflow.layout.header(entry.key)
-        there = taken_over and any(
-            e.data == entry.data for e in overflow.acc.scan(header, entry.key, entry.key)
-        )
-        if not there:
-            try:
-                overflow.acc.write(
-                    header,
-                    entry.key,
-                    entry.data,
-                    kind=overflow.means(Request.PUT),
-                    queue=text(entry.key),
-                    uow=prefix.uow,
-                    persistent=prefix.recoverable,
-                )
-            except FULL:
-                move_back(primary, entry_id, via, entry.key, prefix.uow)
-                raise NoRoom(0) from None
+        try:
+            parts.write_whole(primary, overflow, entry, look=taken_over, fault=self._fault)
+        except FULL:
+            if prefix.staging is not None:
+                try:
+                    parts.take_back(primary, overflow, prefix.staging, self._fault)
+                except FULL:
+                    logger.warning("%s: no room to take back %s", self.name, text(entry.key))
+                    raise NoRoom(0) from None
+            move_back(primary, entry_id, via, entry.key, prefix.uow)
+            raise NoRoom(0) from None
         self._fault("written")
         primary.acc.delete(
             ById(entry_id, via),
@@ -511,6 +501,7 @@ class Overflow:
         self.last_scan_s = now
         with self._unless_dead(self._unlock_master):
             self.refresh()
+            self.finish_moves()  # one left on the move queue when no room was anywhere
             self.finish_queues()  # what a CQS put to the primary before it saw the table
             empty = tuple(q for q in self.table.queues if self._empty(q))
             for queue in empty:

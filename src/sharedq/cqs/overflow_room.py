@@ -7,7 +7,8 @@ parts included, fits in what the overflow structure has free; a queue that does 
 stays in the primary, where its puts go on, and the process moves the ones that fit.
 The count is made under the quiesce, but the overflow structure is not quiesced (puts
 to queues already there go on), so a write of a move can still find it full: the
-message then goes back to the head of its queue on the primary and the moves stop
+message then goes back to the head of its queue on the primary, a multi-part one with
+the parts it had moved (:mod:`sharedq.cqs.overflow_parts`), and the moves stop
 (:class:`NoRoom`), to be finished by the next scan when there is room.
 """
 
