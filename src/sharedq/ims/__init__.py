@@ -3,9 +3,11 @@
 An :class:`IMS` is a client of its own CQS: definitions (:mod:`sharedq.ims.definitions`),
 application programs as Python callables on a DL/I-like interface
 (:mod:`sharedq.ims.dli`), full-function processing local or global, and terminals that
-receive and acknowledge their output.
+receive and acknowledge their output, and conversations that carry their SPA from
+one iteration to the next on the shared queues (:mod:`sharedq.ims.conversation`).
 """
 
+from sharedq.ims.conversation import ConversationEnd, ConversationExit
 from sharedq.ims.definitions import Lterm, Program, Region, SystemDefinition, Transaction
 from sharedq.ims.dli import A1, A7, DLI, IOPCB, OK, PCB, QC, QD
 from sharedq.ims.errors import U3303, IMSError, IMSReason, InvalidIMSRequest, ims_error
@@ -27,6 +29,8 @@ __all__ = [
     "QD",
     "SPC",
     "U3303",
+    "ConversationEnd",
+    "ConversationExit",
     "Delivered",
     "FPTransaction",
     "FastPath",

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sharedq.ims.errors import IMSReason, ims_error
+from sharedq.ims.spa import Truncation, check_spa_size, check_truncation
 
 _NAME = re.compile(r"^[A-Z@#$][A-Z0-9@#$]{0,7}$")
 _IMSID = re.compile(r"^[A-Z@#$][A-Z0-9@#$]{0,3}$")
@@ -55,7 +56,11 @@ class Transaction:
     (defined here so that it can be entered here, processed elsewhere: this IMS never
     registers interest in it).  ``maxrgn``: at most this many regions of this IMS
     process it at once (0: no limit).  ``response``: response mode, the terminal that
-    enters it takes no more input until its reply is delivered (§6.1 "Users")."""
+    enters it takes no more input until its reply is delivered (§6.1 "Users").
+    ``spa``: the size in bytes of its scratch pad area's user data, which makes it
+    conversational (``TRANSACT SPA=``; 0: not conversational); ``truncation``: its SPA
+    truncation option, ``STRUNC`` or ``RTRUNC`` (``None``: the conversation keeps the
+    one it has; :mod:`sharedq.ims.spa`)."""
 
     code: str
     message_class: int
@@ -64,6 +69,8 @@ class Transaction:
     remote: bool = False
     maxrgn: int = 0
     response: bool = False
+    spa: int = 0
+    truncation: Truncation | None = None
 
     def __post_init__(self) -> None:
         check_name(self.code, "transaction code")
@@ -76,6 +83,12 @@ class Transaction:
             raise ims_error(
                 IMSReason.BAD_DEFINITION, f"transaction {self.code}: MAXRGN {self.maxrgn!r}"
             )
+        check_spa_size(self.spa, f"transaction {self.code}")
+        check_truncation(self.truncation, f"transaction {self.code}", optional=True)
+
+    @property
+    def conversational(self) -> bool:
+        return self.spa > 0
 
 
 @dataclass(frozen=True)
@@ -126,7 +139,9 @@ class SystemDefinition:
     and LTERMs (one destination name space, as FINDDEST sees it), every transaction's
     PSB defined, regions and nodes named once.  ``local_processing=False``: every
     input goes global, as if no region were ever waiting (for a system that should
-    only route, and to measure what local processing saves)."""
+    only route, and to measure what local processing saves).  ``spa_truncation``: the
+    SPA truncation option of a conversation whose transaction defines none
+    (``DFSDCxxx TRUNC=``; the seed's default saves the truncated data, ``STRUNC``)."""
 
     imsid: str
     transactions: tuple[Transaction, ...] = ()
@@ -135,6 +150,7 @@ class SystemDefinition:
     lterms: tuple[Lterm, ...] = ()
     queue_buffer: int = DEFAULT_QUEUE_BUFFER
     local_processing: bool = True
+    spa_truncation: Truncation = "STRUNC"
     _by_code: dict[str, Transaction] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -158,6 +174,7 @@ class SystemDefinition:
                 IMSReason.BAD_DEFINITION,
                 f"queue_buffer {self.queue_buffer!r}: at least {MIN_QUEUE_BUFFER} bytes",
             )
+        check_truncation(self.spa_truncation, f"IMS {self.imsid}", optional=False)
         _unique(
             "transaction or LTERM",
             [t.code for t in self.transactions] + [lt.name for lt in self.lterms],

@@ -13,6 +13,14 @@ no more messages (a ``GU`` that lost the race for a message, or found none), ``Q
 no more segments, ``A1`` an unknown destination, ``A7`` the shared queue structure
 is full (the seed's A7/QF: this model gives ``A7``).  A program that raises abends:
 its unit of work backs out (:mod:`sharedq.ims.region`).
+
+Conversational transactions (redbook §10): the ``GU`` of a conversational message
+returns its SPA (the code and the user area, at this transaction's size) and ``GN``
+the message's segments; the first ``ISRT`` on the I/O PCB is the SPA the program
+returns, whose code says what follows (blanks: the conversation ends; a conversational
+transaction's code: the next input goes there), and the next ones are the response.
+The first ``ISRT`` on an alternate PCB to a conversational transaction is the SPA too
+(an immediate switch).  :mod:`sharedq.ims.spa` keeps the sizes.
 """
 
 from __future__ import annotations
@@ -22,7 +30,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sharedq.cqs import LockToken, Uow
+from sharedq.ims.definitions import Transaction
 from sharedq.ims.messages import ImsMessage, make
+from sharedq.ims.spa import CODE_BYTES, Spa
 
 OK = "  "
 QC = "QC"
@@ -51,10 +61,12 @@ class Input:
 
 @dataclass
 class Output:
-    """A message a program inserted, put at its sync point."""
+    """A message a program inserted, put at its sync point; ``spa``: the SPA segment it
+    carries first (a conversational message)."""
 
     destination: Destination
     segments: list[bytes] = field(default_factory=list)
+    spa: bytes | None = None
 
 
 class Runtime(Protocol):
@@ -65,6 +77,12 @@ class Runtime(Protocol):
         input message, or ``None`` (QC)."""
 
     def destination(self, name: str) -> Destination | None: ...
+
+    def transaction(self, code: str) -> Transaction | None:
+        """The transaction ``code`` as this IMS defines it (a switch's SPA size)."""
+
+    def scheduled(self) -> Transaction:
+        """The transaction this scheduling processes."""
 
     def structure_full(self) -> bool: ...
 
@@ -80,7 +98,8 @@ class PCB:
         self._building: Output | None = None
 
     def isrt(self, segment: bytes | str) -> str:
-        """Insert a segment into the message being built on this PCB."""
+        """Insert a segment into the message being built on this PCB (a conversational
+        message's first: its SPA)."""
         target = self.destination if self.destination is not None else self._dli.reply_to()
         if target is None or not self.valid:
             self.status = A1
@@ -89,6 +108,9 @@ class PCB:
         else:
             (raw,) = make([segment]).segments
             if self._building is None:
+                if self._dli.takes_spa(self, target):
+                    self.status = self._dli.insert_spa(self, target, raw)
+                    return self.status
                 self._building = Output(target)
                 self._dli.outputs.append(self._building)
             self._building.segments.append(raw)
@@ -104,6 +126,10 @@ class PCB:
     def end_message(self) -> None:
         """The sync point ended the message being built."""
         self._building = None
+
+    def start_message(self, output: Output) -> None:
+        """``output`` (a SPA alone, so far) is the message being built here."""
+        self._building = output
 
 
 class IOPCB(PCB):
@@ -142,6 +168,63 @@ class DLI:
         self.io = IOPCB(self, None)
         #: Messages this scheduling processed to a sync point, and the ``QC`` it saw.
         self.processed = 0
+        #: The SPA the program inserted on each PCB since the last sync point.
+        self._spas: dict[int, bytes] = {}
+
+    # -- conversations ------------------------------------------------------------------------
+
+    @property
+    def conversational(self) -> bool:
+        """Whether the input message held is a conversation's (its first segment a SPA)."""
+        return self.input is not None and self.input.message.spa
+
+    @property
+    def spa_size(self) -> int:
+        """This transaction's SPA size (0: not conversational)."""
+        return self._runtime.scheduled().spa
+
+    def _stored_spa(self) -> Spa | None:
+        held = self.input
+        return Spa.decode(held.message.segments[0]) if held and held.message.spa else None
+
+    def takes_spa(self, pcb: PCB, target: Destination) -> bool:
+        """Whether the next insert on ``pcb`` is a SPA: the first of a conversational
+        input's reply on the I/O PCB, or of a message to a conversational transaction
+        (once per PCB and sync point: a message after ``PURG`` carries none)."""
+        if id(pcb) in self._spas:
+            return False
+        if not target.transaction:
+            return self.conversational and pcb is self.io
+        tran = self._runtime.transaction(target.name)
+        return tran is not None and tran.conversational
+
+    def insert_spa(self, pcb: PCB, target: Destination, raw: bytes) -> str:
+        """The SPA a program inserts: on the I/O PCB its code says what follows (blank,
+        or a non-conversational transaction's: the conversation ends); on an alternate
+        PCB to a conversational transaction the code is that transaction's.  ``A1`` for
+        a code no transaction has."""
+        base = self._stored_spa()
+        if base is None:  # a switch from outside a conversation starts one
+            first = self._runtime.transaction(target.name)
+            assert first is not None
+            base = Spa.start(first.code, first.spa, first.truncation or "STRUNC")
+        padded = raw.ljust(CODE_BYTES)
+        returned = base.returned(padded)
+        code = target.name if target.transaction else returned.code
+        if code:
+            tran = self._runtime.transaction(code)
+            if tran is None:
+                return A1
+            if tran.conversational:
+                returned = returned.switched(tran.code, tran.spa, tran.truncation)
+            else:
+                code = ""  # a deferred switch to a non-conversational one ends it
+        spa = Spa(code, returned.data, returned.truncation).encode()
+        self._spas[id(pcb)] = spa
+        output = Output(target, spa=spa)
+        self.outputs.append(output)
+        pcb.start_message(output)
+        return OK
 
     @property
     def uow(self) -> Uow | None:
@@ -174,7 +257,11 @@ class DLI:
                 self.processed += 1
         self.input = got
         self._segment = 1
-        return got.message.segments[0] if got is not None else None
+        if got is None:
+            return None
+        if got.message.spa:  # the SPA first, at this transaction's size
+            return Spa.decode(got.message.segments[0]).presented(self.spa_size)
+        return got.message.segments[0]
 
     def next_segment(self) -> bytes | None:
         if self.input is None or self._segment >= len(self.input.message.segments):
@@ -187,6 +274,7 @@ class DLI:
         outputs, self.outputs = self.outputs, []
         for pcb in (self.io, *self._alts):
             pcb.end_message()
+        self._spas.clear()
         return outputs
 
 

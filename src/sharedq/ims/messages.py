@@ -6,6 +6,8 @@ bytes), the data.  The source LTERM is where the I/O PCB's reply goes; it stays 
 same through a program-to-program switch (figure 72: PGMB answers LTERMA).  The whole
 is cut into queue buffers (:func:`buffers`): one buffer is a one-part CQS message; more
 go through the CQS multi-part put, parts 2..n on a staging queue first (§1.9).
+A conversational message has format 2: its first segment is the conversation's SPA
+(§10.1, :mod:`sharedq.ims.spa`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from sharedq.ims.errors import IMSReason, ims_error
 
 FORMAT = 1
+#: The format of a conversational message (its first segment is the SPA).
+FORMAT_SPA = 2
 _PREFIX = struct.Struct(">B8s")
 _LLZZ = struct.Struct(">HH")
 #: The longest segment's data (LL counts itself and ZZ).
@@ -29,10 +33,13 @@ class ImsMessage:
 
     segments: tuple[bytes, ...]
     source: str = ""
+    #: The first segment is a conversation's SPA.
+    spa: bool = False
 
     def encode(self) -> bytes:
         """The prefix and the segments, as the queue buffers hold them."""
-        out = [_PREFIX.pack(FORMAT, self.source.encode("ascii").ljust(8))]
+        fmt = FORMAT_SPA if self.spa else FORMAT
+        out = [_PREFIX.pack(fmt, self.source.encode("ascii").ljust(8))]
         for seg in self.segments:
             out.append(_LLZZ.pack(len(seg) + _LLZZ.size, 0) + seg)
         return b"".join(out)
@@ -56,7 +63,7 @@ def make(segments: Sequence[object], source: str = "") -> ImsMessage:
 
 def decode(body: bytes) -> ImsMessage:
     """The message a CQS message's body holds; ``QUEUE_ERROR`` if it is not one."""
-    if len(body) < _PREFIX.size or body[0] != FORMAT:
+    if len(body) < _PREFIX.size or body[0] not in (FORMAT, FORMAT_SPA):
         raise ims_error(IMSReason.QUEUE_ERROR, f"not an IMS message: {body[:16]!r}")
     _, source = _PREFIX.unpack_from(body)
     at, segments = _PREFIX.size, []
@@ -68,7 +75,10 @@ def decode(body: bytes) -> ImsMessage:
             raise ims_error(IMSReason.QUEUE_ERROR, f"a segment's LL {length} is wrong")
         segments.append(body[at + _LLZZ.size : at + length])
         at += length
-    return ImsMessage(tuple(segments), source.decode("ascii").rstrip())
+    spa = body[0] == FORMAT_SPA
+    if spa and not segments:
+        raise ims_error(IMSReason.QUEUE_ERROR, "a conversational message without its SPA")
+    return ImsMessage(tuple(segments), source.decode("ascii").rstrip(), spa)
 
 
 def buffers(encoded: bytes, size: int) -> list[bytes]:

@@ -6,6 +6,9 @@ CQS tells the IMS; its dispatcher reads the LTERM's next message (to the lock qu
 sends it to the terminal, and deletes it when the terminal acknowledges it (Appendix
 A, steps 18-22): one output per LTERM in flight.  Logoff deregisters; an output not
 yet acknowledged goes back to the head of its queue and waits for the next logon.
+A conversation's response (its first segment the SPA) is sent without the SPA and,
+unless it ends the conversation, held on the lock queue after its acknowledgement
+(:mod:`sharedq.ims.conversation`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import threading
 
 from sharedq.cqs import CQSError, CQSReason, CQSService, Uow
 from sharedq.ims import messages, queues
+from sharedq.ims.conversation import Conversations
 from sharedq.ims.errors import IMSReason, ims_error
 from sharedq.ims.terminal import Delivered, Terminal
 
@@ -25,9 +29,15 @@ class Outputs:
     """An IMS's terminals and their LTERMs' output.  ``lock`` is the IMS's condition:
     its dispatcher waits on it for LTERMs with output due (:meth:`has_due`)."""
 
-    def __init__(self, cqs: CQSService, lock: threading.Condition) -> None:
+    def __init__(
+        self, cqs: CQSService, lock: threading.Condition, conversations: Conversations
+    ) -> None:
         self._cqs = cqs
         self._lock = lock
+        self._conversations = conversations
+        #: Outputs in flight that a conversation holds: their acknowledgement does not
+        #: delete them (the next input or /EXIT does).
+        self._keep: set[int] = set()
         self._work: dict[str, None] = {}  # LTERMs told of output, not yet read
         self._in_flight: dict[str, Delivered] = {}
         self._terminals: dict[str, Terminal] = {}  # by node
@@ -37,6 +47,11 @@ class Outputs:
     def terminals(self) -> list[Terminal]:
         with self._lock:
             return list(self._terminals.values())
+
+    def terminal_of(self, lterm: str) -> Terminal | None:
+        """The terminal in session with ``lterm``, if any."""
+        with self._lock:
+            return self._by_lterm.get(lterm)
 
     def logon(self, terminal: Terminal) -> Terminal:
         """Put ``terminal`` in session and register its LTERMs; an LTERM whose queue
@@ -63,7 +78,11 @@ class Outputs:
                 self._by_lterm.pop(name, None)
                 self._work.pop(name, None)
                 if name in self._in_flight:
-                    held.append(self._in_flight.pop(name))
+                    output = self._in_flight.pop(name)
+                    if id(output) in self._keep:  # its conversation, suspended, keeps it
+                        self._keep.discard(id(output))
+                    else:
+                        held.append(output)
         for name in terminal.lterms:
             self._cqs.deregister(queues.lterm_ready(name))
         for output in held:
@@ -79,6 +98,7 @@ class Outputs:
             self._by_lterm.clear()
             self._work.clear()
             self._in_flight.clear()
+            self._keep.clear()
 
     def told(self, lterm: str) -> None:
         """The LTERM's queue has output (a notification, or found at logon)."""
@@ -111,15 +131,42 @@ class Outputs:
         if got is None:
             return
         assert got.token is not None
-        output = Delivered(lterm, messages.decode(got.body).segments, got.uow, got.token)
+        decoded = messages.decode(got.body)
+        spa, segments = (decoded.segments[0], decoded.segments[1:]) if decoded.spa else (None, ())
+        output = Delivered(lterm, segments if spa else decoded.segments, got.uow, got.token)
+        orphan = False
         with self._lock:
             still = self._by_lterm.get(lterm) is terminal
-            if still:
+            if still and spa is not None:
+                conversation = self._conversations.response(lterm, spa)
+                orphan = conversation is None
+                if conversation is not None and conversation.code:  # it goes on: held
+                    self._keep.add(id(output))
+                    self._conversations.hold(conversation, spa, output)
+            if still and not orphan:
                 self._in_flight[lterm] = output
         if not still:  # logged off meanwhile
             self._cqs.unlock(got.token, first=True)
             return
+        if orphan:
+            assert spa is not None
+            if self._conversations.orphan(lterm, spa):
+                self.drop_held(output)  # no conversation here: never sent
+                self.told(lterm)
+                return
+            with self._lock:
+                self._in_flight[lterm] = output  # the exit said send it after all
         terminal.arrive(output)
+
+    def drop_held(self, output: Delivered) -> None:
+        """Delete a response a conversation held (its next input is put, or /EXIT), or
+        one no conversation here wants.  Still in flight, its acknowledgement then
+        deletes nothing."""
+        try:
+            self._cqs.delete(output.token)
+        except CQSError as error:
+            logger.warning("%s: delete of %s's held output failed: %s", self._cqs.system,
+                           output.lterm, error)  # fmt: skip
 
     def acknowledge(self, output: Delivered) -> None:
         """Delete the acknowledged output; the LTERM's next is due."""
@@ -127,6 +174,11 @@ class Outputs:
             if self._in_flight.get(output.lterm) is not output:
                 raise ims_error(IMSReason.BAD_ARGUMENT, f"{output.lterm}: nothing to acknowledge")
             del self._in_flight[output.lterm]
+            kept = id(output) in self._keep  # held by its conversation: not deleted now
+            self._keep.discard(id(output))
+        if kept:
+            self.told(output.lterm)
+            return
         try:
             self._cqs.delete(output.token)
         except CQSError as error:

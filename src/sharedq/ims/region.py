@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sharedq.ims.definitions import Region as RegionDef
-from sharedq.ims.definitions import Transaction
+from sharedq.ims.definitions import SystemDefinition, Transaction
 from sharedq.ims.dli import DLI, Destination, Input, Output, Program
 
 logger = logging.getLogger("sharedq.ims")
@@ -28,6 +28,7 @@ class Host(Protocol):
     """What a region needs of its IMS (:class:`sharedq.ims.system.IMS`)."""
 
     imsid: str
+    definition: SystemDefinition
 
     def read_input(self, transaction: Transaction) -> Input | None: ...
 
@@ -65,6 +66,12 @@ class _Runtime:
 
     def destination(self, name: str) -> Destination | None:
         return self._host.destination(name)
+
+    def transaction(self, code: str) -> Transaction | None:
+        return self._host.definition.transaction(code)
+
+    def scheduled(self) -> Transaction:
+        return self._transaction
 
     def structure_full(self) -> bool:
         return self._host.structure_full()

@@ -30,6 +30,7 @@ from sharedq.clock import Clock
 from sharedq.cqs import CQS, CQSError, CQSReason, CQSService, Kind, Uow
 from sharedq.ims import display, messages, queues
 from sharedq.ims.commands import Commands
+from sharedq.ims.conversation import Conversation, ConversationExit, Conversations
 from sharedq.ims.definitions import SystemDefinition, Transaction, check_name
 from sharedq.ims.display import QcntRow
 from sharedq.ims.dli import DLI, Destination, Input, Output, Program
@@ -42,6 +43,7 @@ from sharedq.ims.output import Outputs
 from sharedq.ims.queues import Routed
 from sharedq.ims.region import Assignment, Region
 from sharedq.ims.restart import ColdMessage, Restart, Restarted, check_mode, resynchronize
+from sharedq.ims.spa import Spa
 from sharedq.ims.terminal import Delivered, Terminal
 from sharedq.recovery.settings import RecoverySettings
 
@@ -68,6 +70,9 @@ class IMS(Commands, Failures, ETO):
         peer_watch_s: look for failed members this often (seconds) and drop them from
             the Fast Path global tables by itself (:mod:`sharedq.ims.events`).
         reconnect_on_restart: with a ``RemoteCQS``, reconnect when its server is back.
+        conversation_exit: the conversation exit routine (DFSCONE0), told of /EXIT and
+            of a conversation's response arriving where it has no CCB
+            (:mod:`sharedq.ims.conversation`); by default such a response is deleted.
     """
 
     def __init__(
@@ -86,6 +91,7 @@ class IMS(Commands, Failures, ETO):
         cqs: CQSService | None = None,
         peer_watch_s: float | None = None,
         reconnect_on_restart: bool = False,
+        conversation_exit: ConversationExit | None = None,
     ) -> None:
         if not isinstance(definition, SystemDefinition):
             raise ims_error(IMSReason.BAD_ARGUMENT, "definition: a SystemDefinition")
@@ -138,7 +144,8 @@ class IMS(Commands, Failures, ETO):
         self._regions: dict[str, Region] = {}
         self._running: dict[str, int] = {}
         self._work: dict[str, None] = {}  # transactions with work (the SMB flag)
-        self._outputs = Outputs(self.cqs, self._lock)
+        self._conversations = Conversations(conversation_exit)
+        self._outputs = Outputs(self.cqs, self._lock, self._conversations)
         self._stopped_trans: set[str] = set()
         self._stopped_psbs: set[str] = set()
         self._interest: set[str] = set()  # transaction codes registered
@@ -327,10 +334,55 @@ class IMS(Commands, Failures, ETO):
         ``UNKNOWN_DESTINATION``; the structure full: ``STRUCTURE_FULL`` (DFS070)."""
         self._check_started()
         message = messages.make(segments, source)
+        if terminal is None:
+            terminal = self._outputs.terminal_of(source)
+        if terminal is not None and (going := self._conversations.next_input(terminal)):
+            return self._converse(message, *going)
         code = message.segments[0].split(b" ", 1)[0].decode("ascii", "replace")
         tran = self.definition.transaction(code)
         if tran is None:
             raise ims_error(IMSReason.UNKNOWN_DESTINATION, f"{self.imsid}: {code!r}: no such code")
+        if not tran.conversational:
+            return self._route(tran, message)
+        if terminal is None:
+            raise ims_error(
+                IMSReason.NOT_IN_SESSION, f"{code} is conversational: {source} is in no session"
+            )
+        truncation = tran.truncation or self.definition.spa_truncation
+        first = Spa.start(code, tran.spa, truncation).encode()
+        conversation = self._conversations.begin(terminal, source, code)
+        try:  # the CCB first: the response may come back before the put returns
+            return self._route(tran, messages.ImsMessage((first, *message.segments), source, True))
+        except BaseException:
+            self._conversations.end(conversation)
+            raise
+
+    def _converse(
+        self, message: messages.ImsMessage, conversation: Conversation, spa: Spa
+    ) -> Routed:
+        """A conversation's next input: out with the held SPA to the SPA's transaction,
+        then the response held until now deleted (§10.3 steps 10-12)."""
+        held, spa_segment = conversation.held, conversation.spa
+        assert spa_segment is not None
+        tran = self.definition.transaction(spa.code)
+        try:
+            if tran is None:
+                raise ims_error(
+                    IMSReason.UNKNOWN_DESTINATION,
+                    f"{self.imsid}: the conversation goes on to {spa.code!r}: no such code here",
+                )
+            body = messages.ImsMessage((spa_segment, *message.segments), message.source, True)
+            routed = self._route(tran, body)
+        except BaseException:
+            self._conversations.resumed(conversation, spa_segment, held)
+            raise
+        if isinstance(held, Delivered):
+            self._outputs.drop_held(held)
+        return routed
+
+    def _route(self, tran: Transaction, message: messages.ImsMessage) -> Routed:
+        """Put ``message`` for ``tran``: locally or globally (§9.2)."""
+        code = tran.code
         parts = messages.buffers(message.encode(), self.definition.queue_buffer)
         uow = self.cqs.new_uow()
         region = self._claim_region(tran) if len(parts) == 1 and not tran.serial else None
@@ -449,7 +501,12 @@ class IMS(Commands, Failures, ETO):
     def _put_output(self, held: Input | None, output: Output, uow: Uow) -> bool:
         dest = output.destination
         source = held.message.source if held is not None else ""
-        body = messages.ImsMessage(tuple(output.segments), source if dest.transaction else "")
+        segments = tuple(output.segments)
+        if output.spa is not None:  # a conversation's: the SPA first
+            segments = (output.spa, *segments)
+        body = messages.ImsMessage(
+            segments, source if dest.transaction else "", output.spa is not None
+        )
         if dest.transaction:
             queue = self._queue_of(self._transaction(dest.name))
         else:
@@ -601,6 +658,26 @@ class IMS(Commands, Failures, ETO):
         return display.qcnt(self.cqs, display.lterm_queues(names), msgage_days)
 
     # -- terminals (sharedq.ims.output) -------------------------------------------------------
+
+    # -- conversations ------------------------------------------------------------------------
+
+    def in_conversation(self, terminal: Terminal) -> bool:
+        """Whether this IMS holds a conversation (a CCB) for ``terminal``."""
+        return self._conversations.of(terminal) is not None
+
+    def exit_conversation(self, terminal: Terminal) -> str:
+        """/EXIT from ``terminal``: its conversation here ends; ``NO_CONVERSATION`` if
+        this IMS holds none for it (/EXIT is accepted only where it started)."""
+        answer, held = self._conversations.exit(terminal)
+        if isinstance(held, Delivered):
+            self._outputs.drop_held(held)
+        return answer
+
+    def display_conversations(self) -> list[dict[str, object]]:
+        """/DISPLAY CONVERSATION: this IMS's conversations, each with its node, user,
+        LTERM, the transaction its next input goes to, and ``ACTIVE`` (waiting for
+        its output) or ``HELD`` (output sent, SPA held for the next input)."""
+        return self._conversations.display()
 
     def logon(self, node: str) -> Terminal:
         """A node logs on: its static LTERMs are registered; output waiting for them

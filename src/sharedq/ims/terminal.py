@@ -50,6 +50,10 @@ class Session(Protocol):
 
     def logoff(self, terminal: Terminal) -> None: ...
 
+    def in_conversation(self, terminal: Terminal) -> bool: ...
+
+    def exit_conversation(self, terminal: Terminal) -> str: ...
+
 
 class Terminal:
     """A node in session with an IMS (made by :meth:`IMS.logon`)."""
@@ -117,6 +121,18 @@ class Terminal:
         """Acknowledge receipt: the IMS deletes the message from the shared queues
         and sends the LTERM's next one."""
         self._ims.acknowledge(self, output)
+
+    @property
+    def in_conversation(self) -> bool:
+        """Whether this terminal's IMS holds a conversation for it (its node, or its
+        user when signed on): the next input continues it."""
+        return self._ims.in_conversation(self)
+
+    def exit(self) -> str:
+        """/EXIT: end the conversation (only on the IMS where it started).  Returns
+        ``DFS576I EXIT COMPLETED``, or ``DFS577I ... TRANSACTION STILL ACTIVE.`` when
+        its input was being processed (its response will not be sent)."""
+        return self._ims.exit_conversation(self)
 
     def logoff(self) -> None:
         """End the session (a signoff for a dynamic terminal): the IMS deregisters

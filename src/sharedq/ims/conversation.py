@@ -1,0 +1,195 @@
+"""Conversations: an IMS's conversational control blocks (CCBs) and /EXIT.
+
+On shared queues a conversation's *status* is local to the IMS where it started, the
+front end (redbook §10.2), anchored off the node (static terminal) or the user (ETO);
+every iteration's input and output carry the SPA (:mod:`sharedq.ims.spa`), so any
+IMS may process them.  The front end's part (§10.3):
+
+1. the first input of a conversational transaction makes a CCB (``ACTIVE``: waiting
+   for output) and goes out with a SPA of binary zeros as its first segment;
+2. a response with a SPA reaching the front end is sent without it; unless the SPA's
+   code is blank (the program ended the conversation) it stays on the lock queue, held
+   with the SPA (``HELD``), after the terminal acknowledged it;
+3. the terminal's next input goes out with the held SPA to the SPA's transaction, and
+   only then is the held response deleted.
+
+A response with a SPA that finds no CCB here (the user logged on to another IMS, or
+ended the conversation with /EXIT while its input was being processed) goes to the
+conversation exit (DFSCONE0, ``IMS(conversation_exit=...)``), whose default deletes
+it: it is never sent.  /EXIT (:meth:`Conversations.exit`) is accepted only where the
+CCB is.  A logoff leaves the CCB (the conversation is suspended) and its held
+response; a logon to this IMS again resumes it.  An IMS that fails loses its CCBs (no
+IMS log here): its held responses, unlocked by the restart, then reach an IMS with no
+CCB, which deletes them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from sharedq.ims.errors import IMSReason, ims_error
+from sharedq.ims.spa import Spa
+
+ACTIVE = "ACTIVE"
+HELD = "HELD"
+#: /EXIT's answers (the SPA available, or the conversation's input still running).
+EXIT_COMPLETED = "DFS576I EXIT COMPLETED"
+EXIT_STILL_ACTIVE = "DFS577I EXIT COMPLETED. TRANSACTION STILL ACTIVE."
+
+
+class Anchored(Protocol):
+    """What a CCB is anchored off: a terminal's node or its signed-on user."""
+
+    node: str
+    user: str | None
+    lterms: list[str]
+
+
+@dataclass(frozen=True)
+class ConversationEnd:
+    """What the conversation exit (DFSCONE0) is told: the LTERM, the SPA (code and user
+    area; ``None``: the dummy SPA of an /EXIT while the input runs) and why:
+    ``"exit"`` (/EXIT) or ``"no-conversation"`` (a response with a SPA and no CCB)."""
+
+    lterm: str
+    spa: bytes | None
+    reason: Literal["exit", "no-conversation"]
+
+
+#: The conversation exit: for ``"no-conversation"``, ``False`` sends the response
+#: (without its SPA) as ordinary output; anything else deletes it.
+ConversationExit = Callable[[ConversationEnd], object]
+
+
+@dataclass
+class Conversation:
+    """A CCB: the terminal's conversation on this IMS."""
+
+    node: str
+    user: str | None
+    lterm: str
+    #: The SPA's transaction code: where the next input goes.
+    code: str
+    state: str = ACTIVE
+    #: The response held on the lock queue (``HELD``): its SPA segment and the object
+    #: the terminal received (its token deletes it).
+    spa: bytes | None = None
+    held: object | None = None
+
+    def row(self) -> dict[str, object]:
+        return {
+            "node": self.node,
+            "user": self.user,
+            "lterm": self.lterm,
+            "transaction": self.code,
+            "state": self.state,
+        }
+
+
+def _anchor(terminal: Anchored) -> str:
+    return f"user {terminal.user}" if terminal.user else f"node {terminal.node}"
+
+
+def _default_exit(end: ConversationEnd) -> object:
+    return True
+
+
+class Conversations:
+    """One IMS's CCBs, by anchor."""
+
+    def __init__(self, exit: ConversationExit | None = None) -> None:
+        if exit is not None and not callable(exit):
+            raise ims_error(IMSReason.BAD_ARGUMENT, "conversation_exit: a callable")
+        self._exit = exit or _default_exit
+        self._lock = threading.Lock()
+        self._ccbs: dict[str, Conversation] = {}
+
+    def of(self, terminal: Anchored) -> Conversation | None:
+        with self._lock:
+            return self._ccbs.get(_anchor(terminal))
+
+    def begin(self, terminal: Anchored, lterm: str, code: str) -> Conversation:
+        """A CCB for the conversation ``terminal`` starts with ``code``: ``ACTIVE``."""
+        conversation = Conversation(terminal.node, terminal.user, lterm, code)
+        with self._lock:
+            self._ccbs[_anchor(terminal)] = conversation
+        return conversation
+
+    def next_input(self, terminal: Anchored) -> tuple[Conversation, Spa] | None:
+        """The terminal's conversation and its held SPA for its next input, the CCB
+        ``ACTIVE`` again; ``None`` without one; ``CONVERSATION_BUSY`` while it waits
+        for its output."""
+        with self._lock:
+            conversation = self._ccbs.get(_anchor(terminal))
+            if conversation is None:
+                return None
+            if conversation.state != HELD or conversation.spa is None:
+                raise ims_error(
+                    IMSReason.CONVERSATION_BUSY,
+                    f"{terminal.node} is in conversation with {conversation.code}, "
+                    "waiting for its output",
+                )
+            conversation.state = ACTIVE
+            return conversation, Spa.decode(conversation.spa)
+
+    def resumed(self, conversation: Conversation, spa: bytes, held: object) -> None:
+        """The next input could not be put: the conversation holds its response again."""
+        with self._lock:
+            conversation.state, conversation.spa, conversation.held = HELD, spa, held
+
+    def end(self, conversation: Conversation) -> None:
+        with self._lock:
+            for anchor, ccb in list(self._ccbs.items()):
+                if ccb is conversation:
+                    del self._ccbs[anchor]
+
+    def response(self, lterm: str, spa_segment: bytes) -> Conversation | None:
+        """A response with a SPA for ``lterm``: its conversation, if one here waits for
+        it (``None``: none does).  A blank code ends the conversation (the CCB goes);
+        otherwise the caller holds the response with :meth:`hold`."""
+        spa = Spa.decode(spa_segment)
+        with self._lock:
+            found = next(
+                (c for c in self._ccbs.values() if c.lterm == lterm and c.state == ACTIVE), None
+            )
+            if found is None:
+                return None
+            found.code = spa.code
+            if not spa.code:
+                self._ccbs = {a: c for a, c in self._ccbs.items() if c is not found}
+            return found
+
+    def hold(self, conversation: Conversation, spa_segment: bytes, held: object) -> None:
+        """The response sent is held with its SPA until the next input or /EXIT."""
+        with self._lock:
+            conversation.state, conversation.spa, conversation.held = HELD, spa_segment, held
+
+    def orphan(self, lterm: str, spa_segment: bytes) -> bool:
+        """A response with a SPA and no CCB: ``True`` to delete it (the exit's default)."""
+        spa = Spa.decode(spa_segment)
+        end = ConversationEnd(lterm, spa.presented(len(spa.data)), "no-conversation")
+        return self._exit(end) is not False
+
+    def exit(self, terminal: Anchored) -> tuple[str, object | None]:
+        """/EXIT: the CCB ends (the exit told, with the SPA if it is here, or the dummy
+        one); returns /EXIT's answer and the held response to delete, if any."""
+        with self._lock:
+            conversation = self._ccbs.pop(_anchor(terminal), None)
+        if conversation is None:
+            raise ims_error(
+                IMSReason.NO_CONVERSATION, f"{_anchor(terminal)} has no conversation here"
+            )
+        if conversation.state == HELD and conversation.spa is not None:
+            spa = Spa.decode(conversation.spa)
+            self._exit(ConversationEnd(conversation.lterm, spa.presented(len(spa.data)), "exit"))
+            return EXIT_COMPLETED, conversation.held
+        self._exit(ConversationEnd(conversation.lterm, None, "exit"))
+        return EXIT_STILL_ACTIVE, None
+
+    def display(self) -> list[dict[str, object]]:
+        """/DISPLAY CONVERSATION: each CCB's node, user, LTERM, transaction and state."""
+        with self._lock:
+            return [c.row() for c in self._ccbs.values()]
