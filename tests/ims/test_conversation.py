@@ -777,12 +777,6 @@ def test_an_eto_conversation_is_the_users_not_the_nodes(make_ims: MakeIMS) -> No
     assert not again.in_conversation
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a conversation's response received but not acknowledged at logoff stays "
-    "held on the lock queue (read marks the CCB HELD) instead of going back to its "
-    "queue for the next logon: the user never gets it",
-)
 def test_a_response_not_acknowledged_at_logoff_is_sent_again_at_logon(
     facility: CouplingFacility, make_ims: MakeIMS
 ) -> None:
@@ -806,12 +800,6 @@ def test_a_response_not_acknowledged_at_logoff_is_sent_again_at_logon(
     assert take(nodez, 1) == ["OUT 2 TWO"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after DFS577I a new conversation's CCB (ACTIVE) takes the old "
-    "conversation's late response (matched by LTERM and state only) and its own "
-    "response is then deleted as having no conversation",
-)
 def test_a_new_conversation_after_dfs577i_does_not_get_the_old_response(
     facility: CouplingFacility, make_ims: MakeIMS
 ) -> None:
@@ -890,3 +878,28 @@ def test_back_on_the_original_ims_after_the_response_was_deleted_elsewhere(
     assert nodez.exit() == DFS577I
     nodez.enter("TRANA AGAIN")
     assert take(nodez, 1) == ["OUT 1 TRANA AGAIN"]
+
+
+def test_a_message_to_a_conversational_transaction_from_outside_a_conversation_gets_A1(
+    facility: CouplingFacility, make_ims: MakeIMS
+) -> None:
+    """A plain program's insert to a conversational transaction (alternate PCB): no
+    front end holds a CCB that would take its reply, so it is refused with A1 and
+    nothing is queued for it; the program's own reply goes on."""
+    statuses: list[str] = []
+
+    def plain(dli: DLI) -> None:
+        while dli.io.gu() is not None:
+            statuses.append(dli.alt_pcb("TRANA").isrt(spa("TRANA", KEPT)))
+            dli.io.isrt(b"PLAIN DONE")
+
+    ims = make_ims(
+        system("IMSA", (TRANA32, Transaction("TRANP", 1, "PGMP")), lterms=(LTERMA,)),
+        {"PGMA": lambda dli: None, "PGMP": plain},
+    )
+    node1 = ims.logon("NODE1")
+    node1.enter("TRANP GO")
+    assert take(node1, 1) == ["PLAIN DONE"]
+    assert statuses == [A1]
+    assert not node1.in_conversation
+    assert until(lambda: where(facility) == {})

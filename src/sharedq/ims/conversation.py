@@ -73,6 +73,10 @@ class Conversation:
     lterm: str
     #: The SPA's transaction code: where the next input goes.
     code: str
+    #: The origin of the unit of work of the input waited for (``ACTIVE``): its
+    #: response, and a switched-to program's, carry the same (a late response of an
+    #: input this CCB no longer waits for does not).
+    origin: bytes = b""
     state: str = ACTIVE
     #: The response held on the lock queue (``HELD``): its SPA segment and the object
     #: the terminal received (its token deletes it).
@@ -111,17 +115,18 @@ class Conversations:
         with self._lock:
             return self._ccbs.get(_anchor(terminal))
 
-    def begin(self, terminal: Anchored, lterm: str, code: str) -> Conversation:
-        """A CCB for the conversation ``terminal`` starts with ``code``: ``ACTIVE``."""
-        conversation = Conversation(terminal.node, terminal.user, lterm, code)
+    def begin(self, terminal: Anchored, lterm: str, code: str, origin: bytes) -> Conversation:
+        """A CCB for the conversation ``terminal`` starts with ``code`` (its input's unit
+        of work from ``origin``): ``ACTIVE``."""
+        conversation = Conversation(terminal.node, terminal.user, lterm, code, origin)
         with self._lock:
             self._ccbs[_anchor(terminal)] = conversation
         return conversation
 
-    def next_input(self, terminal: Anchored) -> tuple[Conversation, Spa] | None:
-        """The terminal's conversation and its held SPA for its next input, the CCB
-        ``ACTIVE`` again; ``None`` without one; ``CONVERSATION_BUSY`` while it waits
-        for its output."""
+    def next_input(self, terminal: Anchored, origin: bytes) -> tuple[Conversation, Spa] | None:
+        """The terminal's conversation and its held SPA for its next input (whose unit
+        of work is from ``origin``), the CCB ``ACTIVE`` again; ``None`` without one;
+        ``CONVERSATION_BUSY`` while it waits for its output."""
         with self._lock:
             conversation = self._ccbs.get(_anchor(terminal))
             if conversation is None:
@@ -132,7 +137,7 @@ class Conversations:
                     f"{terminal.node} is in conversation with {conversation.code}, "
                     "waiting for its output",
                 )
-            conversation.state = ACTIVE
+            conversation.state, conversation.origin = ACTIVE, origin
             return conversation, Spa.decode(conversation.spa)
 
     def resumed(self, conversation: Conversation, spa: bytes, held: object) -> None:
@@ -140,20 +145,35 @@ class Conversations:
         with self._lock:
             conversation.state, conversation.spa, conversation.held = HELD, spa, held
 
+    def unsent(self, held: object, origin: bytes) -> None:
+        """A held response went back to its queue unacknowledged (a logoff): its
+        conversation waits for it again, to be sent at the next logon."""
+        with self._lock:
+            for conversation in self._ccbs.values():
+                if conversation.held is held:
+                    conversation.state, conversation.spa, conversation.held = ACTIVE, None, None
+                    conversation.origin = origin
+
     def end(self, conversation: Conversation) -> None:
         with self._lock:
             for anchor, ccb in list(self._ccbs.items()):
                 if ccb is conversation:
                     del self._ccbs[anchor]
 
-    def response(self, lterm: str, spa_segment: bytes) -> Conversation | None:
-        """A response with a SPA for ``lterm``: its conversation, if one here waits for
-        it (``None``: none does).  A blank code ends the conversation (the CCB goes);
-        otherwise the caller holds the response with :meth:`hold`."""
+    def response(self, lterm: str, spa_segment: bytes, origin: bytes) -> Conversation | None:
+        """A response with a SPA for ``lterm`` (its unit of work from ``origin``): its
+        conversation, if one here waits for it (``None``: none does).  A blank code ends
+        the conversation (the CCB goes); otherwise the caller holds the response with
+        :meth:`hold`."""
         spa = Spa.decode(spa_segment)
         with self._lock:
             found = next(
-                (c for c in self._ccbs.values() if c.lterm == lterm and c.state == ACTIVE), None
+                (
+                    c
+                    for c in self._ccbs.values()
+                    if c.lterm == lterm and c.state == ACTIVE and c.origin == origin
+                ),
+                None,
             )
             if found is None:
                 return None

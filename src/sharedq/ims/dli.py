@@ -202,12 +202,11 @@ class DLI:
         """The SPA a program inserts: on the I/O PCB its code says what follows (blank,
         or a non-conversational transaction's: the conversation ends); on an alternate
         PCB to a conversational transaction the code is that transaction's.  ``A1`` for
-        a code no transaction has."""
+        a code no transaction has, and for a message to a conversational transaction
+        from a program outside a conversation (no front end holds a CCB for it)."""
         base = self._stored_spa()
-        if base is None:  # a switch from outside a conversation starts one
-            first = self._runtime.transaction(target.name)
-            assert first is not None
-            base = Spa.start(first.code, first.spa, first.truncation or "STRUNC")
+        if base is None:  # outside a conversation: no CCB would ever take its reply
+            return A1
         padded = raw.ljust(CODE_BYTES)
         returned = base.returned(padded)
         code = target.name if target.transaction else returned.code

@@ -79,10 +79,10 @@ class Outputs:
                 self._work.pop(name, None)
                 if name in self._in_flight:
                     output = self._in_flight.pop(name)
-                    if id(output) in self._keep:  # its conversation, suspended, keeps it
+                    if id(output) in self._keep:  # its conversation waits for it again
                         self._keep.discard(id(output))
-                    else:
-                        held.append(output)
+                        self._conversations.unsent(output, output.uow.origin_id)
+                    held.append(output)
         for name in terminal.lterms:
             self._cqs.deregister(queues.lterm_ready(name))
         for output in held:
@@ -138,7 +138,7 @@ class Outputs:
         with self._lock:
             still = self._by_lterm.get(lterm) is terminal
             if still and spa is not None:
-                conversation = self._conversations.response(lterm, spa)
+                conversation = self._conversations.response(lterm, spa, got.uow.origin_id)
                 orphan = conversation is None
                 if conversation is not None and conversation.code:  # it goes on: held
                     self._keep.add(id(output))

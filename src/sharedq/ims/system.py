@@ -336,29 +336,33 @@ class IMS(Commands, Failures, ETO):
         message = messages.make(segments, source)
         if terminal is None:
             terminal = self._outputs.terminal_of(source)
-        if terminal is not None and (going := self._conversations.next_input(terminal)):
-            return self._converse(message, *going)
+        uow = self.cqs.new_uow()
+        if terminal is not None and (
+            going := self._conversations.next_input(terminal, uow.origin_id)
+        ):
+            return self._converse(message, uow, *going)
         code = message.segments[0].split(b" ", 1)[0].decode("ascii", "replace")
         tran = self.definition.transaction(code)
         if tran is None:
             raise ims_error(IMSReason.UNKNOWN_DESTINATION, f"{self.imsid}: {code!r}: no such code")
         if not tran.conversational:
-            return self._route(tran, message)
+            return self._route(tran, message, uow)
         if terminal is None:
             raise ims_error(
                 IMSReason.NOT_IN_SESSION, f"{code} is conversational: {source} is in no session"
             )
         truncation = tran.truncation or self.definition.spa_truncation
         first = Spa.start(code, tran.spa, truncation).encode()
-        conversation = self._conversations.begin(terminal, source, code)
+        conversation = self._conversations.begin(terminal, source, code, uow.origin_id)
         try:  # the CCB first: the response may come back before the put returns
-            return self._route(tran, messages.ImsMessage((first, *message.segments), source, True))
+            body = messages.ImsMessage((first, *message.segments), source, True)
+            return self._route(tran, body, uow)
         except BaseException:
             self._conversations.end(conversation)
             raise
 
     def _converse(
-        self, message: messages.ImsMessage, conversation: Conversation, spa: Spa
+        self, message: messages.ImsMessage, uow: Uow, conversation: Conversation, spa: Spa
     ) -> Routed:
         """A conversation's next input: out with the held SPA to the SPA's transaction,
         then the response held until now deleted (§10.3 steps 10-12)."""
@@ -372,7 +376,7 @@ class IMS(Commands, Failures, ETO):
                     f"{self.imsid}: the conversation goes on to {spa.code!r}: no such code here",
                 )
             body = messages.ImsMessage((spa_segment, *message.segments), message.source, True)
-            routed = self._route(tran, body)
+            routed = self._route(tran, body, uow)
         except BaseException:
             self._conversations.resumed(conversation, spa_segment, held)
             raise
@@ -380,11 +384,10 @@ class IMS(Commands, Failures, ETO):
             self._outputs.drop_held(held)
         return routed
 
-    def _route(self, tran: Transaction, message: messages.ImsMessage) -> Routed:
-        """Put ``message`` for ``tran``: locally or globally (§9.2)."""
+    def _route(self, tran: Transaction, message: messages.ImsMessage, uow: Uow) -> Routed:
+        """Put ``message`` for ``tran`` in unit of work ``uow``: locally or globally (§9.2)."""
         code = tran.code
         parts = messages.buffers(message.encode(), self.definition.queue_buffer)
-        uow = self.cqs.new_uow()
         region = self._claim_region(tran) if len(parts) == 1 and not tran.serial else None
         if region is not None:
             try:
