@@ -16,11 +16,16 @@ IMS may process them.  The front end's part (§10.3):
 A response with a SPA that finds no CCB here (the user logged on to another IMS, or
 ended the conversation with /EXIT while its input was being processed) goes to the
 conversation exit (DFSCONE0, ``IMS(conversation_exit=...)``), whose default deletes
-it: it is never sent.  /EXIT (:meth:`Conversations.exit`) is accepted only where the
+it: it is never sent.  One such response is not an orphan: one whose unit of work
+this IMS started before its current start (its origin system this IMSID, its arrival
+earlier), reaching a terminal with no conversation here: the conversation of an
+earlier incarnation, which the restart lost with the CCBs.  It is adopted: a CCB is
+made for it, so a conversation outlives its front end's failure and restart (the
+held response, put back on its LTERM's queue by the emergency restart, is sent again
+at logon; a response still being made reaches it later), as IMS's restart restores
+its CCBs.  /EXIT (:meth:`Conversations.exit`) is accepted only where the
 CCB is.  A logoff leaves the CCB (the conversation is suspended) and its held
-response; a logon to this IMS again resumes it.  An IMS that fails loses its CCBs (no
-IMS log here): its held responses, unlocked by the restart, then reach an IMS with no
-CCB, which deletes them.
+response; a logon to this IMS again resumes it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from sharedq.cqs import Uow
 from sharedq.ims.errors import IMSReason, ims_error
 from sharedq.ims.spa import Spa
 
@@ -104,12 +110,33 @@ def _default_exit(end: ConversationEnd) -> object:
 class Conversations:
     """One IMS's CCBs, by anchor."""
 
-    def __init__(self, exit: ConversationExit | None = None) -> None:
+    def __init__(self, imsid: str, exit: ConversationExit | None = None) -> None:
         if exit is not None and not callable(exit):
             raise ims_error(IMSReason.BAD_ARGUMENT, "conversation_exit: a callable")
         self._exit = exit or _default_exit
         self._lock = threading.Lock()
         self._ccbs: dict[str, Conversation] = {}
+        #: This IMSID as a unit of work's origin system, and the arrival token of this
+        #: incarnation's start: units of work from before it are an earlier one's.
+        self._origin = imsid.encode("ascii").ljust(8)
+        self._since = 0
+
+    def started(self, token: int) -> None:
+        """This IMS (re)started at ``token`` (a unit of work's arrival clock)."""
+        self._since = token
+
+    def adopt(self, terminal: Anchored, lterm: str, uow: Uow) -> Conversation | None:
+        """The CCB of a conversation an earlier incarnation of this IMS held, made
+        ``ACTIVE`` for its response (``uow``'s); ``None`` if the response is not one
+        (another IMS's, or this incarnation's), or the terminal has a conversation."""
+        if uow.origin != self._origin or uow.arrival >= self._since:
+            return None
+        with self._lock:
+            if _anchor(terminal) in self._ccbs:
+                return None
+            conversation = Conversation(terminal.node, terminal.user, lterm, "", uow.origin_id)
+            self._ccbs[_anchor(terminal)] = conversation
+            return conversation
 
     def of(self, terminal: Anchored) -> Conversation | None:
         with self._lock:

@@ -139,6 +139,8 @@ class Outputs:
             still = self._by_lterm.get(lterm) is terminal
             if still and spa is not None:
                 conversation = self._conversations.response(lterm, spa, got.uow.origin_id)
+                if conversation is None and self._conversations.adopt(terminal, lterm, got.uow):
+                    conversation = self._conversations.response(lterm, spa, got.uow.origin_id)
                 orphan = conversation is None
                 if conversation is not None and conversation.code:  # it goes on: held
                     self._keep.add(id(output))

@@ -144,7 +144,7 @@ class IMS(Commands, Failures, ETO):
         self._regions: dict[str, Region] = {}
         self._running: dict[str, int] = {}
         self._work: dict[str, None] = {}  # transactions with work (the SMB flag)
-        self._conversations = Conversations(conversation_exit)
+        self._conversations = Conversations(self.imsid, conversation_exit)
         self._outputs = Outputs(self.cqs, self._lock, self._conversations)
         self._stopped_trans: set[str] = set()
         self._stopped_psbs: set[str] = set()
@@ -193,6 +193,7 @@ class IMS(Commands, Failures, ETO):
             self.cqs.disconnect()
             raise
         self._started, self._stopping = True, False
+        self._conversations.started(self.cqs.tokens.next())  # earlier ones are adopted
         self._dispatcher = threading.Thread(
             target=self._dispatch, name=f"ims-{self.imsid}", daemon=True
         )
