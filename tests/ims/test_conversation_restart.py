@@ -12,9 +12,16 @@ comes.  A late response the same incarnation let go (/EXIT) is still deleted.
 
 from __future__ import annotations
 
-from sharedq.cf import CouplingFacility
-from sharedq.ims import IMS, Region, Transaction
+import multiprocessing
+import signal
 
+from sharedq.cf import CouplingFacility
+from sharedq.cf.redis import RedisFacility
+from sharedq.cqs import structure_params
+from sharedq.ims import IMS, Program, Region, SystemDefinition, Transaction
+from sharedq.testing.redis_server import RedisServer
+
+from . import workers
 from .conftest import MSGQ, MakeIMS
 from .helpers import Gate, take, until, where
 from .test_conversation import (
@@ -113,3 +120,45 @@ def test_a_late_response_of_this_incarnations_exit_is_still_not_adopted(
     assert until(lambda: where(facility, MSGQ) == {})
     assert node1.receive(timeout=0.2) is None
     assert not node1.in_conversation
+
+
+def test_a_front_end_process_killed_mid_conversation(redis_server: RedisServer) -> None:
+    """IMSA in a process of its own, its terminal in conversation (one iteration
+    answered, the response held on the lock queue), SIGKILLed; a peer declares its CQS
+    failed; IMSA restarts (emergency) here: the response comes again at logon and the
+    conversation goes on from the SPA the dead process's program wrote."""
+    redis_server.flush()
+    context = multiprocessing.get_context("spawn")
+    said = context.Queue()
+    with RedisFacility.from_url(redis_server.url) as facility:
+        facility.create(structure_params(workers.MSGQ, messages=200))
+        doomed = context.Process(
+            target=workers.conversing_front_end, args=(redis_server.url, said), daemon=True
+        )
+        doomed.start()
+        assert said.get(timeout=60) == "STEP 1 TRANC ONE"
+        doomed.kill()
+        doomed.join(10)
+        assert doomed.exitcode == -signal.SIGKILL
+        with facility.connect(workers.MSGQ, "PEER") as peer:
+            [user] = [u.user_id for u in peer.users() if u.name == "CQSIMSA"]
+            peer.mark_failed(user)
+        assert len(where(facility, workers.MSGQ)["lock"]) == 1  # the held response
+        definition = SystemDefinition(
+            "IMSA",
+            transactions=(workers.TRANC,),
+            programs=(Program("PGMC"),),
+            regions=(Region("MPR1", (1,)),),
+            lterms=(LTERMA,),
+        )
+        ims = IMS(facility, definition, {"PGMC": workers.converse}, msgq=workers.MSGQ)
+        with ims.start(restart="emergency"):
+            assert ims.restarted.requeued == 1
+            node1 = ims.logon("NODE1")
+            assert take(node1, 1) == ["STEP 1 TRANC ONE"]  # sent again
+            node1.enter("TWO")
+            assert take(node1, 1) == ["STEP 2 TWO"]  # the count in the SPA went on
+            node1.enter("END")
+            assert take(node1, 1) == ["BYE"]
+            assert until(lambda: where(facility, workers.MSGQ) == {})
+    redis_server.flush()
