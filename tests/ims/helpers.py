@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.process import BaseProcess
 from multiprocessing.queues import Queue
+from typing import Any
 
 import pytest
 
@@ -29,8 +30,10 @@ def define(
     transactions: tuple[Transaction, ...] = (),
     lterms: tuple[Lterm, ...] = (),
     queue_buffer: int = 4096,
+    **options: Any,
 ) -> SystemDefinition:
-    """A system with the transactions given (and a program for each PSB they name)."""
+    """A system with the transactions given (and a program for each PSB they name);
+    ``options``: SystemDefinition's others (``local_processing``, ``spa_truncation``)."""
     psbs = sorted({t.psb for t in transactions})
     return SystemDefinition(
         imsid,
@@ -39,6 +42,7 @@ def define(
         regions=regions,
         lterms=lterms,
         queue_buffer=queue_buffer,
+        **options,
     )
 
 
