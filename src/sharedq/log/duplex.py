@@ -19,11 +19,7 @@ import threading
 import time
 
 from sharedq.log.codec import FRAME, FRAME_HEADER_BYTES, decode_frames
-from sharedq.log.logging_structure import (
-    LoggingStructure,
-    LoggingUnavailable,
-    on_this_machine,
-)
+from sharedq.log.logging_structure import LoggingStructure, LoggingUnavailable
 from sharedq.log.records import LogRecord
 
 logger = logging.getLogger(__name__)
@@ -66,7 +62,7 @@ class DuplexCopy:
 
     def start(self) -> None:
         """Begin the writer's set; everything it wrote before is on disk."""
-        if on_this_machine(self.structure.url):
+        if self.structure.on_this_machine():
             logger.warning(
                 "writer %s: the logging structure %s is on this machine: a machine crash "
                 "loses both copies of a commit's records (the seed's single point of "

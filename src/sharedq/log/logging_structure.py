@@ -27,6 +27,10 @@ received the last pushes would keep ``@open`` and lose them, with nothing to say
 ``Durability.duplex(N, replicas=R)`` makes each push wait (``WAIT R``, in the push's
 own round trip) until ``R`` replicas hold it; a push that fewer acknowledge within
 :data:`REPLICA_WAIT_MS` counts as a push that failed, and the commit syncs to disk.
+A logging structure watched by Redis Sentinel is named by its sentinels and service,
+``redis+sentinel://[:password@]host:port[,host:port...]/service[/db]``: every
+connection asks the sentinels where the primary is, so after a failover the writers
+follow the promoted replica by themselves (the pushes that failed meanwhile synced).
 """
 
 from __future__ import annotations
@@ -51,8 +55,37 @@ TIMEOUT_S = 2.0
 REPLICA_WAIT_MS = 100
 #: Query parameters of a Redis URL that carry credentials.
 _SECRET_QUERY = frozenset({"username", "password"})
-#: URL schemes redis-py opens.
+#: URL schemes redis-py opens, and the one of a logging structure Sentinel watches.
 _SCHEMES = ("redis", "rediss", "unix")
+SENTINEL = "redis+sentinel"
+
+
+def sentinel_parts(url: str) -> tuple[list[tuple[str, int]], str, int, str | None, str | None]:
+    """A ``redis+sentinel://`` URL's sentinels, service name, database, user name and
+    password; ``BAD_CONFIG`` naming what is wrong."""
+    rest = url.partition("://")[2]
+    at = rest.rfind("@", 0, len(rest) if "/" not in rest else rest.index("/"))
+    userinfo, rest = (rest[:at], rest[at + 1 :]) if at >= 0 else ("", rest)
+    hosts, _, path = rest.partition("/")
+    service, _, db = path.split("?")[0].partition("/")
+    sentinels = []
+    for item in hosts.split(","):
+        host, colon, port = item.rpartition(":")
+        if not colon or not host or not port.isdigit():
+            raise log_error(
+                LogReason.BAD_CONFIG,
+                f"the logging structure's sentinels are host:port[,host:port...], not "
+                f"{item!r} in {redact_url(url)!r}",
+            )
+        sentinels.append((host, int(port)))
+    if not service or (db and not db.isdigit()):
+        raise log_error(
+            LogReason.BAD_CONFIG,
+            f"a Sentinel logging structure is redis+sentinel://host:port/service[/db], "
+            f"not {redact_url(url)!r}",
+        )
+    user, colon, password = userinfo.partition(":")
+    return sentinels, service, int(db or 0), user or None, password if colon else None
 
 
 def this_boot() -> str:
@@ -69,10 +102,14 @@ def this_boot() -> str:
 
 def check_url(url: object) -> str:
     """``BAD_CONFIG`` unless ``url`` is a Redis URL (``redis://``, ``rediss://``, ``unix://``)."""
+    if isinstance(url, str) and url.startswith(SENTINEL + "://"):
+        sentinel_parts(url)
+        return url
     if not isinstance(url, str) or urlsplit(url).scheme not in _SCHEMES:
         raise log_error(
             LogReason.BAD_CONFIG,
-            f"the logging structure is a Redis URL (redis://host:port/db), not {redact_url(url)!r}",
+            f"the logging structure is a Redis URL (redis://host:port/db, or "
+            f"redis+sentinel://host:port/service), not {redact_url(url)!r}",
         )
     return url
 
@@ -136,9 +173,22 @@ class LoggingStructure:
 
         self._prefix = f"sharedq:logging:{identity}:"
         self._failed: type[Exception] = redis.RedisError
-        self._client = redis.Redis.from_url(
-            url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S
-        )
+        #: The sentinels' client and service, for a logging structure Sentinel watches.
+        self._sentinel: Any = None
+        self._service = ""
+        if url.startswith(SENTINEL + "://"):
+            from redis.sentinel import Sentinel
+
+            sentinels, self._service, db, user, password = sentinel_parts(url)
+            timeouts = {"socket_timeout": TIMEOUT_S, "socket_connect_timeout": TIMEOUT_S}
+            self._sentinel = Sentinel(sentinels, sentinel_kwargs=timeouts, **timeouts)  # type: ignore[no-untyped-call]
+            self._client = self._sentinel.master_for(
+                self._service, db=db, username=user, password=password, **timeouts
+            )
+        else:
+            self._client = redis.Redis.from_url(
+                url, socket_timeout=TIMEOUT_S, socket_connect_timeout=TIMEOUT_S
+            )
         # Pushes, one per commit, go on a connection of their own, packed and read
         # without the client's pool and reply callbacks (half a push's CPU).
         self._connection: Any = self._client.connection_pool.make_connection()
@@ -152,6 +202,17 @@ class LoggingStructure:
 
     def key(self, writer: str) -> str:
         return self._prefix + writer
+
+    def on_this_machine(self) -> bool:
+        """Whether the Redis holding the sets runs on this machine (:func:`on_this_machine`;
+        under Sentinel, the primary the sentinels name now)."""
+        if self._sentinel is None:
+            return on_this_machine(self._secret_url)
+        try:
+            host, port = self._sentinel.discover_master(self._service)
+        except self._failed:
+            return False  # the first push says what is wrong
+        return on_this_machine(f"redis://{host}:{port}/0")
 
     def open(self, writer: str) -> None:
         """Start the writer's set afresh: everything it wrote before is on disk."""
@@ -196,6 +257,11 @@ class LoggingStructure:
         with self._pushing:
             connection = self._connection
             try:
+                if self._sentinel is not None:
+                    # redis-py's send_packed_command connects a Sentinel-managed
+                    # connection as a plain one (to localhost:6379), not to the primary
+                    # the sentinels name: connect it first (nothing to do once open).
+                    connection.connect()
                 packed = connection.pack_command(
                     "ZSCORE", key, OPEN_MEMBER
                 ) + connection.pack_command("ZADD", key, last_lsn, frames)
@@ -265,11 +331,13 @@ def needs_copy_back(state: dict[str, object] | None) -> bool:
 __all__ = [
     "BOOT_ID_FILE",
     "REPLICA_WAIT_MS",
+    "SENTINEL",
     "LoggingStructure",
     "LoggingUnavailable",
     "check_url",
     "needs_copy_back",
     "on_this_machine",
+    "sentinel_parts",
     "this_boot",
     "without_credentials",
 ]

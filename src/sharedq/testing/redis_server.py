@@ -25,6 +25,7 @@ __all__ = [
     "MISSING",
     "START_TIMEOUT",
     "RedisCluster",
+    "RedisSentinel",
     "RedisServer",
     "free_port",
     "make_certificates",
@@ -386,3 +387,66 @@ class RedisCluster:
     def stop(self) -> None:
         for node in [*self.nodes, *self.replicas]:
             node.stop()
+
+
+class RedisSentinel(RedisServer):
+    """A private Redis Sentinel watching ``primary`` as ``service``: a failover starts
+    ``down_after_ms`` after the primary stops answering (Redis's default is 30 s; a
+    test wants it soon).  ``failover_timeout_ms`` stays long: shorter, a lone sentinel
+    may fail over again and again between the replicas.  ``url`` is the
+    ``redis+sentinel://`` URL of the service."""
+
+    def __init__(
+        self,
+        primary: RedisServer,
+        service: str = "sharedq",
+        *,
+        down_after_ms: int = 1000,
+        failover_timeout_ms: int = 60_000,
+    ) -> None:
+        super().__init__()
+        self.primary = primary
+        self.service = service
+        self.down_after_ms = down_after_ms
+        self.failover_timeout_ms = failover_timeout_ms
+
+    @property
+    def url(self) -> str:
+        return f"redis+sentinel://127.0.0.1:{self.port}/{self.service}/0"
+
+    def start(self) -> RedisSentinel:
+        config = self.dir / "sentinel.conf"  # a sentinel rewrites its own file
+        config.write_text(
+            f"port {self.port}\nbind 127.0.0.1\ndir {self.dir}\n"
+            f"logfile {self.dir / 'redis.log'}\n"
+            f"sentinel monitor {self.service} 127.0.0.1 {self.primary.port} 1\n"
+            f"sentinel down-after-milliseconds {self.service} {self.down_after_ms}\n"
+            f"sentinel failover-timeout {self.service} {self.failover_timeout_ms}\n"
+        )
+        self.process = subprocess.Popen(
+            [redis_server_binary(), str(config), "--sentinel"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            self._wait_until_up()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def settled(self) -> tuple[str, int] | None:
+        """The primary once no failover is under way and the sentinel sees it up (what a
+        client asking the sentinel is then told), else ``None``."""
+        reply = self.command("SENTINEL", "MASTER", self.service)
+        assert isinstance(reply, dict), reply  # redis-py parses it into one
+        flags = reply.get(b"flags", reply.get("flags"))
+        return self.master() if flags in (b"master", "master") else None
+
+    def master(self) -> tuple[str, int]:
+        """Where the sentinel says the service's primary is now."""
+        reply = self.command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
+        assert isinstance(reply, list | tuple) and len(reply) == 2, reply
+        host, port = reply
+        return host.decode() if isinstance(host, bytes) else str(host), int(port)
