@@ -895,3 +895,26 @@ def test_a_message_to_a_conversational_transaction_from_outside_a_conversation_g
     assert statuses == [A1]
     assert not node1.in_conversation
     assert until(lambda: where(facility) == {})
+
+
+def test_a_next_input_before_the_ack_then_a_logoff(
+    facility: CouplingFacility, make_ims: MakeIMS
+) -> None:
+    """The terminal received a response and entered its next input without
+    acknowledging it (the next input deleted it), then logged off: nothing is put back
+    or unlocked, and at the next logon the new input's response comes."""
+    talk = Talk()
+    ims = make_ims(
+        system("IMSA", (TRANA32,), lterms=(LTERMA,)), {"PGMA": talk.program("PGMA", continuing())}
+    )
+    node1 = ims.logon("NODE1")
+    node1.enter("TRANA ONE")
+    first = node1.receive(WAIT_S)
+    assert first is not None and first.text == "OUT 1 TRANA ONE"  # not acknowledged
+    node1.enter("TWO")  # the held response is deleted now
+    node1.logoff()
+    node1 = ims.logon("NODE1")
+    assert take(node1, 1) == ["OUT 2 TWO"]
+    node1.enter("END")
+    assert take(node1, 1) == ["BYE"]
+    assert until(lambda: where(facility) == {})

@@ -150,10 +150,14 @@ class Conversations:
             self._ccbs[_anchor(terminal)] = conversation
         return conversation
 
-    def next_input(self, terminal: Anchored, origin: bytes) -> tuple[Conversation, Spa] | None:
-        """The terminal's conversation and its held SPA for its next input (whose unit
-        of work is from ``origin``), the CCB ``ACTIVE`` again; ``None`` without one;
-        ``CONVERSATION_BUSY`` while it waits for its output."""
+    def next_input(
+        self, terminal: Anchored, origin: bytes
+    ) -> tuple[Conversation, Spa, bytes, object | None] | None:
+        """The terminal's conversation, its held SPA (decoded and as held) and held
+        response, for its next input (whose unit of work is from ``origin``): the CCB
+        ``ACTIVE`` again, holding nothing (:meth:`resumed` puts them back if the input
+        cannot be put); ``None`` without one; ``CONVERSATION_BUSY`` while it waits for
+        its output."""
         with self._lock:
             conversation = self._ccbs.get(_anchor(terminal))
             if conversation is None:
@@ -164,22 +168,28 @@ class Conversations:
                     f"{terminal.node} is in conversation with {conversation.code}, "
                     "waiting for its output",
                 )
+            spa, held = conversation.spa, conversation.held
             conversation.state, conversation.origin = ACTIVE, origin
-            return conversation, Spa.decode(conversation.spa)
+            conversation.spa = conversation.held = None
+            return conversation, Spa.decode(spa), spa, held
 
     def resumed(self, conversation: Conversation, spa: bytes, held: object) -> None:
         """The next input could not be put: the conversation holds its response again."""
         with self._lock:
             conversation.state, conversation.spa, conversation.held = HELD, spa, held
 
-    def unsent(self, held: object, origin: bytes) -> None:
-        """A held response went back to its queue unacknowledged (a logoff): its
-        conversation waits for it again, to be sent at the next logon."""
+    def unsent(self, held: object, origin: bytes) -> bool:
+        """A held response not yet acknowledged at a logoff: if its conversation still
+        holds it, the conversation waits for it again (``True``: the caller puts it back
+        on its queue, to be sent at the next logon); ``False`` if the conversation let
+        it go (its next input or /EXIT deleted it)."""
         with self._lock:
             for conversation in self._ccbs.values():
                 if conversation.held is held:
                     conversation.state, conversation.spa, conversation.held = ACTIVE, None, None
                     conversation.origin = origin
+                    return True
+        return False
 
     def end(self, conversation: Conversation) -> None:
         with self._lock:

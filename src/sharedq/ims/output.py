@@ -79,9 +79,10 @@ class Outputs:
                 self._work.pop(name, None)
                 if name in self._in_flight:
                     output = self._in_flight.pop(name)
-                    if id(output) in self._keep:  # its conversation waits for it again
+                    if id(output) in self._keep:  # held by a conversation
                         self._keep.discard(id(output))
-                        self._conversations.unsent(output, output.uow.origin_id)
+                        if not self._conversations.unsent(output, output.uow.origin_id):
+                            continue  # already deleted (a next input, /EXIT): not unlocked
                     held.append(output)
         for name in terminal.lterms:
             self._cqs.deregister(queues.lterm_ready(name))

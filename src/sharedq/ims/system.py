@@ -363,12 +363,16 @@ class IMS(Commands, Failures, ETO):
             raise
 
     def _converse(
-        self, message: messages.ImsMessage, uow: Uow, conversation: Conversation, spa: Spa
+        self,
+        message: messages.ImsMessage,
+        uow: Uow,
+        conversation: Conversation,
+        spa: Spa,
+        spa_segment: bytes,
+        held: object | None,
     ) -> Routed:
         """A conversation's next input: out with the held SPA to the SPA's transaction,
         then the response held until now deleted (§10.3 steps 10-12)."""
-        held, spa_segment = conversation.held, conversation.spa
-        assert spa_segment is not None
         tran = self.definition.transaction(spa.code)
         try:
             if tran is None:
