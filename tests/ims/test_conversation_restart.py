@@ -19,6 +19,7 @@ from sharedq.cf import CouplingFacility
 from sharedq.cf.redis import RedisFacility
 from sharedq.cqs import structure_params
 from sharedq.ims import IMS, Program, Region, SystemDefinition, Transaction
+from sharedq.ims.queues import lterm_ready
 from sharedq.testing.redis_server import RedisServer
 
 from . import workers
@@ -162,3 +163,28 @@ def test_a_front_end_process_killed_mid_conversation(redis_server: RedisServer) 
             assert take(node1, 1) == ["BYE"]
             assert until(lambda: where(facility, workers.MSGQ) == {})
     redis_server.flush()
+
+
+def test_a_held_conversation_goes_on_after_a_shutdown_and_a_normal_start(
+    facility: CouplingFacility, make_ims: MakeIMS
+) -> None:
+    """A shutdown puts the held response back on its queue (nothing stays locked by a
+    CQS no one will ask for it); the next start adopts it at logon."""
+    talk = Talk()
+    definition = system("IMSA", (TRANA32,), lterms=(LTERMA,))
+    programs = {"PGMA": talk.program("PGMA", continuing())}
+    first = make_ims(definition, programs)
+    node1 = first.logon("NODE1")
+    node1.enter("TRANA ONE")
+    assert take(node1, 1) == ["OUT 1 TRANA ONE"]
+    first.shutdown()
+    on_queue = lterm_ready("LTERMA").decode("ascii").rstrip()
+    assert until(lambda: list(where(facility, MSGQ)) == [on_queue])  # not locked any more
+    again = make_ims(definition, programs)
+    node1 = again.logon("NODE1")
+    assert take(node1, 1) == ["OUT 1 TRANA ONE"]
+    node1.enter("TWO")
+    assert take(node1, 1) == ["OUT 2 TWO"]
+    node1.enter("END")
+    assert take(node1, 1) == ["BYE"]
+    assert until(lambda: where(facility, MSGQ) == {})

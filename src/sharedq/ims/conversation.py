@@ -246,6 +246,14 @@ class Conversations:
         self._exit(ConversationEnd(conversation.lterm, None, "exit"))
         return EXIT_STILL_ACTIVE, None
 
+    def release(self) -> list[object]:
+        """The IMS shuts down: every held response, let go by its CCB (the caller puts
+        them back on their queues, where the next incarnation adopts them)."""
+        with self._lock:
+            held = [c.held for c in self._ccbs.values() if c.held is not None]
+            self._ccbs.clear()
+        return held
+
     def display(self) -> list[dict[str, object]]:
         """/DISPLAY CONVERSATION: each CCB's node, user, LTERM, transaction and state."""
         with self._lock:

@@ -161,6 +161,14 @@ class Outputs:
                 self._in_flight[lterm] = output  # the exit said send it after all
         terminal.arrive(output)
 
+    def put_back(self, output: Delivered) -> None:
+        """A held response back to the head of its LTERM's queue (a shutdown)."""
+        try:
+            self._cqs.unlock(output.token, first=True)
+        except CQSError as error:
+            logger.warning("%s: unlock of %s's held output failed: %s", self._cqs.system,
+                           output.lterm, error)  # fmt: skip
+
     def drop_held(self, output: Delivered) -> None:
         """Delete a response a conversation held (its next input is put, or /EXIT), or
         one no conversation here wants.  Still in flight, its acknowledgement then

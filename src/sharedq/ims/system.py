@@ -209,7 +209,8 @@ class IMS(Commands, Failures, ETO):
 
     def shutdown(self) -> None:
         """Stop the regions (a program's next ``GU`` gets ``QC``), log every terminal
-        off, deregister everything and disconnect the CQS.  Messages stay on the shared
+        off, deregister everything, put the responses conversations hold back on their
+        queues (the next start adopts them) and disconnect the CQS.  Messages stay on the shared
         queues; committed output the structure still has no room for is lost (logged
         as a warning: this model has no IMS checkpoint to keep it in)."""
         if not self._started:
@@ -236,6 +237,9 @@ class IMS(Commands, Failures, ETO):
         lost = [p for p in pending if not self._put_output(*p)]
         if lost:
             logger.warning("%s: %d committed outputs lost at shutdown", self.imsid, len(lost))
+        for held in self._conversations.release():  # adopted again after the restart
+            if isinstance(held, Delivered):
+                self._outputs.put_back(held)
         self.cqs.disconnect()
         self._started = False
 
