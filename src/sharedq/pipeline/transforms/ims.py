@@ -14,7 +14,15 @@ the IMS that made the request.  What the records say (``docs/cqs.md``, "Log reco
   unit of work's first 16 bytes (its origin);
 - on an EMHQ structure (Fast Path), type 1 is a PSB's program ready queue (a global
   Fast Path input; with an IMSID in the name, an IMS's PSB table entry), type 5 an
-  LTERM's reply queue.  Local Fast Path work never reaches the structure.
+  LTERM's reply queue.  Local Fast Path work never reaches the structure;
+- a **conversational** message (redbook §9.14, ``docs/ims.md`` "Conversations") is one
+  whose IMS message has format 2: its first segment is the SPA, whose first 8 bytes
+  name the transaction the next input goes to (blank: the conversation ended with this
+  response).  A put record's ``data`` is the whole entry: the CQS prefix
+  (:data:`sharedq.cqs.messages.PREFIX_LENGTH` bytes; a multi-part message's part 1
+  holds the start of the body), then the IMS message (format byte, source LTERM, then
+  LLZZ segments), so the format, the LTERM and the SPA's code are read from fixed
+  offsets of part 1 with binary substrings, no row going to a Python worker.
 
 The log does not say whether a structure is an MSGQ or an EMHQ: a structure whose
 name contains ``EMHQ`` is taken for an EMHQ, unless the caller names them.
@@ -27,7 +35,12 @@ from typing import TYPE_CHECKING
 
 from sharedq.cqs import Private
 from sharedq.cqs.journal import Request
+from sharedq.cqs.messages import FORMAT as CQS_FORMAT
+from sharedq.cqs.messages import PREFIX_LENGTH
 from sharedq.cqs.names import STAGING_TYPE
+from sharedq.ims.messages import FORMAT as IMS_FORMAT
+from sharedq.ims.messages import FORMAT_SPA
+from sharedq.ims.spa import CODE_BYTES
 from sharedq.pipeline.transforms.cqs_records import (
     ORIGIN_BYTES,
     QUEUE_TYPES,
@@ -36,6 +49,7 @@ from sharedq.pipeline.transforms.cqs_records import (
     origin_system,
     processing_system,
     queue_imsid,
+    queue_resource,
     queue_type,
 )
 
@@ -49,6 +63,20 @@ LOCK_HEADERS = Private.LOCK.headers()
 STAGING_TYPES = tuple(sorted(set(STAGING_TYPE.values())))
 #: The latency percentiles the job reports.
 PERCENTILES = (0.5, 0.9, 0.99)
+#: An IMS message's prefix after the CQS's: format (1), source LTERM (8), as
+#: ``sharedq.ims.messages`` packs it (its struct is private there; the pipeline's tests
+#: hold these offsets to what ``sharedq.ims.messages.decode`` reads from real records).
+LTERM_BYTES = 8
+IMS_PREFIX_BYTES = 1 + LTERM_BYTES
+#: A segment's ``LLZZ`` (length and two zero bytes) before its data.
+LLZZ_BYTES = 4
+#: Where (1-based, as Spark's ``substring`` counts) a put record's data has the CQS
+#: prefix's part number (0: part 1), the IMS format byte, the source LTERM and the
+#: SPA's transaction code (the first segment's data of a format 2 message).
+PART_AT = 3
+FORMAT_AT = PREFIX_LENGTH + 1
+LTERM_AT = FORMAT_AT + 1
+SPA_CODE_AT = PREFIX_LENGTH + IMS_PREFIX_BYTES + LLZZ_BYTES + 1
 
 
 def is_emhq(structure: Column, emhq: Collection[str] | None = None) -> Column:
@@ -59,13 +87,60 @@ def is_emhq(structure: Column, emhq: Collection[str] | None = None) -> Column:
     return F.upper(structure).contains("EMHQ")
 
 
+def ims_message(data: Column) -> Column:
+    """Whether a record's ``data`` is part 1 of a CQS message holding an IMS message:
+    the CQS prefix's format, part 0, then an IMS format byte (ordinary or
+    conversational) and a whole LTERM.  False for a staged part (its body is not the
+    message's start) and for a record without data (read, delete, ...): only a put
+    carries the entry."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(
+        (F.length(data) >= PREFIX_LENGTH + IMS_PREFIX_BYTES)
+        & (F.substring(data, 1, 1) == F.lit(bytearray([CQS_FORMAT])))
+        & (F.substring(data, PART_AT, 2) == F.lit(bytearray(2)))
+        & F.substring(data, FORMAT_AT, 1).isin(bytearray([IMS_FORMAT]), bytearray([FORMAT_SPA])),
+        F.lit(False),
+    )
+
+
+def source_lterm(data: Column) -> Column:
+    """The IMS message's source LTERM, trimmed (blank on a program's reply: the
+    destination is its queue); null when ``data`` is not an IMS message."""
+    from pyspark.sql import functions as F
+
+    text = F.rtrim(F.decode(F.substring(data, LTERM_AT, LTERM_BYTES), "US-ASCII"))
+    return F.when(ims_message(data), text)
+
+
+def has_spa(data: Column) -> Column:
+    """Whether ``data`` is an IMS message of format 2: a conversation's, the SPA first."""
+    from pyspark.sql import functions as F
+
+    return ims_message(data) & (F.substring(data, FORMAT_AT, 1) == F.lit(bytearray([FORMAT_SPA])))
+
+
+def spa_code(data: Column) -> Column:
+    """The SPA's transaction code, trimmed: where the conversation's next input goes,
+    ``""`` when this response ended it; null when ``data`` carries no SPA.  (Part 1
+    always holds it: a queue buffer is far longer than the prefixes and the code.)"""
+    from pyspark.sql import functions as F
+
+    code = F.rtrim(F.decode(F.substring(data, SPA_CODE_AT, CODE_BYTES), "US-ASCII"))
+    return F.when(has_spa(data) & (F.length(data) >= SPA_CODE_AT - 1 + CODE_BYTES), code)
+
+
 def requests(log: DataFrame, emhq: Collection[str] | None = None) -> DataFrame:
     """Every message record a CQS wrote, one row each: ``structure, kind`` (MSGQ or
     EMHQ), ``cqs`` (the writer), ``action`` (the request's tag), ``queue_type``,
-    ``queue_name`` (words), ``table_entry`` (a Fast Path PSB table entry), ``local``
-    (a put straight to the lock queue), ``entry_id``, ``origin`` (hex of the unit of
-    work's first 16 bytes), ``origin_system``, ``input`` (a put of a message entered
-    at a terminal), ``seq``, ``time``."""
+    ``queue_name`` (words), ``resource`` (the queue's transaction code or LTERM),
+    ``table_entry`` (a Fast Path PSB table entry), ``local`` (a put straight to the
+    lock queue), ``entry_id``, ``origin`` (hex of the unit of work's first 16 bytes),
+    ``origin_system``, ``input`` (a put of a message entered at a terminal),
+    ``conversational`` (a full-function put of a conversation's message, its SPA
+    first), ``source_lterm`` (the IMS message's LTERM on a put; null elsewhere),
+    ``spa_code`` (the SPA's next transaction on a conversational put: ``""`` ended
+    the conversation), ``seq``, ``time``."""
     from pyspark.sql import functions as F
 
     tag = message_tag(F.col("payload"))
@@ -78,6 +153,8 @@ def requests(log: DataFrame, emhq: Collection[str] | None = None) -> DataFrame:
         LOCK_HEADERS.start, LOCK_HEADERS.stop - 1
     )
     original = is_cqs_uow(F.col("uow")) & processing_system(F.col("uow")).isNull()
+    put = F.col("action") == Request.PUT.tag
+    conversational = put & ~emhq_col & has_spa(F.col("data"))
     return (
         log.where(tag.isNotNull() & F.col("entry_id").isNotNull())
         .withColumn("action", tag)
@@ -91,15 +168,16 @@ def requests(log: DataFrame, emhq: Collection[str] | None = None) -> DataFrame:
             .when(emhq_col, F.coalesce(emhq_names[qtype], F.lit("?")))
             .otherwise(F.coalesce(msgq_names[qtype], F.lit("?")))
             .alias("queue_name"),
+            queue_resource(F.col("queue")).alias("resource"),
             F.coalesce(table_entry, F.lit(False)).alias("table_entry"),
             F.coalesce(local, F.lit(False)).alias("local"),
             F.lower(F.hex("entry_id")).alias("entry_id"),
             F.lower(F.hex(F.substring("uow", 1, ORIGIN_BYTES))).alias("origin"),
             origin_system(F.col("uow")).alias("origin_system"),
-            F.coalesce(
-                (F.col("action") == Request.PUT.tag) & ~emhq_col & qtype.isin(1, 4) & original,
-                F.lit(False),
-            ).alias("input"),
+            F.coalesce(put & ~emhq_col & qtype.isin(1, 4) & original, F.lit(False)).alias("input"),
+            F.coalesce(conversational, F.lit(False)).alias("conversational"),
+            F.when(put, source_lterm(F.col("data"))).alias("source_lterm"),
+            F.when(conversational, spa_code(F.col("data"))).alias("spa_code"),
             "seq",
             F.col("time_us").alias("time"),
         )
@@ -134,8 +212,12 @@ def work_per_cqs(reqs: DataFrame) -> DataFrame:
 def input_shares(reqs: DataFrame) -> DataFrame:
     """Per IMS that took the input (its CQS), full-function inputs: local (straight to
     the lock queue), global (the transaction ready queue), serial (its serial queue),
-    and the local share."""
+    their sum, the local share, and ``conversational``: how many of them were a
+    conversation's iterations (each is an input the terminal entered, the SPA first)."""
     from pyspark.sql import functions as F
+
+    def count(condition: Column) -> Column:
+        return F.sum(F.when(condition, 1).otherwise(0)).cast("long")
 
     inputs = reqs.where(F.col("input"))
     routing = (
@@ -146,26 +228,33 @@ def input_shares(reqs: DataFrame) -> DataFrame:
     counted = (
         inputs.withColumn("routing", routing)
         .groupBy("cqs")
-        .pivot("routing", ["local", "global", "serial"])
-        .count()
-        .na.fill(0)
+        .agg(
+            *[count(F.col("routing") == r).alias(r) for r in ("local", "global", "serial")],
+            count(F.col("conversational")).alias("conversational"),
+        )
     )
     total = F.col("local") + F.col("global") + F.col("serial")
     return counted.select(
         "cqs",
-        F.col("local").cast("long").alias("local"),
-        F.col("global").cast("long").alias("global"),
-        F.col("serial").cast("long").alias("serial"),
+        "local",
+        "global",
+        "serial",
         total.cast("long").alias("inputs"),
         F.when(total > 0, F.col("local") / total).alias("local_share"),
+        "conversational",
     )
 
 
 def input_latency(reqs: DataFrame) -> DataFrame:
     """Per full-function input (by origin): when it was put, by which CQS, how
     (local, global, serial), its replies and when the last was deleted (the terminal's
-    acknowledgement): ``origin, cqs, routing, put_time, replies, reply_deleted,
-    latency_ms``; ``latency_ms`` null when no reply was deleted."""
+    acknowledgement): ``origin, cqs, routing, conversational, put_time, replies,
+    reply_deleted, latency_ms``; ``latency_ms`` null when no reply was deleted.
+
+    A conversation's response that does not end it stays on the lock queue, held with
+    its SPA, until the terminal's next input (§10.3): its delete, so a conversational
+    input's latency, includes the time the user took to answer.  ``conversational``
+    says which rows those are, so that a reader can leave them out."""
     from pyspark.sql import functions as F
 
     inputs = reqs.where(F.col("input")).select(
@@ -175,6 +264,7 @@ def input_latency(reqs: DataFrame) -> DataFrame:
         .when(F.col("queue_type") == 4, F.lit("serial"))
         .otherwise(F.lit("global"))
         .alias("routing"),
+        "conversational",
         F.col("time").alias("put_time"),
     )
     replies = (
@@ -191,6 +281,43 @@ def input_latency(reqs: DataFrame) -> DataFrame:
         inputs.join(replies, "origin", "left")
         .na.fill(0, ["replies"])
         .withColumn("latency_ms", micros / 1000.0)
+    )
+
+
+def conversations(reqs: DataFrame) -> DataFrame:
+    """Per front-end IMS (the CQS that put the input: where the conversation's CCB is)
+    and the terminal's LTERM: ``iterations`` (conversational inputs entered there) and
+    ``ended`` (conversational responses put to that LTERM's ready queue with a blank
+    SPA code: the conversation ended with them).
+
+    A response carries its input's unit of work origin and, as a reply, a blank source
+    LTERM: it is matched to its input by origin for the front end, and counted under
+    the LTERM its queue names (the input's, where the I/O PCB's reply goes).  A
+    response whose input is not in the log (the log starts after it) has a null
+    ``cqs``."""
+    from pyspark.sql import functions as F
+
+    inputs = reqs.where(F.col("input") & F.col("conversational"))
+    iterations = inputs.groupBy("cqs", "source_lterm").agg(
+        F.count("*").cast("long").alias("iterations")
+    )
+    front_end = inputs.select("origin", "cqs")
+    ends = (
+        reqs.where(
+            F.col("conversational")
+            & (F.col("queue_type") == 5)
+            & (F.col("action") == Request.PUT.tag)
+            & (F.col("spa_code") == "")
+        )
+        .select("origin", F.col("resource").alias("source_lterm"))
+        .join(front_end, "origin", "left")
+        .groupBy("cqs", "source_lterm")
+        .agg(F.count("*").cast("long").alias("ended"))
+    )
+    return (
+        iterations.join(ends, ["cqs", "source_lterm"], "full")
+        .na.fill(0, ["iterations", "ended"])
+        .select("cqs", "source_lterm", "iterations", "ended")
     )
 
 
