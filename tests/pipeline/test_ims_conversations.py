@@ -194,6 +194,12 @@ def _check(out: Path) -> None:
     ]
     assert [r["conversational"] for r in latency if r["cqs"] == "CQSIMSB"] == [True, True]
     assert all(r["replies"] == 1 and r["latency_ms"] is not None for r in latency)
+    for row in latency:  # a conversation's: to the reply sent, not to its (held) delete
+        sent, deleted = row["reply_sent"], row["reply_deleted"]
+        until = sent if row["conversational"] else deleted
+        assert row["latency_ms"] == pytest.approx((until - row["put_time"]).total_seconds() * 1000)
+    held = [r for r in latency if r["conversational"] and r["reply_deleted"] > r["reply_sent"]]
+    assert len(held) >= 4  # the held ones were deleted at the next input, later
     talks = pq.read_table(out / "ims" / "conversations").to_pylist()
     assert sorted((r["cqs"], r["source_lterm"], r["iterations"], r["ended"]) for r in talks) == [
         ("CQSIMSA", "LTERMA", 4, 1),  # the responses were put by CQSIMSB

@@ -247,14 +247,14 @@ def input_shares(reqs: DataFrame) -> DataFrame:
 
 def input_latency(reqs: DataFrame) -> DataFrame:
     """Per full-function input (by origin): when it was put, by which CQS, how
-    (local, global, serial), its replies and when the last was deleted (the terminal's
-    acknowledgement): ``origin, cqs, routing, conversational, put_time, replies,
-    reply_deleted, latency_ms``; ``latency_ms`` null when no reply was deleted.
+    (local, global, serial), its replies, when the last was read to be sent and when
+    it was deleted (the terminal's acknowledgement): ``origin, cqs, routing,
+    conversational, put_time, replies, reply_sent, reply_deleted, latency_ms``.
 
-    A conversation's response that does not end it stays on the lock queue, held with
-    its SPA, until the terminal's next input (§10.3): its delete, so a conversational
-    input's latency, includes the time the user took to answer.  ``conversational``
-    says which rows those are, so that a reader can leave them out."""
+    ``latency_ms`` runs to the reply's delete, null when none was deleted; for a
+    conversational input to the reply's read: a conversation's response that does not
+    end it stays on the lock queue, held with its SPA, until the terminal's next input
+    (§10.3), so its delete would count the time the user took to answer."""
     from pyspark.sql import functions as F
 
     inputs = reqs.where(F.col("input")).select(
@@ -267,16 +267,22 @@ def input_latency(reqs: DataFrame) -> DataFrame:
         "conversational",
         F.col("time").alias("put_time"),
     )
+    deleted = F.col("action") == Request.DELETE.tag
     replies = (
         reqs.where(
             (F.col("kind") == "MSGQ")
             & (F.col("queue_type") == 5)
-            & (F.col("action") == Request.DELETE.tag)
+            & F.col("action").isin(Request.DELETE.tag, Request.READ.tag)
         )
         .groupBy("origin")
-        .agg(F.count("*").alias("replies"), F.max("time").alias("reply_deleted"))
+        .agg(
+            F.sum(F.when(deleted, 1).otherwise(0)).cast("long").alias("replies"),
+            F.max(F.when(~deleted, F.col("time"))).alias("reply_sent"),
+            F.max(F.when(deleted, F.col("time"))).alias("reply_deleted"),
+        )
     )
-    micros = F.unix_micros(F.col("reply_deleted")) - F.unix_micros(F.col("put_time"))
+    until = F.when(F.col("conversational"), F.col("reply_sent")).otherwise(F.col("reply_deleted"))
+    micros = F.unix_micros(until) - F.unix_micros(F.col("put_time"))
     return (
         inputs.join(replies, "origin", "left")
         .na.fill(0, ["replies"])
@@ -322,7 +328,7 @@ def conversations(reqs: DataFrame) -> DataFrame:
 
 
 def latency_percentiles(latencies: DataFrame) -> DataFrame:
-    """Input to reply-delete percentiles, all inputs and per CQS and routing:
+    """Input to reply percentiles (:func:`input_latency`), all inputs and per CQS and routing:
     ``scope, name, count, p50_ms, p90_ms, p99_ms``."""
     from pyspark.sql import functions as F
 
