@@ -61,6 +61,10 @@ def test_a_served_cqs_pushes_each_request_to_the_logging_structure(
         (["--durability", "duplex_ms=100,replicas=some"], "duplex_ms=N,replicas=R"),
         (["--durability", "every_commit,replicas=1"], "duplex_ms=N,replicas=R"),
         (["--durability", "duplex_ms=100", "--logging-structure", "http://x"], "Redis URL"),
+        (
+            ["--durability", "duplex_ms=100", "--logging-structure", "redis+sentinel://h1/lg"],
+            "sentinels are host:port",
+        ),
     ],
 )
 def test_bad_durability_options_are_refused_before_connecting(
