@@ -38,6 +38,7 @@ from typing import Literal, Protocol
 from sharedq.cqs import Uow
 from sharedq.ims.errors import IMSReason, ims_error
 from sharedq.ims.spa import Spa
+from sharedq.ims.terminal import Delivered
 
 ACTIVE = "ACTIVE"
 HELD = "HELD"
@@ -87,7 +88,7 @@ class Conversation:
     #: The response held on the lock queue (``HELD``): its SPA segment and the object
     #: the terminal received (its token deletes it).
     spa: bytes | None = None
-    held: object | None = None
+    held: Delivered | None = None
 
     def row(self) -> dict[str, object]:
         return {
@@ -152,7 +153,7 @@ class Conversations:
 
     def next_input(
         self, terminal: Anchored, origin: bytes
-    ) -> tuple[Conversation, Spa, bytes, object | None] | None:
+    ) -> tuple[Conversation, Spa, bytes, Delivered | None] | None:
         """The terminal's conversation, its held SPA (decoded and as held) and held
         response, for its next input (whose unit of work is from ``origin``): the CCB
         ``ACTIVE`` again, holding nothing (:meth:`resumed` puts them back if the input
@@ -173,12 +174,12 @@ class Conversations:
             conversation.spa = conversation.held = None
             return conversation, Spa.decode(spa), spa, held
 
-    def resumed(self, conversation: Conversation, spa: bytes, held: object) -> None:
+    def resumed(self, conversation: Conversation, spa: bytes, held: Delivered | None) -> None:
         """The next input could not be put: the conversation holds its response again."""
         with self._lock:
             conversation.state, conversation.spa, conversation.held = HELD, spa, held
 
-    def unsent(self, held: object, origin: bytes) -> bool:
+    def unsent(self, held: Delivered, origin: bytes) -> bool:
         """A held response not yet acknowledged at a logoff: if its conversation still
         holds it, the conversation waits for it again (``True``: the caller puts it back
         on its queue, to be sent at the next logon); ``False`` if the conversation let
@@ -219,7 +220,7 @@ class Conversations:
                 self._ccbs = {a: c for a, c in self._ccbs.items() if c is not found}
             return found
 
-    def hold(self, conversation: Conversation, spa_segment: bytes, held: object) -> None:
+    def hold(self, conversation: Conversation, spa_segment: bytes, held: Delivered) -> None:
         """The response sent is held with its SPA until the next input or /EXIT."""
         with self._lock:
             conversation.state, conversation.spa, conversation.held = HELD, spa_segment, held
@@ -230,7 +231,7 @@ class Conversations:
         end = ConversationEnd(lterm, spa.presented(len(spa.data)), "no-conversation")
         return self._exit(end) is not False
 
-    def exit(self, terminal: Anchored) -> tuple[str, object | None]:
+    def exit(self, terminal: Anchored) -> tuple[str, Delivered | None]:
         """/EXIT: the CCB ends (the exit told, with the SPA if it is here, or the dummy
         one); returns /EXIT's answer and the held response to delete, if any."""
         with self._lock:
@@ -246,7 +247,7 @@ class Conversations:
         self._exit(ConversationEnd(conversation.lterm, None, "exit"))
         return EXIT_STILL_ACTIVE, None
 
-    def release(self) -> list[object]:
+    def release(self) -> list[Delivered]:
         """The IMS shuts down: every held response, let go by its CCB (the caller puts
         them back on their queues, where the next incarnation adopts them)."""
         with self._lock:

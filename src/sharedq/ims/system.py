@@ -210,9 +210,9 @@ class IMS(Commands, Failures, ETO):
     def shutdown(self) -> None:
         """Stop the regions (a program's next ``GU`` gets ``QC``), log every terminal
         off, deregister everything, put the responses conversations hold back on their
-        queues (the next start adopts them) and disconnect the CQS.  Messages stay on the shared
-        queues; committed output the structure still has no room for is lost (logged
-        as a warning: this model has no IMS checkpoint to keep it in)."""
+        queues (the next start adopts them) and disconnect the CQS.  Messages stay on
+        the shared queues; committed output the structure still has no room for is lost
+        (logged as a warning: this model has no IMS checkpoint to keep it in)."""
         if not self._started:
             return
         self.events.stop()
@@ -238,8 +238,7 @@ class IMS(Commands, Failures, ETO):
         if lost:
             logger.warning("%s: %d committed outputs lost at shutdown", self.imsid, len(lost))
         for held in self._conversations.release():  # adopted again after the restart
-            if isinstance(held, Delivered):
-                self._outputs.put_back(held)
+            self._outputs.put_back(held)
         self.cqs.disconnect()
         self._started = False
 
@@ -373,7 +372,7 @@ class IMS(Commands, Failures, ETO):
         conversation: Conversation,
         spa: Spa,
         spa_segment: bytes,
-        held: object | None,
+        held: Delivered | None,
     ) -> Routed:
         """A conversation's next input: out with the held SPA to the SPA's transaction,
         then the response held until now deleted (§10.3 steps 10-12)."""
@@ -389,7 +388,7 @@ class IMS(Commands, Failures, ETO):
         except BaseException:
             self._conversations.resumed(conversation, spa_segment, held)
             raise
-        if isinstance(held, Delivered):
+        if held is not None:
             self._outputs.drop_held(held)
         return routed
 
@@ -669,8 +668,6 @@ class IMS(Commands, Failures, ETO):
         names = [lt.name for lt in self.definition.lterms] + list(lterms)
         return display.qcnt(self.cqs, display.lterm_queues(names), msgage_days)
 
-    # -- terminals (sharedq.ims.output) -------------------------------------------------------
-
     # -- conversations ------------------------------------------------------------------------
 
     def in_conversation(self, terminal: Terminal) -> bool:
@@ -681,7 +678,7 @@ class IMS(Commands, Failures, ETO):
         """/EXIT from ``terminal``: its conversation here ends; ``NO_CONVERSATION`` if
         this IMS holds none for it (/EXIT is accepted only where it started)."""
         answer, held = self._conversations.exit(terminal)
-        if isinstance(held, Delivered):
+        if held is not None:
             self._outputs.drop_held(held)
         return answer
 
@@ -690,6 +687,8 @@ class IMS(Commands, Failures, ETO):
         LTERM, the transaction its next input goes to, and ``ACTIVE`` (waiting for
         its output) or ``HELD`` (output sent, SPA held for the next input)."""
         return self._conversations.display()
+
+    # -- terminals (sharedq.ims.output) -------------------------------------------------------
 
     def logon(self, node: str) -> Terminal:
         """A node logs on: its static LTERMs are registered; output waiting for them
