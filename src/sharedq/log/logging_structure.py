@@ -101,7 +101,8 @@ def this_boot() -> str:
 
 
 def check_url(url: object) -> str:
-    """``BAD_CONFIG`` unless ``url`` is a Redis URL (``redis://``, ``rediss://``, ``unix://``)."""
+    """``BAD_CONFIG`` unless ``url`` is a Redis URL (``redis://``, ``rediss://``, ``unix://``)
+    or names a Sentinel-watched one (``redis+sentinel://``, :func:`sentinel_parts`)."""
     if isinstance(url, str) and url.startswith(SENTINEL + "://"):
         sentinel_parts(url)
         return url
