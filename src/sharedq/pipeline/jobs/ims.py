@@ -1,14 +1,14 @@
 """``sharedq pipeline ims``: an IMS shared-queues group's work, from its CQSs' log records.
 
 Writes ``<output>/ims/work`` (per CQS, that is per IMS: puts, local puts, reads, moves,
-unlocks, deletes, cold, inputs), ``inputs`` (per IMS: full-function inputs local,
-global and serial, the local share, and how many were a conversation's iterations),
-``latency`` (each input: put to the delete of its last reply, matched by the unit of
-work's first 16 bytes; conversational or not), ``latency_pct`` (percentiles: all, per
-IMS, per routing), ``conversations`` (per front-end IMS and LTERM: conversational
-inputs, and responses that ended a conversation) and ``balance`` (per structure kind
-and queue type: opening + put = deleted + cold + left); the figures hold the totals.
-How the records are read: :mod:`sharedq.pipeline.transforms.ims`.
+unlocks, deletes, cold, inputs), ``inputs`` (per IMS: full-function inputs local, global
+and serial, the local share, and how many were a conversation's iterations), ``latency``
+(each input: put to the delete of its last reply, matched by the unit of work's first 16
+bytes; a conversational input's to its reply's read), ``latency_pct`` (percentiles: all,
+per IMS, per routing), ``conversations`` (per front-end IMS and LTERM: conversational
+inputs, and responses that ended a conversation) and ``balance`` (per structure kind and
+queue type: opening + put = deleted + cold + left); the figures hold the totals. How the
+records are read: :mod:`sharedq.pipeline.transforms.ims`.
 """
 
 from __future__ import annotations
